@@ -1,0 +1,340 @@
+package engine
+
+import (
+	"time"
+
+	pb "github.com/duet-ai/duet/sdk/internal/proto/enginev1"
+)
+
+// This file converts between the plain Go values of this package and their protobuf twins. Each pair of
+// functions is the only place that knows a message's field mapping.
+
+func loadRequestToProto(r LoadRequest) *pb.LoadRequest {
+	return &pb.LoadRequest{InstanceId: r.InstanceID, Model: r.Model, Options: r.Options}
+}
+
+func loadRequestFromProto(r *pb.LoadRequest) LoadRequest {
+	return LoadRequest{InstanceID: r.GetInstanceId(), Model: r.GetModel(), Options: r.GetOptions()}
+}
+
+func descriptionToProto(d Description) *pb.Description {
+	return &pb.Description{
+		InstanceId:    d.InstanceID,
+		ModelId:       d.ModelID,
+		Architecture:  d.Architecture,
+		Backend:       d.Backend,
+		Fingerprint:   d.Fingerprint,
+		Dtype:         d.DType,
+		Quantization:  d.Quantization,
+		Parameters:    d.Parameters,
+		ContextLength: int32(d.ContextLength),
+		VocabSize:     int32(d.VocabSize),
+		Kv: &pb.KVLayout{
+			NumLayers:  int32(d.KV.NumLayers),
+			NumKvHeads: int32(d.KV.NumKVHeads),
+			HeadDim:    int32(d.KV.HeadDim),
+			Dtype:      d.KV.DType,
+		},
+		Capabilities: &pb.Capabilities{
+			Chat:           d.Capabilities.Chat,
+			Completions:    d.Capabilities.Completions,
+			TokenPrompts:   d.Capabilities.TokenPrompts,
+			Logprobs:       d.Capabilities.Logprobs,
+			MaxTopLogprobs: int32(d.Capabilities.MaxTopLogprobs),
+			PrefillServer:  d.Capabilities.PrefillServer,
+			RemotePrefill:  d.Capabilities.RemotePrefill,
+		},
+		PrefillEndpoint: d.PrefillEndpoint,
+	}
+}
+
+func descriptionFromProto(d *pb.Description) Description {
+	kv, c := d.GetKv(), d.GetCapabilities()
+	return Description{
+		InstanceID:    d.GetInstanceId(),
+		ModelID:       d.GetModelId(),
+		Architecture:  d.GetArchitecture(),
+		Backend:       d.GetBackend(),
+		Fingerprint:   d.GetFingerprint(),
+		DType:         d.GetDtype(),
+		Quantization:  d.GetQuantization(),
+		Parameters:    d.GetParameters(),
+		ContextLength: int(d.GetContextLength()),
+		VocabSize:     int(d.GetVocabSize()),
+		KV: KVLayout{
+			NumLayers:  int(kv.GetNumLayers()),
+			NumKVHeads: int(kv.GetNumKvHeads()),
+			HeadDim:    int(kv.GetHeadDim()),
+			DType:      kv.GetDtype(),
+		},
+		Capabilities: Capabilities{
+			Chat:           c.GetChat(),
+			Completions:    c.GetCompletions(),
+			TokenPrompts:   c.GetTokenPrompts(),
+			Logprobs:       c.GetLogprobs(),
+			MaxTopLogprobs: int(c.GetMaxTopLogprobs()),
+			PrefillServer:  c.GetPrefillServer(),
+			RemotePrefill:  c.GetRemotePrefill(),
+		},
+		PrefillEndpoint: d.GetPrefillEndpoint(),
+	}
+}
+
+func messagesToProto(ms []Message) []*pb.Message {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]*pb.Message, len(ms))
+	for i, m := range ms {
+		out[i] = &pb.Message{Role: m.Role, Content: m.Content, Name: m.Name}
+	}
+	return out
+}
+
+func messagesFromProto(ms []*pb.Message) []Message {
+	if len(ms) == 0 {
+		return nil
+	}
+	out := make([]Message, len(ms))
+	for i, m := range ms {
+		out[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName()}
+	}
+	return out
+}
+
+func generateRequestToProto(r GenerateRequest) *pb.GenerateRequest {
+	s := r.Sampling
+	out := &pb.GenerateRequest{
+		RequestId:    r.RequestID,
+		InstanceId:   r.InstanceID,
+		Messages:     messagesToProto(r.Messages),
+		Prompt:       r.Prompt,
+		PromptTokens: r.PromptTokens,
+		Sampling: &pb.Sampling{
+			MaxTokens:         int32(s.MaxTokens),
+			Temperature:       s.Temperature,
+			TopP:              s.TopP,
+			TopK:              int32(s.TopK),
+			MinP:              s.MinP,
+			Seed:              s.Seed,
+			Stop:              s.Stop,
+			StopTokenIds:      s.StopTokenIDs,
+			IgnoreEos:         s.IgnoreEOS,
+			Logprobs:          s.Logprobs,
+			TopLogprobs:       int32(s.TopLogprobs),
+			PresencePenalty:   s.PresencePenalty,
+			FrequencyPenalty:  s.FrequencyPenalty,
+			RepetitionPenalty: s.RepetitionPenalty,
+		},
+	}
+	for _, e := range r.PrefillEndpoints {
+		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Address: e.Address, Node: e.Node})
+	}
+	return out
+}
+
+func generateRequestFromProto(r *pb.GenerateRequest) GenerateRequest {
+	s := r.GetSampling()
+	out := GenerateRequest{
+		RequestID:    r.GetRequestId(),
+		InstanceID:   r.GetInstanceId(),
+		Messages:     messagesFromProto(r.GetMessages()),
+		Prompt:       r.GetPrompt(),
+		PromptTokens: r.GetPromptTokens(),
+		Sampling: Sampling{
+			MaxTokens:         int(s.GetMaxTokens()),
+			Temperature:       s.GetTemperature(),
+			TopP:              s.GetTopP(),
+			TopK:              int(s.GetTopK()),
+			MinP:              s.GetMinP(),
+			Stop:              s.GetStop(),
+			StopTokenIDs:      s.GetStopTokenIds(),
+			IgnoreEOS:         s.GetIgnoreEos(),
+			Logprobs:          s.GetLogprobs(),
+			TopLogprobs:       int(s.GetTopLogprobs()),
+			PresencePenalty:   s.GetPresencePenalty(),
+			FrequencyPenalty:  s.GetFrequencyPenalty(),
+			RepetitionPenalty: s.GetRepetitionPenalty(),
+		},
+	}
+	if s != nil && s.Seed != nil {
+		seed := s.GetSeed()
+		out.Sampling.Seed = &seed
+	}
+	for _, e := range r.GetPrefillEndpoints() {
+		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{InstanceID: e.GetInstanceId(), Address: e.GetAddress(), Node: e.GetNode()})
+	}
+	return out
+}
+
+func eventToProto(ev Event) *pb.Event {
+	switch {
+	case ev.Token != nil:
+		t := &pb.Token{Id: ev.Token.ID, Text: ev.Token.Text}
+		if lp := ev.Token.Logprob; lp != nil {
+			t.Logprob = &pb.Logprob{Token: lp.Token, Bytes: lp.Bytes, Logprob: lp.Logprob}
+			for _, alt := range lp.Top {
+				t.Logprob.Top = append(t.Logprob.Top, &pb.TopLogprob{Id: alt.ID, Token: alt.Token, Bytes: alt.Bytes, Logprob: alt.Logprob})
+			}
+		}
+		return &pb.Event{Kind: &pb.Event_Token{Token: t}}
+	case ev.Progress != nil:
+		return &pb.Event{Kind: &pb.Event_Progress{Progress: &pb.Progress{Done: int32(ev.Progress.Done), Total: int32(ev.Progress.Total)}}}
+	case ev.Final != nil:
+		f := ev.Final
+		return &pb.Event{Kind: &pb.Event_Final{Final: &pb.Final{
+			FinishReason: string(f.FinishReason),
+			Error:        f.Error,
+			ErrorCode:    string(f.ErrorCode),
+			Text:         f.Text,
+			Usage: &pb.Usage{
+				PromptTokens:     int32(f.Usage.PromptTokens),
+				CompletionTokens: int32(f.Usage.CompletionTokens),
+				CachedTokens:     int32(f.Usage.CachedTokens),
+			},
+			Timings: timingsToProto(f.Timings),
+		}}}
+	}
+	return &pb.Event{}
+}
+
+func eventFromProto(ev *pb.Event) Event {
+	switch k := ev.GetKind().(type) {
+	case *pb.Event_Token:
+		t := &Token{ID: k.Token.GetId(), Text: k.Token.GetText()}
+		if lp := k.Token.GetLogprob(); lp != nil {
+			t.Logprob = &Logprob{Token: lp.GetToken(), Bytes: lp.GetBytes(), Logprob: lp.GetLogprob()}
+			for _, alt := range lp.GetTop() {
+				t.Logprob.Top = append(t.Logprob.Top, TopLogprob{ID: alt.GetId(), Token: alt.GetToken(), Bytes: alt.GetBytes(), Logprob: alt.GetLogprob()})
+			}
+		}
+		return Event{Token: t}
+	case *pb.Event_Progress:
+		return Event{Progress: &Progress{Done: int(k.Progress.GetDone()), Total: int(k.Progress.GetTotal())}}
+	case *pb.Event_Final:
+		f, u := k.Final, k.Final.GetUsage()
+		return Event{Final: &Final{
+			FinishReason: FinishReason(f.GetFinishReason()),
+			Error:        f.GetError(),
+			ErrorCode:    Code(f.GetErrorCode()),
+			Text:         f.GetText(),
+			Usage: Usage{
+				PromptTokens:     int(u.GetPromptTokens()),
+				CompletionTokens: int(u.GetCompletionTokens()),
+				CachedTokens:     int(u.GetCachedTokens()),
+			},
+			Timings: timingsFromProto(f.GetTimings()),
+		}}
+	}
+	return Event{}
+}
+
+func timingsToProto(t Timings) *pb.Timings {
+	out := &pb.Timings{
+		QueueNs:       int64(t.Queue),
+		PrefillNs:     int64(t.Prefill),
+		FirstTokenNs:  int64(t.FirstToken),
+		DecodeNs:      int64(t.Decode),
+		TotalNs:       int64(t.Total),
+		PrefillSource: t.PrefillSource,
+	}
+	if r := t.Remote; r != nil {
+		out.Remote = &pb.RemotePrefill{
+			Endpoint:       r.Endpoint,
+			InstanceId:     r.InstanceID,
+			Tokens:         int32(r.Tokens),
+			Bytes:          r.Bytes,
+			WaitNs:         int64(r.Wait),
+			TransferNs:     int64(r.Transfer),
+			IngestNs:       int64(r.Ingest),
+			Attempts:       int32(r.Attempts),
+			FallbackReason: r.FallbackReason,
+		}
+	}
+	return out
+}
+
+func timingsFromProto(t *pb.Timings) Timings {
+	out := Timings{
+		Queue:         time.Duration(t.GetQueueNs()),
+		Prefill:       time.Duration(t.GetPrefillNs()),
+		FirstToken:    time.Duration(t.GetFirstTokenNs()),
+		Decode:        time.Duration(t.GetDecodeNs()),
+		Total:         time.Duration(t.GetTotalNs()),
+		PrefillSource: t.GetPrefillSource(),
+	}
+	if r := t.GetRemote(); r != nil {
+		out.Remote = &RemotePrefill{
+			Endpoint:       r.GetEndpoint(),
+			InstanceID:     r.GetInstanceId(),
+			Tokens:         int(r.GetTokens()),
+			Bytes:          r.GetBytes(),
+			Wait:           time.Duration(r.GetWaitNs()),
+			Transfer:       time.Duration(r.GetTransferNs()),
+			Ingest:         time.Duration(r.GetIngestNs()),
+			Attempts:       int(r.GetAttempts()),
+			FallbackReason: r.GetFallbackReason(),
+		}
+	}
+	return out
+}
+
+func tokenizeRequestToProto(r TokenizeRequest) *pb.TokenizeRequest {
+	return &pb.TokenizeRequest{
+		InstanceId:          r.InstanceID,
+		Messages:            messagesToProto(r.Messages),
+		Prompt:              r.Prompt,
+		AddGenerationPrompt: r.AddGenerationPrompt,
+		AddSpecialTokens:    r.AddSpecialTokens,
+	}
+}
+
+func tokenizeRequestFromProto(r *pb.TokenizeRequest) TokenizeRequest {
+	return TokenizeRequest{
+		InstanceID:          r.GetInstanceId(),
+		Messages:            messagesFromProto(r.GetMessages()),
+		Prompt:              r.GetPrompt(),
+		AddGenerationPrompt: r.GetAddGenerationPrompt(),
+		AddSpecialTokens:    r.GetAddSpecialTokens(),
+	}
+}
+
+func statsToProto(s Stats) *pb.StatsResponse {
+	out := &pb.StatsResponse{Metrics: s.Metrics}
+	for _, in := range s.Instances {
+		pc := in.PrefixCache
+		out.Instances = append(out.Instances, &pb.InstanceStats{
+			InstanceId:      in.InstanceID,
+			InFlight:        int32(in.InFlight),
+			Queued:          int32(in.Queued),
+			KvBytes:         in.KVBytes,
+			KvCapacityBytes: in.KVCapacityBytes,
+			PrefixCache: &pb.PrefixCacheStats{
+				Hits: pc.Hits, Misses: pc.Misses, HitTokens: pc.HitTokens, Entries: pc.Entries,
+				Bytes: pc.Bytes, CapacityBytes: pc.CapacityBytes, Evictions: pc.Evictions,
+			},
+			Metrics: in.Metrics,
+		})
+	}
+	return out
+}
+
+func statsFromProto(s *pb.StatsResponse) Stats {
+	out := Stats{Metrics: s.GetMetrics()}
+	for _, in := range s.GetInstances() {
+		pc := in.GetPrefixCache()
+		out.Instances = append(out.Instances, InstanceStats{
+			InstanceID:      in.GetInstanceId(),
+			InFlight:        int(in.GetInFlight()),
+			Queued:          int(in.GetQueued()),
+			KVBytes:         in.GetKvBytes(),
+			KVCapacityBytes: in.GetKvCapacityBytes(),
+			PrefixCache: PrefixCacheStats{
+				Hits: pc.GetHits(), Misses: pc.GetMisses(), HitTokens: pc.GetHitTokens(), Entries: pc.GetEntries(),
+				Bytes: pc.GetBytes(), CapacityBytes: pc.GetCapacityBytes(), Evictions: pc.GetEvictions(),
+			},
+			Metrics: in.GetMetrics(),
+		})
+	}
+	return out
+}

@@ -1,0 +1,280 @@
+package engine
+
+import (
+	"context"
+	"time"
+)
+
+// Engine is what an engine plugin implements. Every method may be called concurrently.
+type Engine interface {
+	// Load loads a model into a new instance and describes it. LoadRequest.Model is a local directory or a model
+	// id the engine knows how to obtain.
+	Load(ctx context.Context, req LoadRequest) (Description, error)
+	// Unload frees an instance. Requests in flight on it end with FinishCancelled.
+	Unload(ctx context.Context, instanceID string) error
+	// Instances describes every loaded instance.
+	Instances(ctx context.Context) ([]Description, error)
+	// Generate runs one request and calls emit for each event, in order, from one goroutine at a time. The last
+	// event is always a Final, also when the request fails after it started; Generate returns an error only
+	// when the request could not start (bad request, unknown instance, engine busy). When ctx ends, the engine
+	// stops promptly and emits a Final with FinishCancelled. An error returned by emit means the consumer is
+	// gone: the engine stops and returns that error.
+	Generate(ctx context.Context, req GenerateRequest, emit func(Event) error) error
+	// Tokenize renders and tokenizes a prompt exactly as Generate would.
+	Tokenize(ctx context.Context, req TokenizeRequest) (TokenizeResponse, error)
+	// Stats reports load and memory figures; it must be cheap (the gateway polls it).
+	Stats(ctx context.Context) (Stats, error)
+	// Health returns nil when the engine can serve requests.
+	Health(ctx context.Context) error
+}
+
+// LoadRequest asks for a model to be loaded into an instance.
+type LoadRequest struct {
+	// InstanceID names the instance; the engine picks one when it is empty.
+	InstanceID string
+	// Model is a local model directory or a model id (e.g. a Hugging Face repository "org/name").
+	Model string
+	// Options are engine-specific settings, documented by each engine (e.g. "backend", "kv_listen").
+	Options map[string]string
+}
+
+// Description says what an instance serves and how other engines can reach its KV cache.
+type Description struct {
+	InstanceID   string
+	ModelID      string
+	Architecture string // e.g. "llama", "qwen3"
+	Backend      string // e.g. "go", "mlx", "echo"
+	// Fingerprint identifies the model's architecture and weights; KV is only exchanged between instances whose
+	// fingerprints match.
+	Fingerprint   string
+	DType         string // compute dtype: "bfloat16", "float16", "float32"
+	Quantization  string // e.g. "" (none), "affine-4bit-g64"
+	Parameters    int64
+	ContextLength int
+	VocabSize     int
+	KV            KVLayout
+	Capabilities  Capabilities
+	// PrefillEndpoint is the host:port of the instance's KV wire server, or empty when it serves none.
+	PrefillEndpoint string
+}
+
+// KVLayout is the shape of an instance's KV cache per token, as it travels on the KV wire.
+type KVLayout struct {
+	NumLayers  int
+	NumKVHeads int
+	HeadDim    int
+	DType      string // "bfloat16", "float16" or "float32"
+}
+
+// BytesPerToken is the size of one token's keys and values over all layers.
+func (l KVLayout) BytesPerToken() int64 {
+	size := int64(4)
+	switch l.DType {
+	case "bfloat16", "float16":
+		size = 2
+	}
+	return 2 * int64(l.NumLayers) * int64(l.NumKVHeads) * int64(l.HeadDim) * size
+}
+
+// Capabilities say which parts of GenerateRequest an instance honours.
+type Capabilities struct {
+	Chat           bool // Messages rendered with a chat template
+	Completions    bool // Prompt as text
+	TokenPrompts   bool // PromptTokens
+	Logprobs       bool
+	MaxTopLogprobs int
+	PrefillServer  bool // serves its KV to other engines
+	RemotePrefill  bool // can continue from KV fetched from PrefillEndpoints
+}
+
+// Message is one chat message. Content is plain text: the gateway flattens OpenAI content parts.
+type Message struct {
+	Role    string // "system", "user", "assistant" (engines may accept others their templates know)
+	Content string
+	Name    string
+}
+
+// GenerateRequest is one generation. Exactly one of Messages, Prompt and PromptTokens is set.
+type GenerateRequest struct {
+	RequestID  string
+	InstanceID string
+	Messages   []Message
+	Prompt     string
+	// PromptTokens is a prompt given as token ids (OpenAI completions accept them).
+	PromptTokens []int32
+	Sampling     Sampling
+	// PrefillEndpoints are KV wire servers, in order of preference, that may prefill the prompt for this
+	// request. Engines without RemotePrefill ignore them.
+	PrefillEndpoints []PrefillEndpoint
+}
+
+// Sampling controls how tokens are chosen. The zero value is greedy decoding up to the engine's default limit.
+type Sampling struct {
+	MaxTokens   int     // 0: as many as the context allows
+	Temperature float64 // 0: greedy
+	TopP        float64 // 0 or 1: off
+	TopK        int     // 0: off
+	MinP        float64 // 0: off
+	// Seed makes sampling reproducible: the same request with the same seed yields the same tokens.
+	Seed              *int64
+	Stop              []string // stop strings; matched across token boundaries and not included in the output
+	StopTokenIDs      []int32
+	IgnoreEOS         bool
+	Logprobs          bool
+	TopLogprobs       int // alternatives per token, when Logprobs
+	PresencePenalty   float64
+	FrequencyPenalty  float64
+	RepetitionPenalty float64 // 0 or 1: off
+}
+
+// PrefillEndpoint is a KV wire server that can prefill for a decode instance.
+type PrefillEndpoint struct {
+	InstanceID string
+	Address    string // host:port
+	Node       string
+}
+
+// Event is one step of a generation stream. Exactly one field is set.
+type Event struct {
+	Progress *Progress
+	Token    *Token
+	Final    *Final
+}
+
+// Progress reports prompt processing, for long prompts.
+type Progress struct {
+	Done, Total int // prompt tokens processed so far, of Total
+}
+
+// Token is one generated token.
+type Token struct {
+	ID int32
+	// Text is what this token adds to the output. It can be empty while the engine holds back bytes of an
+	// incomplete UTF-8 character or a possible stop string.
+	Text    string
+	Logprob *Logprob // set when the request asked for logprobs
+}
+
+// Logprob is the log probability of a chosen token and its top alternatives.
+type Logprob struct {
+	Token   string // the token's own text (may be a piece of a character: see Bytes)
+	Bytes   []byte
+	Logprob float64
+	Top     []TopLogprob
+}
+
+// TopLogprob is one alternative token.
+type TopLogprob struct {
+	ID      int32
+	Token   string
+	Bytes   []byte
+	Logprob float64
+}
+
+// FinishReason says why a generation ended.
+type FinishReason string
+
+// Finish reasons.
+const (
+	FinishStop      FinishReason = "stop"      // EOS, a stop token or a stop string
+	FinishLength    FinishReason = "length"    // MaxTokens or the context length
+	FinishCancelled FinishReason = "cancelled" // the caller cancelled or the instance was unloaded
+	FinishError     FinishReason = "error"     // the engine failed; Final.Error says why
+)
+
+// Final ends every generation stream.
+type Final struct {
+	FinishReason FinishReason
+	// Error and ErrorCode describe the failure when FinishReason is FinishError.
+	Error     string
+	ErrorCode Code
+	// Text is output held back until the end (e.g. the start of a stop string that never completed).
+	Text    string
+	Usage   Usage
+	Timings Timings
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens     int
+	CompletionTokens int
+	// CachedTokens are prompt tokens served from a prefix cache instead of being computed.
+	CachedTokens int
+}
+
+// Prefill sources, for Timings.PrefillSource.
+const (
+	PrefillLocal  = "local"
+	PrefillRemote = "remote"
+	PrefillCache  = "cache" // the whole prompt but its last token came from the prefix cache
+)
+
+// Timings say where the time of a request went.
+type Timings struct {
+	Queue      time.Duration // waiting for the engine to start the request
+	Prefill    time.Duration // prompt processing, local or remote
+	FirstToken time.Duration // from arrival to the first token
+	Decode     time.Duration // from the first token to the last
+	Total      time.Duration
+	// PrefillSource is PrefillLocal, PrefillRemote or PrefillCache.
+	PrefillSource string
+	// Remote is set when a remote prefill was attempted, also when it failed and the engine fell back.
+	Remote *RemotePrefill
+}
+
+// RemotePrefill describes a prefill fetched over the KV wire.
+type RemotePrefill struct {
+	Endpoint   string
+	InstanceID string
+	Tokens     int
+	Bytes      int64
+	Wait       time.Duration // until the first KV bytes arrived
+	Transfer   time.Duration // from the request until the last byte
+	Ingest     time.Duration // time spent writing received KV into the cache
+	Attempts   int
+	// FallbackReason is set when every endpoint failed and the engine prefilled locally.
+	FallbackReason string
+}
+
+// TokenizeRequest asks how a prompt tokenizes. Exactly one of Messages and Prompt is set.
+type TokenizeRequest struct {
+	InstanceID          string
+	Messages            []Message
+	Prompt              string
+	AddGenerationPrompt bool
+	AddSpecialTokens    bool
+}
+
+// TokenizeResponse is the rendered prompt and its tokens.
+type TokenizeResponse struct {
+	Tokens []int32
+	Text   string
+}
+
+// Stats are an engine's load and memory figures.
+type Stats struct {
+	Instances []InstanceStats
+	// Metrics are engine-wide figures by name (e.g. "mlx_peak_memory_bytes").
+	Metrics map[string]float64
+}
+
+// InstanceStats are one instance's figures.
+type InstanceStats struct {
+	InstanceID      string
+	InFlight        int
+	Queued          int
+	KVBytes         int64
+	KVCapacityBytes int64
+	PrefixCache     PrefixCacheStats
+	Metrics         map[string]float64
+}
+
+// PrefixCacheStats describe an instance's prefix cache.
+type PrefixCacheStats struct {
+	Hits, Misses  int64
+	HitTokens     int64
+	Entries       int64
+	Bytes         int64
+	CapacityBytes int64
+	Evictions     int64
+}

@@ -1,0 +1,134 @@
+// Package pluginrpc holds what every duet plugin kind shares on the go-plugin side: the handshake, gRPC message
+// limits, and the serve and connect options. sdk/engine and sdk/router build their Serve and client plumbing on it.
+package pluginrpc
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"google.golang.org/grpc"
+)
+
+// ProtocolVersion is the version of the duet plugin protocol. A gateway and a plugin negotiate the highest
+// version both speak; bump it when a change is not wire compatible (field numbers make most changes compatible).
+const ProtocolVersion = 1
+
+// Handshake is shared by the gateway and every plugin. The cookie only keeps people from running a plugin by
+// hand by mistake; it is not security (go-plugin's SecureConfig checksums are).
+var Handshake = plugin.HandshakeConfig{
+	ProtocolVersion:  ProtocolVersion,
+	MagicCookieKey:   "DUET_PLUGIN",
+	MagicCookieValue: "9f3c1b6e-duet-plugin-protocol",
+}
+
+// MaxMessageBytes bounds one gRPC message in either direction. gRPC's default receive limit is 4 MiB on both the
+// client and the server, which a long prompt's token list or a large vocabulary's logprobs can exceed.
+const MaxMessageBytes = 256 << 20
+
+// ServerOptions are the gRPC server options every plugin serves with.
+func ServerOptions() []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.MaxConcurrentStreams(math.MaxUint32),
+	}
+}
+
+// DialOptions are the gRPC dial options the gateway connects to plugins with.
+func DialOptions() []grpc.DialOption {
+	return []grpc.DialOption{
+		grpc.WithDefaultCallOptions(
+			grpc.MaxCallRecvMsgSize(MaxMessageBytes),
+			grpc.MaxCallSendMsgSize(MaxMessageBytes),
+		),
+	}
+}
+
+// Serve runs a plugin process serving the given plugin under name. It does not return.
+func Serve(name string, p plugin.Plugin, logger hclog.Logger) {
+	plugin.Serve(serveConfig(name, p, logger))
+}
+
+func serveConfig(name string, p plugin.Plugin, logger hclog.Logger) *plugin.ServeConfig {
+	if logger == nil {
+		logger = hclog.New(&hclog.LoggerOptions{
+			Name:       name,
+			Level:      hclog.LevelFromString(envOr("DUET_PLUGIN_LOG_LEVEL", "info")),
+			Output:     os.Stderr,
+			JSONFormat: true,
+		})
+	}
+	return &plugin.ServeConfig{
+		HandshakeConfig: Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			ProtocolVersion: {name: p},
+		},
+		GRPCServer: func(opts []grpc.ServerOption) *grpc.Server {
+			return grpc.NewServer(append(opts, ServerOptions()...)...)
+		},
+		Logger: logger,
+	}
+}
+
+// ServeInProcess serves a plugin inside the calling process, as go-plugin's test mode does, and returns the
+// reattach config a client connects with. The server stops when ctx ends; the returned channel closes then. This
+// is how the conformance harnesses drive an implementation through the real gRPC adapter without a subprocess.
+func ServeInProcess(ctx context.Context, name string, p plugin.Plugin) (*plugin.ReattachConfig, <-chan struct{}, error) {
+	cfg := serveConfig(name, p, hclog.NewNullLogger())
+	reattach := make(chan *plugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	cfg.Test = &plugin.ServeTestConfig{Context: ctx, ReattachConfigCh: reattach, CloseCh: closed}
+	go plugin.Serve(cfg)
+	select {
+	case rc := <-reattach:
+		return rc, closed, nil
+	case <-closed:
+		return nil, closed, fmt.Errorf("in-process plugin %q stopped before it was ready", name)
+	case <-ctx.Done():
+		return nil, closed, ctx.Err()
+	}
+}
+
+// ClientConfig returns the go-plugin client configuration for a plugin of the given name, with duet's
+// handshake and message limits. The caller sets Cmd (or Reattach), Stderr, Logger and AutoMTLS as it needs.
+func ClientConfig(name string, p plugin.Plugin) *plugin.ClientConfig {
+	return &plugin.ClientConfig{
+		HandshakeConfig: Handshake,
+		VersionedPlugins: map[int]plugin.PluginSet{
+			ProtocolVersion: {name: p},
+		},
+		AllowedProtocols: []plugin.Protocol{plugin.ProtocolGRPC},
+		GRPCDialOptions:  DialOptions(),
+	}
+}
+
+// Connect starts (or attaches to) the plugin described by cfg and dispenses the named plugin.
+func Connect(cfg *plugin.ClientConfig, name string) (*plugin.Client, any, error) {
+	if cfg.Reattach != nil && cfg.Plugins == nil {
+		// Reattaching skips version negotiation, and with it VersionedPlugins.
+		cfg.Plugins = cfg.VersionedPlugins[cfg.Reattach.ProtocolVersion]
+	}
+	client := plugin.NewClient(cfg)
+	rpc, err := client.Client()
+	if err != nil {
+		client.Kill()
+		return nil, nil, err
+	}
+	raw, err := rpc.Dispense(name)
+	if err != nil {
+		client.Kill()
+		return nil, nil, err
+	}
+	return client, raw, nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,113 @@
+package router
+
+import (
+	"time"
+
+	pb "github.com/duet-ai/duet/sdk/internal/proto/routerv1"
+)
+
+// This file converts between the plain Go values of this package and their protobuf twins.
+
+func snapshotToProto(s *Snapshot) *pb.Snapshot {
+	out := &pb.Snapshot{Version: s.Version, Self: s.Self}
+	for _, n := range s.Nodes {
+		out.Nodes = append(out.Nodes, &pb.Node{
+			Id: n.ID, Name: n.Name, Status: n.Status, ApiAddress: n.APIAddress, KvAddress: n.KVAddress,
+			Version: n.Version, Hardware: n.Hardware,
+		})
+	}
+	for _, l := range s.Links {
+		out.Links = append(out.Links, &pb.Link{
+			From: l.From, To: l.To, Address: l.Address, Kind: l.Kind, SpeedMbps: l.SpeedMbps,
+			RttNs: int64(l.RTT), Quality: l.Quality,
+		})
+	}
+	for _, in := range s.Instances {
+		var updated int64
+		if !in.Load.UpdatedAt.IsZero() {
+			updated = in.Load.UpdatedAt.UnixMilli()
+		}
+		out.Instances = append(out.Instances, &pb.Instance{
+			Id: in.ID, Model: in.Model, Node: in.Node, Engine: in.Engine, Role: in.Role, Status: in.Status,
+			KvEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, ContextLength: int32(in.ContextLength),
+			Load: &pb.Load{
+				InFlight: int32(in.Load.InFlight), Queued: int32(in.Load.Queued),
+				KvUtilization: in.Load.KVUtilization, UpdatedUnixMs: updated,
+			},
+		})
+	}
+	for _, l := range s.InstanceLinks {
+		out.InstanceLinks = append(out.InstanceLinks, &pb.InstanceLink{
+			Id: l.ID, PrefillInstances: l.PrefillInstances, DecodeInstances: l.DecodeInstances,
+		})
+	}
+	return out
+}
+
+func snapshotFromProto(s *pb.Snapshot) *Snapshot {
+	out := &Snapshot{Version: s.GetVersion(), Self: s.GetSelf()}
+	for _, n := range s.GetNodes() {
+		out.Nodes = append(out.Nodes, Node{
+			ID: n.GetId(), Name: n.GetName(), Status: n.GetStatus(), APIAddress: n.GetApiAddress(),
+			KVAddress: n.GetKvAddress(), Version: n.GetVersion(), Hardware: n.GetHardware(),
+		})
+	}
+	for _, l := range s.GetLinks() {
+		out.Links = append(out.Links, Link{
+			From: l.GetFrom(), To: l.GetTo(), Address: l.GetAddress(), Kind: l.GetKind(),
+			SpeedMbps: l.GetSpeedMbps(), RTT: time.Duration(l.GetRttNs()), Quality: l.GetQuality(),
+		})
+	}
+	for _, in := range s.GetInstances() {
+		ld := in.GetLoad()
+		var updated time.Time
+		if ms := ld.GetUpdatedUnixMs(); ms != 0 {
+			updated = time.UnixMilli(ms)
+		}
+		out.Instances = append(out.Instances, Instance{
+			ID: in.GetId(), Model: in.GetModel(), Node: in.GetNode(), Engine: in.GetEngine(), Role: in.GetRole(),
+			Status: in.GetStatus(), KVEndpoint: in.GetKvEndpoint(), Fingerprint: in.GetFingerprint(),
+			ContextLength: int(in.GetContextLength()),
+			Load: Load{
+				InFlight: int(ld.GetInFlight()), Queued: int(ld.GetQueued()),
+				KVUtilization: ld.GetKvUtilization(), UpdatedAt: updated,
+			},
+		})
+	}
+	for _, l := range s.GetInstanceLinks() {
+		out.InstanceLinks = append(out.InstanceLinks, InstanceLink{
+			ID: l.GetId(), PrefillInstances: l.GetPrefillInstances(), DecodeInstances: l.GetDecodeInstances(),
+		})
+	}
+	return out
+}
+
+func requestToProto(r Request, ref uint64) *pb.RouteRequest {
+	return &pb.RouteRequest{
+		SnapshotRef: ref, RequestId: r.RequestID, Model: r.Model, PromptTokens: int32(r.PromptTokens),
+		PrefixHashes: r.PrefixHashes, SourceNode: r.SourceNode, MaxTokens: int32(r.MaxTokens),
+	}
+}
+
+func requestFromProto(r *pb.RouteRequest) Request {
+	return Request{
+		RequestID: r.GetRequestId(), Model: r.GetModel(), PromptTokens: int(r.GetPromptTokens()),
+		PrefixHashes: r.GetPrefixHashes(), SourceNode: r.GetSourceNode(), MaxTokens: int(r.GetMaxTokens()),
+	}
+}
+
+func decisionToProto(d Decision) *pb.Decision {
+	out := &pb.Decision{DecodeInstance: d.DecodeInstance, DecodeNode: d.DecodeNode, Reason: d.Reason, Scores: d.Scores}
+	for _, e := range d.PrefillEndpoints {
+		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Node: e.Node, Address: e.Address})
+	}
+	return out
+}
+
+func decisionFromProto(d *pb.Decision) Decision {
+	out := Decision{DecodeInstance: d.GetDecodeInstance(), DecodeNode: d.GetDecodeNode(), Reason: d.GetReason(), Scores: d.GetScores()}
+	for _, e := range d.GetPrefillEndpoints() {
+		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{InstanceID: e.GetInstanceId(), Node: e.GetNode(), Address: e.GetAddress()})
+	}
+	return out
+}
