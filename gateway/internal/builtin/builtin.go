@@ -1,0 +1,53 @@
+// Package builtin names the plugins compiled into the duet binary. The gateway starts them by re-executing
+// itself as `duet plugin <kind> <name>`, so they run as real go-plugin subprocesses, exactly like external
+// plugins, while `go run ./gateway` needs no separate build.
+package builtin
+
+import (
+	"fmt"
+	"sort"
+
+	echo "github.com/duet-ai/duet/examples/echo-engine"
+	roundrobin "github.com/duet-ai/duet/examples/roundrobin-router"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// Engines are the built-in engine plugins by name.
+var Engines = map[string]func() engine.Engine{
+	"echo": func() engine.Engine { return echo.New() },
+}
+
+// Routers are the built-in router plugins by name.
+var Routers = map[string]func() router.Router{
+	"roundrobin": func() router.Router { return roundrobin.New() },
+}
+
+// Serve serves the built-in plugin of the given kind ("engine" or "router") and name. It does not return
+// unless the plugin is unknown.
+func Serve(kind, name string) error {
+	switch kind {
+	case "engine":
+		if f, ok := Engines[name]; ok {
+			engine.Serve(f())
+			return nil
+		}
+		return fmt.Errorf("no built-in engine %q (have %v)", name, names(Engines))
+	case "router":
+		if f, ok := Routers[name]; ok {
+			router.Serve(f())
+			return nil
+		}
+		return fmt.Errorf("no built-in router %q (have %v)", name, names(Routers))
+	}
+	return fmt.Errorf("unknown plugin kind %q: want engine or router", kind)
+}
+
+func names[T any](m map[string]T) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,177 @@
+// Package config parses the duet command line and its environment equivalents into one Config. A flag wins
+// over its environment variable, which wins over the default.
+package config
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/duet-ai/duet/gateway/internal/server"
+)
+
+// Config is everything the duet binary is told.
+type Config struct {
+	Server server.Config
+	// Model is the model the engine loads (a directory or a model id).
+	Model string
+	// Engine and Router are built-in plugin names or paths to plugin binaries.
+	Engine, Router string
+	// EngineOptions are passed to the engine's Load.
+	EngineOptions map[string]string
+	NodeID        string
+	LogLevel      string
+	LogFormat     string
+}
+
+// Defaults used when neither flag nor environment says otherwise.
+const (
+	DefaultEngine = "echo"
+	DefaultModel  = "echo"
+	DefaultRouter = "roundrobin"
+)
+
+// Parse reads args (without the program name) and the environment through getenv.
+func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
+	c := Config{Server: server.DefaultConfig(), EngineOptions: map[string]string{}}
+	fs := flag.NewFlagSet("duet", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "duet: an OpenAI-compatible LLM gateway that splits prefill and decode across machines.\n\n")
+		fmt.Fprintf(stderr, "Usage: duet [flags]\n\nEvery flag has an environment equivalent, shown in brackets.\n\n")
+		fs.PrintDefaults()
+	}
+	env := func(name, def string) string {
+		if v := getenv(name); v != "" {
+			return v
+		}
+		return def
+	}
+	var apiKey, apiKeyFile, engineOpts string
+	var envErrs []error
+	intVar := func(p *int, name, envName, usage string) {
+		fs.Func(name, fmt.Sprintf("%s [%s] (default %d)", usage, envName, *p), func(s string) error {
+			_, err := fmt.Sscan(s, p)
+			return err
+		})
+		if v := getenv(envName); v != "" {
+			if _, err := fmt.Sscan(v, p); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: not an integer", envName, v))
+			}
+		}
+	}
+	durationVar := func(p *time.Duration, name, envName, usage string) {
+		fs.Func(name, fmt.Sprintf("%s [%s] (default %s)", usage, envName, *p), func(s string) error {
+			d, err := time.ParseDuration(s)
+			*p = d
+			return err
+		})
+		if v := getenv(envName); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: not a duration (e.g. 30s, 5m)", envName, v))
+			}
+			*p = d
+		}
+	}
+	fs.StringVar(&c.Server.Listen, "listen", env("DUET_LISTEN", c.Server.Listen), "address to serve the API on [DUET_LISTEN]")
+	fs.StringVar(&c.Model, "model", env("DUET_MODEL", DefaultModel), "model to serve: a local directory or a model id [DUET_MODEL]")
+	fs.StringVar(&apiKey, "api-key", env("DUET_API_KEY", ""), "API key clients must send as a Bearer token; comma-separated for several [DUET_API_KEY]")
+	fs.StringVar(&apiKeyFile, "api-key-file", env("DUET_API_KEY_FILE", ""), "file with one API key per line [DUET_API_KEY_FILE]")
+	fs.StringVar(&c.Engine, "engine", env("DUET_ENGINE", DefaultEngine), "engine plugin: a built-in name or a path to a plugin binary [DUET_ENGINE]")
+	fs.StringVar(&engineOpts, "engine-opt", env("DUET_ENGINE_OPTS", ""), "engine load options, comma-separated key=value pairs [DUET_ENGINE_OPTS]")
+	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
+	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", "local"), "this gateway's node id in the cluster [DUET_NODE_ID]")
+	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
+	fs.StringVar(&c.LogFormat, "log-format", env("DUET_LOG_FORMAT", "text"), "log format: text or json [DUET_LOG_FORMAT]")
+	intVar(&c.Server.BodyLimit, "body-limit", "DUET_BODY_LIMIT", "maximum request body in bytes")
+	intVar(&c.Server.MaxInFlight, "max-inflight", "DUET_MAX_INFLIGHT", "generations running at once")
+	intVar(&c.Server.MaxQueue, "max-queue", "DUET_MAX_QUEUE", "generations waiting for a slot before 429")
+	durationVar(&c.Server.RequestTimeout, "request-timeout", "DUET_REQUEST_TIMEOUT", "longest a generation may run")
+	durationVar(&c.Server.QueueTimeout, "queue-timeout", "DUET_QUEUE_TIMEOUT", "longest a request waits for a slot")
+	durationVar(&c.Server.ReadTimeout, "read-timeout", "DUET_READ_TIMEOUT", "longest reading a request may take")
+	durationVar(&c.Server.WriteTimeout, "write-timeout", "DUET_WRITE_TIMEOUT", "longest one response write may take")
+	durationVar(&c.Server.IdleTimeout, "idle-timeout", "DUET_IDLE_TIMEOUT", "longest an idle keep-alive connection stays open")
+	if err := errors.Join(envErrs...); err != nil {
+		return c, err
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	for _, k := range strings.Split(apiKey, ",") {
+		if k = strings.TrimSpace(k); k != "" {
+			c.Server.APIKeys = append(c.Server.APIKeys, k)
+		}
+	}
+	if apiKeyFile != "" {
+		keys, err := readKeys(apiKeyFile)
+		if err != nil {
+			return c, err
+		}
+		c.Server.APIKeys = append(c.Server.APIKeys, keys...)
+	}
+	for _, kv := range strings.Split(engineOpts, ",") {
+		if kv = strings.TrimSpace(kv); kv == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return c, fmt.Errorf("engine option %q: want key=value", kv)
+		}
+		c.EngineOptions[k] = v
+	}
+	return c, c.validate()
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.Model == "" {
+		errs = append(errs, errors.New("--model must not be empty"))
+	}
+	if c.Server.BodyLimit <= 0 {
+		errs = append(errs, errors.New("--body-limit must be positive"))
+	}
+	if c.Server.MaxInFlight <= 0 || c.Server.MaxQueue < 0 {
+		errs = append(errs, errors.New("--max-inflight must be positive and --max-queue not negative"))
+	}
+	if c.Server.RequestTimeout <= 0 {
+		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	switch c.LogFormat {
+	case "text", "json":
+	default:
+		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
+	}
+	return errors.Join(errs...)
+}
+
+func readKeys(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("API key file: %w", err)
+	}
+	defer f.Close()
+	var keys []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line != "" && !strings.HasPrefix(line, "#") {
+			keys = append(keys, line)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("API key file: %w", err)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("API key file %s holds no key", path)
+	}
+	return keys, nil
+}

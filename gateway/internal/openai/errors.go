@@ -1,0 +1,102 @@
+package openai
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// Error is an API error rendered as an OpenAI error envelope:
+// {"error": {"message": ..., "type": ..., "param": ..., "code": ...}}.
+type Error struct {
+	Status  int
+	Type    string
+	Code    string
+	Param   string
+	Message string
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Error types, as the OpenAI API names them.
+const (
+	TypeInvalidRequest = "invalid_request_error"
+	TypeAuthentication = "authentication_error"
+	TypeRateLimit      = "rate_limit_error"
+	TypeServer         = "server_error"
+)
+
+// BadRequest is a 400 about one request field.
+func BadRequest(param, format string, args ...any) *Error {
+	return &Error{Status: http.StatusBadRequest, Type: TypeInvalidRequest, Param: param, Message: fmt.Sprintf(format, args...)}
+}
+
+// ModelNotFound is the 404 for an unknown model.
+func ModelNotFound(model string) *Error {
+	return &Error{
+		Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "model_not_found", Param: "model",
+		Message: fmt.Sprintf("The model `%s` does not exist or you do not have access to it.", model),
+	}
+}
+
+// Unauthorized is the 401 for a missing or wrong API key.
+func Unauthorized(msg string) *Error {
+	return &Error{Status: http.StatusUnauthorized, Type: TypeAuthentication, Code: "invalid_api_key", Message: msg}
+}
+
+// TooManyRequests is the 429 for a gateway or engine at capacity.
+func TooManyRequests(msg string) *Error {
+	return &Error{Status: http.StatusTooManyRequests, Type: TypeRateLimit, Code: "rate_limit_exceeded", Message: msg}
+}
+
+// Unavailable is the 503 for a gateway that cannot serve now (engine plugin down, no instance ready).
+func Unavailable(msg string) *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Type: TypeServer, Code: "service_unavailable", Message: msg}
+}
+
+// Internal is the 500 for anything else.
+func Internal(msg string) *Error {
+	return &Error{Status: http.StatusInternalServerError, Type: TypeServer, Code: "internal_error", Message: msg}
+}
+
+// FromEngine maps an engine error to its API error.
+func FromEngine(err error) *Error {
+	var e *engine.Error
+	if !errors.As(err, &e) {
+		e = &engine.Error{Code: engine.CodeOf(err), Message: err.Error()}
+	}
+	switch e.Code {
+	case engine.CodeInvalidArgument:
+		return BadRequest(e.Param, "%s", e.Message)
+	case engine.CodeContextLength:
+		out := BadRequest(e.Param, "%s", e.Message)
+		out.Code = "context_length_exceeded"
+		if out.Param == "" {
+			out.Param = "messages"
+		}
+		return out
+	case engine.CodeNotFound:
+		return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found", Message: e.Message}
+	case engine.CodeResourceExhausted:
+		return TooManyRequests(e.Message)
+	case engine.CodeUnavailable, engine.CodeCancelled:
+		return Unavailable(e.Message)
+	default:
+		return Internal(e.Message)
+	}
+}
+
+// AppendEnvelope appends the error's JSON envelope to dst.
+func (e *Error) AppendEnvelope(dst []byte) []byte {
+	dst = append(dst, `{"error":{"message":`...)
+	dst = appendString(dst, e.Message)
+	dst = append(dst, `,"type":`...)
+	dst = appendString(dst, e.Type)
+	dst = append(dst, `,"param":`...)
+	dst = appendNullableString(dst, e.Param)
+	dst = append(dst, `,"code":`...)
+	dst = appendNullableString(dst, e.Code)
+	return append(dst, "}}"...)
+}

@@ -1,0 +1,525 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// Limits of the API, as OpenAI documents them.
+const (
+	maxStopSequences  = 4
+	maxTopLogprobs    = 20
+	maxLogprobsLegacy = 5
+)
+
+// ChatRequest is a parsed POST /v1/chat/completions body.
+type ChatRequest struct {
+	Model        string
+	Messages     []engine.Message
+	Stream       bool
+	IncludeUsage bool
+	Sampling     engine.Sampling
+	User         string
+	// MaxTokensSet is true when the client bounded the completion.
+	MaxTokensSet bool
+}
+
+// CompletionRequest is a parsed POST /v1/completions body.
+type CompletionRequest struct {
+	Model        string
+	Prompt       string
+	PromptTokens []int32
+	Stream       bool
+	IncludeUsage bool
+	Sampling     engine.Sampling
+	User         string
+	// Logprobs is the legacy "logprobs" integer: how many alternatives per token, 0 for the chosen token only.
+	Logprobs *int
+}
+
+// wire shapes: pointers tell "absent" from zero, RawMessage holds the fields that take several types.
+type chatBody struct {
+	Model               *string         `json:"model"`
+	Messages            []messageBody   `json:"messages"`
+	Stream              *bool           `json:"stream"`
+	StreamOptions       *streamOptions  `json:"stream_options"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Temperature         *float64        `json:"temperature"`
+	TopP                *float64        `json:"top_p"`
+	N                   *int            `json:"n"`
+	Seed                *int64          `json:"seed"`
+	Stop                json.RawMessage `json:"stop"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	PresencePenalty     *float64        `json:"presence_penalty"`
+	FrequencyPenalty    *float64        `json:"frequency_penalty"`
+	User                *string         `json:"user"`
+	Tools               json.RawMessage `json:"tools"`
+	Functions           json.RawMessage `json:"functions"`
+	ResponseFormat      *responseFormat `json:"response_format"`
+	// duet and vLLM extensions
+	TopK              *int     `json:"top_k"`
+	MinP              *float64 `json:"min_p"`
+	RepetitionPenalty *float64 `json:"repetition_penalty"`
+	IgnoreEOS         *bool    `json:"ignore_eos"`
+}
+
+type streamOptions struct {
+	IncludeUsage *bool `json:"include_usage"`
+}
+
+type responseFormat struct {
+	Type string `json:"type"`
+}
+
+type messageBody struct {
+	Role       *string         `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       *string         `json:"name"`
+	ToolCalls  json.RawMessage `json:"tool_calls"`
+	ToolCallID *string         `json:"tool_call_id"`
+}
+
+type contentPart struct {
+	Type *string `json:"type"`
+	Text *string `json:"text"`
+}
+
+type completionBody struct {
+	Model             *string         `json:"model"`
+	Prompt            json.RawMessage `json:"prompt"`
+	Stream            *bool           `json:"stream"`
+	StreamOptions     *streamOptions  `json:"stream_options"`
+	MaxTokens         *int            `json:"max_tokens"`
+	Temperature       *float64        `json:"temperature"`
+	TopP              *float64        `json:"top_p"`
+	N                 *int            `json:"n"`
+	BestOf            *int            `json:"best_of"`
+	Seed              *int64          `json:"seed"`
+	Stop              json.RawMessage `json:"stop"`
+	Logprobs          *int            `json:"logprobs"`
+	Echo              *bool           `json:"echo"`
+	Suffix            *string         `json:"suffix"`
+	PresencePenalty   *float64        `json:"presence_penalty"`
+	FrequencyPenalty  *float64        `json:"frequency_penalty"`
+	User              *string         `json:"user"`
+	TopK              *int            `json:"top_k"`
+	MinP              *float64        `json:"min_p"`
+	RepetitionPenalty *float64        `json:"repetition_penalty"`
+	IgnoreEOS         *bool           `json:"ignore_eos"`
+}
+
+// completionsDefaultMaxTokens is the OpenAI default for /v1/completions.
+const completionsDefaultMaxTokens = 16
+
+// ParseChat parses and validates a chat completion request body.
+func ParseChat(body []byte) (ChatRequest, *Error) {
+	var b chatBody
+	if err := decode(body, &b); err != nil {
+		return ChatRequest{}, err
+	}
+	var r ChatRequest
+	if b.Model == nil || *b.Model == "" {
+		return r, BadRequest("model", "you must provide a model parameter")
+	}
+	r.Model = *b.Model
+	if len(b.Messages) == 0 {
+		return r, BadRequest("messages", "messages must be a non-empty array")
+	}
+	for i, m := range b.Messages {
+		msg, err := parseMessage(i, m)
+		if err != nil {
+			return r, err
+		}
+		r.Messages = append(r.Messages, msg)
+	}
+	if len(b.Tools) > 0 && string(b.Tools) != "null" || len(b.Functions) > 0 && string(b.Functions) != "null" {
+		return r, BadRequest("tools", "tool and function calling are not supported by this server")
+	}
+	if f := b.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
+		return r, BadRequest("response_format", "response_format %q is not supported; only \"text\"", f.Type)
+	}
+	var err *Error
+	if r.Stream, r.IncludeUsage, err = parseStream(b.Stream, b.StreamOptions); err != nil {
+		return r, err
+	}
+	if err := checkN(b.N, "n"); err != nil {
+		return r, err
+	}
+	maxTokens, param := b.MaxCompletionTokens, "max_completion_tokens"
+	if maxTokens == nil {
+		maxTokens, param = b.MaxTokens, "max_tokens"
+	}
+	if maxTokens != nil {
+		if *maxTokens < 1 {
+			return r, BadRequest(param, "%s must be at least 1, got %d", param, *maxTokens)
+		}
+		r.Sampling.MaxTokens = *maxTokens
+		r.MaxTokensSet = true
+	}
+	common := commonSampling{
+		temperature: b.Temperature, topP: b.TopP, seed: b.Seed, stop: b.Stop, presence: b.PresencePenalty,
+		frequency: b.FrequencyPenalty, topK: b.TopK, minP: b.MinP, repetition: b.RepetitionPenalty, ignoreEOS: b.IgnoreEOS,
+	}
+	if err := common.apply(&r.Sampling); err != nil {
+		return r, err
+	}
+	if b.Logprobs != nil && *b.Logprobs {
+		r.Sampling.Logprobs = true
+	}
+	if b.TopLogprobs != nil {
+		n := *b.TopLogprobs
+		if n < 0 || n > maxTopLogprobs {
+			return r, BadRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, n)
+		}
+		if n > 0 && !r.Sampling.Logprobs {
+			return r, BadRequest("top_logprobs", "top_logprobs requires logprobs to be true")
+		}
+		r.Sampling.TopLogprobs = n
+	}
+	if b.User != nil {
+		r.User = *b.User
+	}
+	return r, nil
+}
+
+// ParseCompletion parses and validates a legacy completion request body.
+func ParseCompletion(body []byte) (CompletionRequest, *Error) {
+	var b completionBody
+	if err := decode(body, &b); err != nil {
+		return CompletionRequest{}, err
+	}
+	var r CompletionRequest
+	if b.Model == nil || *b.Model == "" {
+		return r, BadRequest("model", "you must provide a model parameter")
+	}
+	r.Model = *b.Model
+	if err := parsePrompt(b.Prompt, &r); err != nil {
+		return r, err
+	}
+	var err *Error
+	if r.Stream, r.IncludeUsage, err = parseStream(b.Stream, b.StreamOptions); err != nil {
+		return r, err
+	}
+	if err := checkN(b.N, "n"); err != nil {
+		return r, err
+	}
+	if err := checkN(b.BestOf, "best_of"); err != nil {
+		return r, err
+	}
+	if b.Echo != nil && *b.Echo {
+		return r, BadRequest("echo", "echo is not supported by this server")
+	}
+	if b.Suffix != nil && *b.Suffix != "" {
+		return r, BadRequest("suffix", "suffix is not supported by this server")
+	}
+	r.Sampling.MaxTokens = completionsDefaultMaxTokens
+	if b.MaxTokens != nil {
+		if *b.MaxTokens < 1 {
+			return r, BadRequest("max_tokens", "max_tokens must be at least 1, got %d", *b.MaxTokens)
+		}
+		r.Sampling.MaxTokens = *b.MaxTokens
+	}
+	common := commonSampling{
+		temperature: b.Temperature, topP: b.TopP, seed: b.Seed, stop: b.Stop, presence: b.PresencePenalty,
+		frequency: b.FrequencyPenalty, topK: b.TopK, minP: b.MinP, repetition: b.RepetitionPenalty, ignoreEOS: b.IgnoreEOS,
+	}
+	if err := common.apply(&r.Sampling); err != nil {
+		return r, err
+	}
+	if b.Logprobs != nil {
+		n := *b.Logprobs
+		if n < 0 || n > maxLogprobsLegacy {
+			return r, BadRequest("logprobs", "logprobs must be between 0 and %d, got %d", maxLogprobsLegacy, n)
+		}
+		r.Logprobs = &n
+		r.Sampling.Logprobs = true
+		r.Sampling.TopLogprobs = n
+	}
+	if b.User != nil {
+		r.User = *b.User
+	}
+	return r, nil
+}
+
+// decode unmarshals a JSON object, turning type errors into 400s that name the field.
+func decode(body []byte, v any) *Error {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return BadRequest("", "the request body is empty; expected a JSON object")
+	}
+	if body[0] != '{' {
+		return BadRequest("", "the request body must be a JSON object")
+	}
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return BadRequest(typeErr.Field, "invalid type for '%s': expected %s, got %s", typeErr.Field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+	default:
+		return BadRequest("", "the request body is not valid JSON: %v", err)
+	}
+}
+
+func jsonTypeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.Contains(goType, "int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
+		return "a number"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	default:
+		return "an object"
+	}
+}
+
+var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true}
+
+func parseMessage(i int, m messageBody) (engine.Message, *Error) {
+	param := fmt.Sprintf("messages[%d]", i)
+	if m.Role == nil {
+		return engine.Message{}, BadRequest(param+".role", "%s is missing the role", param)
+	}
+	role := *m.Role
+	if role == "tool" || role == "function" {
+		return engine.Message{}, BadRequest(param+".role", "role %q is not supported: this server does not support tool calling", role)
+	}
+	if !roles[role] {
+		return engine.Message{}, BadRequest(param+".role", "invalid role %q: expected system, developer, user or assistant", role)
+	}
+	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
+		return engine.Message{}, BadRequest(param+".tool_calls", "tool calls are not supported by this server")
+	}
+	if role == "developer" {
+		role = "system" // OpenAI's newer name for system; chat templates know "system"
+	}
+	content, err := parseContent(param+".content", m.Content, role == "assistant")
+	if err != nil {
+		return engine.Message{}, err
+	}
+	msg := engine.Message{Role: role, Content: content}
+	if m.Name != nil {
+		msg.Name = *m.Name
+	}
+	return msg, nil
+}
+
+// parseContent accepts a string or an array of text parts, which are joined.
+func parseContent(param string, raw json.RawMessage, nullable bool) (string, *Error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		if nullable {
+			return "", nil
+		}
+		return "", BadRequest(param, "%s is required", param)
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", BadRequest(param, "%s is not a valid string", param)
+		}
+		return s, nil
+	case raw[0] == '[':
+		var parts []contentPart
+		if err := json.Unmarshal(raw, &parts); err != nil {
+			return "", BadRequest(param, "%s must be a string or an array of content parts", param)
+		}
+		var b strings.Builder
+		for j, p := range parts {
+			pp := fmt.Sprintf("%s[%d]", param, j)
+			if p.Type == nil {
+				return "", BadRequest(pp+".type", "%s is missing its type", pp)
+			}
+			if *p.Type != "text" {
+				return "", BadRequest(pp+".type", "content part type %q is not supported; only \"text\"", *p.Type)
+			}
+			if p.Text == nil {
+				return "", BadRequest(pp+".text", "%s is missing its text", pp)
+			}
+			b.WriteString(*p.Text)
+		}
+		return b.String(), nil
+	default:
+		return "", BadRequest(param, "invalid type for '%s': expected a string or an array of content parts", param)
+	}
+}
+
+func parsePrompt(raw json.RawMessage, r *CompletionRequest) *Error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return BadRequest("prompt", "you must provide a prompt")
+	}
+	switch raw[0] {
+	case '"':
+		if err := json.Unmarshal(raw, &r.Prompt); err != nil {
+			return BadRequest("prompt", "prompt is not a valid string")
+		}
+		return nil
+	case '[':
+	default:
+		return BadRequest("prompt", "invalid type for 'prompt': expected a string, an array of strings or an array of token ids")
+	}
+	var items []json.RawMessage
+	if err := json.Unmarshal(raw, &items); err != nil {
+		return BadRequest("prompt", "prompt is not a valid array")
+	}
+	if len(items) == 0 {
+		return BadRequest("prompt", "prompt must not be empty")
+	}
+	first := bytes.TrimSpace(items[0])
+	switch {
+	case len(first) > 0 && first[0] == '"':
+		if len(items) > 1 {
+			return BadRequest("prompt", "batched prompts are not supported; send one prompt per request")
+		}
+		return parsePrompt(first, r)
+	case len(first) > 0 && first[0] == '[':
+		if len(items) > 1 {
+			return BadRequest("prompt", "batched prompts are not supported; send one prompt per request")
+		}
+		return parsePrompt(first, r)
+	}
+	ids := make([]int32, len(items))
+	for i, it := range items {
+		var id int64
+		if err := json.Unmarshal(it, &id); err != nil || id < 0 || id > math.MaxInt32 {
+			return BadRequest("prompt", "prompt[%d] is not a valid token id", i)
+		}
+		ids[i] = int32(id)
+	}
+	r.PromptTokens = ids
+	return nil
+}
+
+func parseStream(stream *bool, opts *streamOptions) (bool, bool, *Error) {
+	s := stream != nil && *stream
+	if opts == nil {
+		return s, false, nil
+	}
+	if !s {
+		return false, false, BadRequest("stream_options", "stream_options is only allowed when stream is true")
+	}
+	return true, opts.IncludeUsage != nil && *opts.IncludeUsage, nil
+}
+
+func checkN(n *int, param string) *Error {
+	if n != nil && *n != 1 {
+		return BadRequest(param, "%s must be 1: this server returns one choice per request (got %d)", param, *n)
+	}
+	return nil
+}
+
+type commonSampling struct {
+	temperature, topP, presence, frequency, minP, repetition *float64
+	seed                                                     *int64
+	stop                                                     json.RawMessage
+	topK                                                     *int
+	ignoreEOS                                                *bool
+}
+
+func (c commonSampling) apply(s *engine.Sampling) *Error {
+	if v := c.temperature; v != nil {
+		if *v < 0 || *v > 2 || math.IsNaN(*v) {
+			return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *v)
+		}
+		s.Temperature = *v
+	} else {
+		s.Temperature = 1 // the OpenAI default
+	}
+	if v := c.topP; v != nil {
+		if *v <= 0 || *v > 1 || math.IsNaN(*v) {
+			return BadRequest("top_p", "top_p must be greater than 0 and at most 1, got %g", *v)
+		}
+		s.TopP = *v
+	}
+	for _, p := range []struct {
+		name string
+		v    *float64
+		dst  *float64
+	}{{"presence_penalty", c.presence, &s.PresencePenalty}, {"frequency_penalty", c.frequency, &s.FrequencyPenalty}} {
+		if p.v != nil {
+			if *p.v < -2 || *p.v > 2 || math.IsNaN(*p.v) {
+				return BadRequest(p.name, "%s must be between -2 and 2, got %g", p.name, *p.v)
+			}
+			*p.dst = *p.v
+		}
+	}
+	if v := c.topK; v != nil {
+		if *v < 0 {
+			return BadRequest("top_k", "top_k must not be negative")
+		}
+		s.TopK = *v
+	}
+	if v := c.minP; v != nil {
+		if *v < 0 || *v > 1 || math.IsNaN(*v) {
+			return BadRequest("min_p", "min_p must be between 0 and 1, got %g", *v)
+		}
+		s.MinP = *v
+	}
+	if v := c.repetition; v != nil {
+		if *v <= 0 || math.IsNaN(*v) {
+			return BadRequest("repetition_penalty", "repetition_penalty must be greater than 0, got %g", *v)
+		}
+		s.RepetitionPenalty = *v
+	}
+	if c.ignoreEOS != nil {
+		s.IgnoreEOS = *c.ignoreEOS
+	}
+	s.Seed = c.seed
+	stops, err := parseStop(c.stop)
+	if err != nil {
+		return err
+	}
+	s.Stop = stops
+	return nil
+}
+
+func parseStop(raw json.RawMessage) ([]string, *Error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return nil, nil
+	}
+	var stops []string
+	switch raw[0] {
+	case '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, BadRequest("stop", "stop is not a valid string")
+		}
+		stops = []string{s}
+	case '[':
+		if err := json.Unmarshal(raw, &stops); err != nil {
+			return nil, BadRequest("stop", "invalid type for 'stop': expected a string or an array of strings")
+		}
+	default:
+		return nil, BadRequest("stop", "invalid type for 'stop': expected a string or an array of strings")
+	}
+	if len(stops) > maxStopSequences {
+		return nil, BadRequest("stop", "stop takes at most %d sequences, got %d", maxStopSequences, len(stops))
+	}
+	out := stops[:0]
+	for _, s := range stops {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,371 @@
+package openai
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// Meta is what every response object of one request repeats.
+type Meta struct {
+	ID          string // e.g. "chatcmpl-<request id>"
+	Created     int64  // unix seconds
+	Model       string
+	Fingerprint string // system_fingerprint
+}
+
+// Result accumulates a generation for a non-streamed response.
+type Result struct {
+	Text     strings.Builder
+	Logprobs []engine.Logprob
+	Final    *engine.Final
+	Tokens   int
+}
+
+// Add folds one event into the result.
+func (r *Result) Add(ev engine.Event) {
+	switch {
+	case ev.Token != nil:
+		r.Tokens++
+		r.Text.WriteString(ev.Token.Text)
+		if ev.Token.Logprob != nil {
+			r.Logprobs = append(r.Logprobs, *ev.Token.Logprob)
+		}
+	case ev.Final != nil:
+		r.Final = ev.Final
+		r.Text.WriteString(ev.Final.Text)
+	}
+}
+
+// FinishReason maps an engine finish reason to OpenAI's.
+func FinishReason(f engine.FinishReason) string {
+	if f == engine.FinishLength {
+		return "length"
+	}
+	return "stop"
+}
+
+// FinalError returns the API error of a final event that ended in an error or a cancellation not asked for
+// by the client (an instance unloaded under the request), and nil otherwise.
+func FinalError(f *engine.Final) *Error {
+	switch f.FinishReason {
+	case engine.FinishError:
+		code := f.ErrorCode
+		if code == "" {
+			code = engine.CodeInternal
+		}
+		return FromEngine(&engine.Error{Code: code, Message: f.Error})
+	case engine.FinishCancelled:
+		return Unavailable("the generation was cancelled by the engine (the model instance was unloaded or restarted)")
+	}
+	return nil
+}
+
+func appendHead(dst []byte, object string, m Meta) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, m.ID)
+	dst = append(dst, `,"object":"`...)
+	dst = append(dst, object...)
+	dst = append(dst, `","created":`...)
+	dst = strconv.AppendInt(dst, m.Created, 10)
+	dst = append(dst, `,"model":`...)
+	dst = appendString(dst, m.Model)
+	dst = append(dst, `,"system_fingerprint":`...)
+	dst = appendNullableString(dst, m.Fingerprint)
+	return dst
+}
+
+// AppendUsage appends an OpenAI usage object.
+func AppendUsage(dst []byte, u engine.Usage) []byte {
+	dst = append(dst, `{"prompt_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.PromptTokens), 10)
+	dst = append(dst, `,"completion_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.CompletionTokens), 10)
+	dst = append(dst, `,"total_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.PromptTokens+u.CompletionTokens), 10)
+	dst = append(dst, `,"prompt_tokens_details":{"cached_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(u.CachedTokens), 10)
+	return append(dst, `}}`...)
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// AppendTimings appends duet's per-phase timings (milliseconds), an extension field clients ignore.
+func AppendTimings(dst []byte, t engine.Timings) []byte {
+	field := func(dst []byte, name string, d time.Duration) []byte {
+		dst = append(dst, `,"`...)
+		dst = append(dst, name...)
+		dst = append(dst, `":`...)
+		return appendFloat(dst, ms(d))
+	}
+	dst = append(dst, `{"prefill_source":`...)
+	dst = appendNullableString(dst, t.PrefillSource)
+	dst = field(dst, "queue_ms", t.Queue)
+	dst = field(dst, "prefill_ms", t.Prefill)
+	dst = field(dst, "first_token_ms", t.FirstToken)
+	dst = field(dst, "decode_ms", t.Decode)
+	dst = field(dst, "total_ms", t.Total)
+	if r := t.Remote; r != nil {
+		dst = append(dst, `,"remote_prefill":{"endpoint":`...)
+		dst = appendString(dst, r.Endpoint)
+		dst = append(dst, `,"instance_id":`...)
+		dst = appendString(dst, r.InstanceID)
+		dst = append(dst, `,"tokens":`...)
+		dst = strconv.AppendInt(dst, int64(r.Tokens), 10)
+		dst = append(dst, `,"bytes":`...)
+		dst = strconv.AppendInt(dst, r.Bytes, 10)
+		dst = field(dst, "wait_ms", r.Wait)
+		dst = field(dst, "transfer_ms", r.Transfer)
+		dst = field(dst, "ingest_ms", r.Ingest)
+		dst = append(dst, `,"attempts":`...)
+		dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
+		dst = append(dst, `,"fallback_reason":`...)
+		dst = appendNullableString(dst, r.FallbackReason)
+		dst = append(dst, '}')
+	}
+	return append(dst, '}')
+}
+
+func appendTop(dst []byte, top []engine.TopLogprob) []byte {
+	dst = append(dst, '[')
+	for i, alt := range top {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"token":`...)
+		dst = appendString(dst, alt.Token)
+		dst = append(dst, `,"logprob":`...)
+		dst = appendFloat(dst, alt.Logprob)
+		dst = append(dst, `,"bytes":`...)
+		dst = appendBytesArray(dst, alt.Bytes)
+		dst = append(dst, '}')
+	}
+	return append(dst, ']')
+}
+
+// appendChatLogprobs appends a chat logprobs object: {"content":[...],"refusal":null}.
+func appendChatLogprobs(dst []byte, lps []engine.Logprob) []byte {
+	dst = append(dst, `{"content":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"token":`...)
+		dst = appendString(dst, lp.Token)
+		dst = append(dst, `,"logprob":`...)
+		dst = appendFloat(dst, lp.Logprob)
+		dst = append(dst, `,"bytes":`...)
+		dst = appendBytesArray(dst, lp.Bytes)
+		dst = append(dst, `,"top_logprobs":`...)
+		dst = appendTop(dst, lp.Top)
+		dst = append(dst, '}')
+	}
+	return append(dst, `],"refusal":null}`...)
+}
+
+// AppendChatCompletion appends a whole chat.completion object.
+func AppendChatCompletion(dst []byte, m Meta, r *Result, withLogprobs bool) []byte {
+	dst = appendHead(dst, "chat.completion", m)
+	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
+	dst = appendString(dst, r.Text.String())
+	dst = append(dst, `,"refusal":null},"logprobs":`...)
+	if withLogprobs {
+		dst = appendChatLogprobs(dst, r.Logprobs)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"finish_reason":"`...)
+	dst = append(dst, FinishReason(r.Final.FinishReason)...)
+	dst = append(dst, `"}],"usage":`...)
+	dst = AppendUsage(dst, r.Final.Usage)
+	dst = append(dst, `,"timings":`...)
+	dst = AppendTimings(dst, r.Final.Timings)
+	return append(dst, '}')
+}
+
+// ChatChunk is one chat.completion.chunk.
+type ChatChunk struct {
+	Role     bool // the first chunk announces the assistant role
+	Content  string
+	Logprobs []engine.Logprob // nil: "logprobs":null
+	Finish   *engine.Final    // set on the last chunk
+	// UsageNull adds "usage":null, as OpenAI does on every chunk when include_usage is set.
+	UsageNull bool
+}
+
+// AppendChatChunk appends one chunk as JSON.
+func AppendChatChunk(dst []byte, m Meta, c ChatChunk) []byte {
+	dst = appendHead(dst, "chat.completion.chunk", m)
+	dst = append(dst, `,"choices":[{"index":0,"delta":{`...)
+	sep := false
+	if c.Role {
+		dst = append(dst, `"role":"assistant"`...)
+		sep = true
+	}
+	if c.Content != "" || (c.Role && c.Finish == nil) {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"content":`...)
+		dst = appendString(dst, c.Content)
+	}
+	dst = append(dst, `},"logprobs":`...)
+	if c.Logprobs != nil {
+		dst = appendChatLogprobs(dst, c.Logprobs)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"finish_reason":`...)
+	if c.Finish != nil {
+		dst = append(dst, '"')
+		dst = append(dst, FinishReason(c.Finish.FinishReason)...)
+		dst = append(dst, `"}]`...)
+		dst = append(dst, `,"timings":`...)
+		dst = AppendTimings(dst, c.Finish.Timings)
+	} else {
+		dst = append(dst, `null}]`...)
+	}
+	if c.UsageNull {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, '}')
+}
+
+// AppendUsageChunk appends the extra last chunk of a stream with include_usage: no choices, only usage.
+func AppendUsageChunk(dst []byte, object string, m Meta, u engine.Usage) []byte {
+	dst = appendHead(dst, object, m)
+	dst = append(dst, `,"choices":[],"usage":`...)
+	dst = AppendUsage(dst, u)
+	return append(dst, '}')
+}
+
+// appendLegacyLogprobs appends a completions logprobs object for the given tokens, with text offsets starting
+// at offset.
+func appendLegacyLogprobs(dst []byte, lps []engine.Logprob, offset int) []byte {
+	dst = append(dst, `{"tokens":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendString(dst, lp.Token)
+	}
+	dst = append(dst, `],"token_logprobs":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = appendFloat(dst, lp.Logprob)
+	}
+	dst = append(dst, `],"top_logprobs":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, '{')
+		for j, alt := range lp.Top {
+			if j > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, alt.Token)
+			dst = append(dst, ':')
+			dst = appendFloat(dst, alt.Logprob)
+		}
+		dst = append(dst, '}')
+	}
+	dst = append(dst, `],"text_offset":[`...)
+	for i, lp := range lps {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = strconv.AppendInt(dst, int64(offset), 10)
+		offset += len(lp.Token)
+	}
+	return append(dst, `]}`...)
+}
+
+// AppendCompletion appends a whole text_completion object.
+func AppendCompletion(dst []byte, m Meta, r *Result, withLogprobs bool) []byte {
+	dst = appendHead(dst, "text_completion", m)
+	dst = append(dst, `,"choices":[{"text":`...)
+	dst = appendString(dst, r.Text.String())
+	dst = append(dst, `,"index":0,"logprobs":`...)
+	if withLogprobs {
+		dst = appendLegacyLogprobs(dst, r.Logprobs, 0)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"finish_reason":"`...)
+	dst = append(dst, FinishReason(r.Final.FinishReason)...)
+	dst = append(dst, `"}],"usage":`...)
+	dst = AppendUsage(dst, r.Final.Usage)
+	dst = append(dst, `,"timings":`...)
+	dst = AppendTimings(dst, r.Final.Timings)
+	return append(dst, '}')
+}
+
+// CompletionChunk is one streamed text_completion object.
+type CompletionChunk struct {
+	Text       string
+	Logprobs   []engine.Logprob
+	TextOffset int
+	Finish     *engine.Final
+	UsageNull  bool
+}
+
+// AppendCompletionChunk appends one streamed completion object.
+func AppendCompletionChunk(dst []byte, m Meta, c CompletionChunk) []byte {
+	dst = appendHead(dst, "text_completion", m)
+	dst = append(dst, `,"choices":[{"text":`...)
+	dst = appendString(dst, c.Text)
+	dst = append(dst, `,"index":0,"logprobs":`...)
+	if c.Logprobs != nil {
+		dst = appendLegacyLogprobs(dst, c.Logprobs, c.TextOffset)
+	} else {
+		dst = append(dst, "null"...)
+	}
+	dst = append(dst, `,"finish_reason":`...)
+	if c.Finish != nil {
+		dst = append(dst, '"')
+		dst = append(dst, FinishReason(c.Finish.FinishReason)...)
+		dst = append(dst, `"}],"timings":`...)
+		dst = AppendTimings(dst, c.Finish.Timings)
+	} else {
+		dst = append(dst, `null}]`...)
+	}
+	if c.UsageNull {
+		dst = append(dst, `,"usage":null`...)
+	}
+	return append(dst, '}')
+}
+
+// Model is one entry of GET /v1/models.
+type Model struct {
+	ID      string
+	Created int64
+	OwnedBy string
+}
+
+// AppendModel appends a model object.
+func AppendModel(dst []byte, m Model) []byte {
+	dst = append(dst, `{"id":`...)
+	dst = appendString(dst, m.ID)
+	dst = append(dst, `,"object":"model","created":`...)
+	dst = strconv.AppendInt(dst, m.Created, 10)
+	dst = append(dst, `,"owned_by":`...)
+	dst = appendString(dst, m.OwnedBy)
+	return append(dst, '}')
+}
+
+// AppendModelList appends the list object of GET /v1/models.
+func AppendModelList(dst []byte, models []Model) []byte {
+	dst = append(dst, `{"object":"list","data":[`...)
+	for i, m := range models {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = AppendModel(dst, m)
+	}
+	return append(dst, `]}`...)
+}

@@ -1,0 +1,312 @@
+package pluginhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os/exec"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+)
+
+// Spec says how to start one plugin and what "ready" means for it.
+type Spec[T any] struct {
+	// Name identifies the plugin in logs and errors, e.g. "engine echo".
+	Name string
+	// Command builds the command of a fresh process; it is called on every (re)start.
+	Command func() *exec.Cmd
+	// ClientConfig returns the kind's go-plugin client configuration (engine.ClientConfig, router.ClientConfig).
+	ClientConfig func() *plugin.ClientConfig
+	// Connect starts the process and dispenses the plugin (engine.Connect, router.Connect).
+	Connect func(*plugin.ClientConfig) (T, *plugin.Client, error)
+	// Ready runs after every start, before the plugin is handed out: an engine loads its models here. An
+	// error fails the start.
+	Ready func(ctx context.Context, p T) error
+	// Checksum, when set, is the SHA-256 the plugin binary must have (go-plugin's SecureConfig).
+	Checksum []byte
+	Logger   *slog.Logger
+	// PluginLog receives the plugin's own log lines; nil discards them.
+	PluginLog io.Writer
+	// LogLevel is the level of the plugin's log lines that are kept ("info" when empty).
+	LogLevel string
+	// StartTimeout bounds the handshake; ReadyTimeout bounds Ready (loading a model can take minutes).
+	StartTimeout, ReadyTimeout time.Duration
+	// MinBackoff and MaxBackoff bound the delay between restarts; it doubles after each crash and resets once
+	// the plugin has stayed up for StableAfter.
+	MinBackoff, MaxBackoff, StableAfter time.Duration
+}
+
+func (s *Spec[T]) defaults() {
+	if s.StartTimeout == 0 {
+		s.StartTimeout = time.Minute
+	}
+	if s.ReadyTimeout == 0 {
+		s.ReadyTimeout = 30 * time.Minute
+	}
+	if s.MinBackoff == 0 {
+		s.MinBackoff = 250 * time.Millisecond
+	}
+	if s.MaxBackoff == 0 {
+		s.MaxBackoff = 30 * time.Second
+	}
+	if s.StableAfter == 0 {
+		s.StableAfter = time.Minute
+	}
+	if s.Logger == nil {
+		s.Logger = slog.New(slog.DiscardHandler)
+	}
+	if s.LogLevel == "" {
+		s.LogLevel = "info"
+	}
+}
+
+// State is where a supervised plugin is in its life.
+type State string
+
+// States.
+const (
+	StateStarting   State = "starting"
+	StateRunning    State = "running"
+	StateRestarting State = "restarting"
+	StateStopped    State = "stopped"
+)
+
+// Status is a supervisor's state for the admin API.
+type Status struct {
+	Name      string    `json:"name"`
+	State     State     `json:"state"`
+	PID       int       `json:"pid,omitempty"`
+	Restarts  int       `json:"restarts"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	LastError string    `json:"last_error,omitempty"`
+}
+
+// Supervisor keeps one plugin process running.
+type Supervisor[T any] struct {
+	spec Spec[T]
+
+	mu        sync.Mutex
+	cur       T
+	pc        *plugin.Client
+	tail      *Tail
+	gen       uint64 // bumped on every start
+	state     State
+	startedAt time.Time
+	restarts  int
+	lastErr   string
+	exited    chan struct{} // closed when the current process is seen to exit
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// Start starts the plugin and waits until it is ready. After that, the supervisor restarts it whenever it
+// dies, until Stop.
+func Start[T any](ctx context.Context, spec Spec[T]) (*Supervisor[T], error) {
+	spec.defaults()
+	s := &Supervisor[T]{spec: spec, state: StateStarting, stop: make(chan struct{}), done: make(chan struct{})}
+	if err := s.start(ctx); err != nil {
+		s.state = StateStopped
+		close(s.done)
+		return nil, err
+	}
+	go s.watch()
+	return s, nil
+}
+
+// start launches one process and runs Ready on it.
+func (s *Supervisor[T]) start(ctx context.Context) error {
+	tail := NewTail(200, 4096)
+	cfg := s.spec.ClientConfig()
+	cfg.Cmd = s.spec.Command()
+	cfg.AutoMTLS = true
+	cfg.Stderr = tail
+	cfg.StartTimeout = s.spec.StartTimeout
+	out := s.spec.PluginLog
+	if out == nil {
+		out = io.Discard
+	}
+	cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: s.spec.Name, Output: out, Level: hclog.LevelFromString(s.spec.LogLevel)})
+	if s.spec.Checksum != nil {
+		cfg.SecureConfig = &plugin.SecureConfig{Checksum: s.spec.Checksum, Hash: newSHA256()}
+	}
+	p, pc, err := s.spec.Connect(cfg)
+	if err != nil {
+		return s.failure("start", err, tail)
+	}
+	if s.spec.Ready != nil {
+		rctx, cancel := context.WithTimeout(ctx, s.spec.ReadyTimeout)
+		err = s.spec.Ready(rctx, p)
+		cancel()
+		if err != nil {
+			pc.Kill()
+			return s.failure("prepare", err, tail)
+		}
+	}
+	s.mu.Lock()
+	if s.state == StateStopped {
+		s.mu.Unlock()
+		pc.Kill()
+		return fmt.Errorf("plugin %s: stopped while starting", s.spec.Name)
+	}
+	s.cur, s.pc, s.tail = p, pc, tail
+	s.gen++
+	s.state = StateRunning
+	s.startedAt = time.Now()
+	s.exited = make(chan struct{})
+	s.mu.Unlock()
+	s.spec.Logger.Info("plugin ready", "plugin", s.spec.Name, "pid", pid(pc))
+	return nil
+}
+
+func (s *Supervisor[T]) failure(what string, err error, tail *Tail) error {
+	if last := tail.Summary(2048); last != "" {
+		return fmt.Errorf("%s plugin %s: %w\nplugin stderr:\n%s", what, s.spec.Name, err, last)
+	}
+	return fmt.Errorf("%s plugin %s: %w", what, s.spec.Name, err)
+}
+
+func pid(pc *plugin.Client) int {
+	if rc := pc.ReattachConfig(); rc != nil {
+		return rc.Pid
+	}
+	return 0
+}
+
+// pollInterval is how often the supervisor checks whether the process is alive. go-plugin offers no exit
+// channel; requests in flight do not wait for this, their streams break at once.
+const pollInterval = 50 * time.Millisecond
+
+func (s *Supervisor[T]) watch() {
+	defer close(s.done)
+	backoff := s.spec.MinBackoff
+	ticker := time.NewTicker(pollInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-ticker.C:
+		}
+		s.mu.Lock()
+		pc := s.pc
+		s.mu.Unlock()
+		if pc != nil && !pc.Exited() {
+			continue
+		}
+		s.mu.Lock()
+		if pc != nil {
+			if time.Since(s.startedAt) > s.spec.StableAfter {
+				backoff = s.spec.MinBackoff
+			}
+			s.lastErr = "plugin exited unexpectedly"
+			if last := s.tail.Summary(2048); last != "" {
+				s.lastErr += ": " + last
+			}
+			close(s.exited)
+			s.pc = nil
+		}
+		s.state = StateRestarting
+		s.restarts++
+		lastErr := s.lastErr
+		s.mu.Unlock()
+		s.spec.Logger.Error("plugin died; restarting", "plugin", s.spec.Name, "in", backoff, "last_error", lastErr)
+
+		select {
+		case <-s.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, s.spec.MaxBackoff)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-s.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		err := s.start(ctx)
+		cancel()
+		if err != nil {
+			s.mu.Lock()
+			s.lastErr = err.Error()
+			s.mu.Unlock()
+			s.spec.Logger.Error("plugin restart failed", "plugin", s.spec.Name, "error", err)
+		}
+	}
+}
+
+// ErrUnavailable wraps the error of a plugin that is not running.
+var ErrUnavailable = errors.New("plugin unavailable")
+
+// Get returns the running plugin and its generation (for Explain), or an error wrapping ErrUnavailable.
+func (s *Supervisor[T]) Get() (T, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != StateRunning {
+		var zero T
+		msg := fmt.Sprintf("%s: plugin %s is %s", ErrUnavailable, s.spec.Name, s.state)
+		if s.lastErr != "" {
+			msg += " (" + s.lastErr + ")"
+		}
+		return zero, s.gen, errors.New(msg)
+	}
+	return s.cur, s.gen, nil
+}
+
+// Explain turns the error of a call made on generation gen into one that says the plugin died, with its last
+// stderr lines, when it did. It waits briefly for the supervisor to notice an exit, since a broken stream
+// usually arrives first.
+func (s *Supervisor[T]) Explain(gen uint64, err error) error {
+	s.mu.Lock()
+	exited, cur := s.exited, s.gen
+	s.mu.Unlock()
+	if cur != gen {
+		return fmt.Errorf("plugin %s restarted during the request: %w", s.spec.Name, err)
+	}
+	select {
+	case <-exited:
+	case <-time.After(3 * pollInterval):
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return fmt.Errorf("plugin %s died during the request (%v); %s", s.spec.Name, err, s.lastErr)
+}
+
+// Status reports the supervisor's state.
+func (s *Supervisor[T]) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Status{Name: s.spec.Name, State: s.state, Restarts: s.restarts, StartedAt: s.startedAt, LastError: s.lastErr}
+	if s.pc != nil {
+		st.PID = pid(s.pc)
+	}
+	return st
+}
+
+// Stop stops the plugin and the restarts. It waits for the process to exit.
+func (s *Supervisor[T]) Stop() {
+	s.mu.Lock()
+	if s.state == StateStopped {
+		s.mu.Unlock()
+		return
+	}
+	s.state = StateStopped
+	s.mu.Unlock()
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	pc := s.pc
+	s.pc = nil
+	s.mu.Unlock()
+	if pc != nil {
+		pc.Kill()
+	}
+}

@@ -1,0 +1,424 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+func (s *Server) chatCompletions(c *fiber.Ctx) error {
+	req, perr := openai.ParseChat(c.Body())
+	if perr != nil {
+		return perr
+	}
+	return s.serve(c, generation{
+		model:     req.Model,
+		stream:    req.Stream,
+		usage:     req.IncludeUsage,
+		logprobs:  req.Sampling.Logprobs,
+		idPrefix:  "chatcmpl-",
+		chunkKind: "chat.completion.chunk",
+		request:   engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling},
+	})
+}
+
+func (s *Server) completions(c *fiber.Ctx) error {
+	req, perr := openai.ParseCompletion(c.Body())
+	if perr != nil {
+		return perr
+	}
+	return s.serve(c, generation{
+		model:     req.Model,
+		stream:    req.Stream,
+		usage:     req.IncludeUsage,
+		logprobs:  req.Logprobs != nil,
+		legacy:    true,
+		idPrefix:  "cmpl-",
+		chunkKind: "text_completion",
+		request:   engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
+	})
+}
+
+// generation is one parsed request on its way to an engine.
+type generation struct {
+	model     string
+	stream    bool
+	usage     bool // stream_options.include_usage
+	logprobs  bool
+	legacy    bool // /v1/completions rather than chat
+	idPrefix  string
+	chunkKind string
+	request   engine.GenerateRequest
+}
+
+// run is a generation in progress: its events arrive on a channel from the goroutine that calls the engine.
+type run struct {
+	events chan engine.Event
+	err    error // set before events closes
+	cancel context.CancelFunc
+}
+
+// route picks the instance for a model: directly when there is only one and nothing to decide, through the
+// router plugin otherwise.
+func (s *Server) route(ctx context.Context, g *generation, requestID string) (*Instance, error) {
+	candidates := s.reg.ByModel(g.model)
+	if len(candidates) == 0 {
+		return nil, openai.ModelNotFound(g.model)
+	}
+	snap := s.reg.Snapshot()
+	if len(candidates) == 1 && len(snap.InstanceLinks) == 0 {
+		return candidates[0], nil
+	}
+	r, _, err := s.routers.Get()
+	if err != nil {
+		return nil, openai.Unavailable("the router is unavailable: " + err.Error())
+	}
+	d, err := r.Route(ctx, router.Request{RequestID: requestID, Model: g.model, SourceNode: snap.Self, MaxTokens: g.request.Sampling.MaxTokens}, snap)
+	if errors.Is(err, router.ErrNoCandidate) {
+		return nil, openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", g.model))
+	}
+	if err != nil {
+		return nil, openai.Internal("routing failed: " + err.Error())
+	}
+	in, ok := s.reg.Get(d.DecodeInstance)
+	if !ok {
+		return nil, openai.Internal(fmt.Sprintf("the router picked %q, which this gateway does not serve", d.DecodeInstance))
+	}
+	for _, pe := range d.PrefillEndpoints {
+		g.request.PrefillEndpoints = append(g.request.PrefillEndpoints, engine.PrefillEndpoint{InstanceID: pe.InstanceID, Address: pe.Address, Node: pe.Node})
+	}
+	return in, nil
+}
+
+func (s *Server) serve(c *fiber.Ctx, g generation) error {
+	requestID := requestIDOf(c)
+	watch := watchDisconnect(c.Context().Conn())
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	stopWatch := func() {
+		watch.stop()
+		if watch.pipelined {
+			c.Context().SetConnectionClose()
+		}
+	}
+	// Until the response is committed, the handler owns the watch; a stream hands it over to its writer.
+	handedOver := false
+	defer func() {
+		if !handedOver {
+			stopWatch()
+			cancel()
+		}
+	}()
+	go func() {
+		select {
+		case <-watch.gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+
+	in, err := s.route(ctx, &g, requestID)
+	if err != nil {
+		return err
+	}
+	if err := s.limiter.acquire(ctx); err != nil {
+		return err
+	}
+	g.request.RequestID = requestID
+	g.request.InstanceID = in.Desc.InstanceID
+	meta := openai.Meta{
+		ID: g.idPrefix + requestID, Created: time.Now().Unix(), Model: g.model, Fingerprint: fingerprint(in.Desc),
+	}
+	r := s.start(ctx, cancel, in, g.request)
+
+	// Errors before the first event are HTTP errors with their own status.
+	first, ok := <-r.events
+	if !ok {
+		return s.runError(ctx, watch, r.err)
+	}
+	if first.Final != nil {
+		if apiErr := openai.FinalError(first.Final); apiErr != nil {
+			drain(r)
+			return apiErr
+		}
+	}
+
+	if !g.stream {
+		var res openai.Result
+		res.Add(first)
+		for ev := range r.events {
+			res.Add(ev)
+		}
+		if r.err != nil {
+			return s.runError(ctx, watch, r.err)
+		}
+		if res.Final == nil {
+			return openai.Internal("the engine ended the generation without a final event")
+		}
+		if apiErr := openai.FinalError(res.Final); apiErr != nil {
+			return s.runError(ctx, watch, apiErr)
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		if g.legacy {
+			return c.Send(openai.AppendCompletion(nil, meta, &res, g.logprobs))
+		}
+		return c.Send(openai.AppendChatCompletion(nil, meta, &res, g.logprobs))
+	}
+
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set("X-Accel-Buffering", "no")
+	conn := c.Context().Conn()
+	handedOver = true
+	sw := &sseWriter{
+		s: s, g: &g, meta: meta, run: r, first: first, ctx: ctx, conn: conn,
+		done: func() { watch.stop(); cancel() },
+	}
+	c.Context().SetBodyStreamWriter(sw.write)
+	return nil
+}
+
+// runError explains why a run failed: the client left, the request timed out, or the engine failed.
+func (s *Server) runError(ctx context.Context, watch *disconnectWatcher, err error) error {
+	select {
+	case <-watch.gone:
+		return &openai.Error{Status: 499, Type: openai.TypeInvalidRequest, Code: "client_closed_request", Message: "the client closed the connection"}
+	default:
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return apiErr
+	}
+	return openai.FromEngine(err)
+}
+
+func fingerprint(d engine.Description) string {
+	fp := d.Fingerprint
+	if len(fp) > 12 {
+		fp = fp[:12]
+	}
+	if fp == "" {
+		return ""
+	}
+	return "fp_" + fp
+}
+
+// start calls the engine in a goroutine. The run's channel is buffered so that the engine rarely waits on the
+// HTTP side; when it does, that is the backpressure of a slow client.
+func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest) *run {
+	r := &run{events: make(chan engine.Event, 256), cancel: cancel}
+	in.inFlight.Add(1)
+	go func() {
+		defer close(r.events)
+		defer in.inFlight.Add(-1)
+		defer s.limiter.release()
+		e, gen, err := s.engines.Get()
+		if err != nil {
+			r.err = openai.Unavailable("the engine is unavailable: " + err.Error())
+			return
+		}
+		err = e.Generate(ctx, req, func(ev engine.Event) error {
+			select {
+			case r.events <- ev:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})
+		if err != nil && ctx.Err() == nil {
+			err = s.engines.Explain(gen, err)
+		}
+		r.err = err
+	}()
+	return r
+}
+
+// drain cancels a run and waits for its goroutine to finish.
+func drain(r *run) {
+	r.cancel()
+	for range r.events {
+	}
+}
+
+// sseWriter streams a run as server-sent events. It runs in fasthttp's stream-writer goroutine, after the
+// handler returned, so it must not touch the fiber context.
+type sseWriter struct {
+	s     *Server
+	g     *generation
+	meta  openai.Meta
+	run   *run
+	first engine.Event
+	ctx   context.Context
+	conn  interface{ SetWriteDeadline(time.Time) error }
+	done  func()
+
+	buf        []byte
+	textOffset int
+	sentRole   bool
+}
+
+func (w *sseWriter) write(bw *bufio.Writer) {
+	defer drain(w.run)
+	defer w.done()
+	heartbeat := time.NewTicker(w.s.cfg.Heartbeat)
+	defer heartbeat.Stop()
+
+	w.event(w.first)
+	if !w.flush(bw) {
+		return
+	}
+	for {
+		select {
+		case ev, ok := <-w.run.events:
+			if !ok {
+				w.end(bw)
+				return
+			}
+			if ev.Final != nil {
+				w.final(ev.Final)
+				w.flush(bw)
+				return
+			}
+			w.event(ev)
+			// Coalesce: write what is already queued before flushing once.
+		more:
+			for len(w.buf) < 64<<10 {
+				select {
+				case ev, ok := <-w.run.events:
+					if !ok {
+						w.end(bw)
+						return
+					}
+					if ev.Final != nil {
+						w.final(ev.Final)
+						w.flush(bw)
+						return
+					}
+					w.event(ev)
+				default:
+					break more
+				}
+			}
+			if !w.flush(bw) {
+				return
+			}
+		case <-heartbeat.C:
+			w.buf = append(w.buf, ": keep-alive\n\n"...)
+			if !w.flush(bw) {
+				return
+			}
+		}
+	}
+}
+
+// end handles a run that closed without a final event: an engine failure or a timeout.
+func (w *sseWriter) end(bw *bufio.Writer) {
+	var apiErr *openai.Error
+	switch err := w.run.err; {
+	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
+		apiErr = toAPIError(context.DeadlineExceeded)
+	case errors.As(err, &apiErr):
+	case err != nil:
+		apiErr = openai.FromEngine(err)
+	default:
+		apiErr = openai.Internal("the engine ended the stream without a final event")
+	}
+	w.sseError(apiErr)
+	w.flush(bw)
+}
+
+func (w *sseWriter) sseError(e *openai.Error) {
+	w.buf = append(w.buf, "data: "...)
+	w.buf = e.AppendEnvelope(w.buf)
+	w.buf = append(w.buf, "\n\n"...)
+}
+
+func (w *sseWriter) data(render func([]byte) []byte) {
+	w.buf = append(w.buf, "data: "...)
+	w.buf = render(w.buf)
+	w.buf = append(w.buf, "\n\n"...)
+}
+
+func (w *sseWriter) event(ev engine.Event) {
+	role := !w.g.legacy && !w.sentRole
+	tok := ev.Token
+	if tok == nil && !role {
+		return // progress events have no OpenAI form
+	}
+	w.sentRole = true
+	var text string
+	var lps []engine.Logprob
+	if tok != nil {
+		text = tok.Text
+		if w.g.logprobs && tok.Logprob != nil {
+			lps = []engine.Logprob{*tok.Logprob}
+		}
+		if text == "" && lps == nil && !role {
+			return // held-back bytes: nothing to say yet
+		}
+	}
+	if w.g.legacy {
+		w.data(func(dst []byte) []byte {
+			return openai.AppendCompletionChunk(dst, w.meta, openai.CompletionChunk{Text: text, Logprobs: lps, TextOffset: w.textOffset, UsageNull: w.g.usage})
+		})
+	} else {
+		w.data(func(dst []byte) []byte {
+			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Role: role, Content: text, Logprobs: lps, UsageNull: w.g.usage})
+		})
+	}
+	w.textOffset += len(text)
+}
+
+func (w *sseWriter) final(f *engine.Final) {
+	if apiErr := openai.FinalError(f); apiErr != nil {
+		if errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
+			apiErr = toAPIError(context.DeadlineExceeded)
+		}
+		w.sseError(apiErr)
+		return
+	}
+	if f.Text != "" {
+		w.event(engine.Event{Token: &engine.Token{Text: f.Text}})
+	}
+	if w.g.legacy {
+		w.data(func(dst []byte) []byte {
+			return openai.AppendCompletionChunk(dst, w.meta, openai.CompletionChunk{Finish: f, UsageNull: w.g.usage})
+		})
+	} else {
+		w.data(func(dst []byte) []byte {
+			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Finish: f, UsageNull: w.g.usage})
+		})
+	}
+	if w.g.usage {
+		w.data(func(dst []byte) []byte { return openai.AppendUsageChunk(dst, w.g.chunkKind, w.meta, f.Usage) })
+	}
+	w.buf = append(w.buf, "data: [DONE]\n\n"...)
+}
+
+// flush writes the buffered events to the client. It returns false when the client is gone, which cancels
+// the generation.
+func (w *sseWriter) flush(bw *bufio.Writer) bool {
+	if w.conn != nil && w.s.cfg.WriteTimeout > 0 {
+		_ = w.conn.SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
+	}
+	_, err := bw.Write(w.buf)
+	w.buf = w.buf[:0]
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		w.run.cancel()
+		return false
+	}
+	return true
+}

@@ -1,0 +1,50 @@
+package server
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+)
+
+// limiter is the gateway's admission control: at most maxInFlight generations run, at most maxQueue wait for
+// a slot, each for at most queueTimeout. Everything beyond is a 429 at once, so overload is visible to clients
+// instead of piling up.
+type limiter struct {
+	slots        chan struct{}
+	queued       atomic.Int64
+	maxQueue     int64
+	queueTimeout time.Duration
+}
+
+func newLimiter(maxInFlight, maxQueue int, queueTimeout time.Duration) *limiter {
+	return &limiter{slots: make(chan struct{}, maxInFlight), maxQueue: int64(maxQueue), queueTimeout: queueTimeout}
+}
+
+func (l *limiter) acquire(ctx context.Context) error {
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	default:
+	}
+	if l.queued.Add(1) > l.maxQueue {
+		l.queued.Add(-1)
+		return openai.TooManyRequests("the server is at capacity; retry later")
+	}
+	defer l.queued.Add(-1)
+	t := time.NewTimer(l.queueTimeout)
+	defer t.Stop()
+	select {
+	case l.slots <- struct{}{}:
+		return nil
+	case <-t.C:
+		return openai.TooManyRequests("the server is at capacity: the request waited too long for a slot; retry later")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *limiter) release() { <-l.slots }
+
+func (l *limiter) inFlight() int { return len(l.slots) }

@@ -1,0 +1,333 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// Config is the HTTP server's configuration.
+type Config struct {
+	Listen string
+	// APIKeys, when any, are required as "Authorization: Bearer <key>" on the API.
+	APIKeys []string
+	// BodyLimit bounds a request body in bytes (413 beyond).
+	BodyLimit int
+	// ReadTimeout bounds reading a request; WriteTimeout bounds each write of a response (a stream extends it
+	// at every flush, so it bounds a stalled client, not a long stream); IdleTimeout bounds keep-alive waits.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// RequestTimeout bounds a whole generation.
+	RequestTimeout time.Duration
+	// MaxInFlight generations run at once; MaxQueue more wait up to QueueTimeout; beyond that, 429.
+	MaxInFlight, MaxQueue int
+	QueueTimeout         time.Duration
+	// Heartbeat is the interval of SSE comments on an idle stream.
+	Heartbeat time.Duration
+	Logger    *slog.Logger
+}
+
+// DefaultConfig returns the defaults the duet flags start from.
+func DefaultConfig() Config {
+	return Config{
+		Listen:         "127.0.0.1:8000",
+		BodyLimit:      16 << 20,
+		ReadTimeout:    60 * time.Second,
+		WriteTimeout:   60 * time.Second,
+		IdleTimeout:    120 * time.Second,
+		RequestTimeout: 30 * time.Minute,
+		MaxInFlight:    256,
+		MaxQueue:       1024,
+		QueueTimeout:   30 * time.Second,
+		Heartbeat:      10 * time.Second,
+	}
+}
+
+// EngineProvider hands out the running engine plugin; pluginhost.Supervisor implements it.
+type EngineProvider interface {
+	Get() (engine.Engine, uint64, error)
+	Explain(gen uint64, err error) error
+}
+
+// RouterProvider hands out the running router plugin.
+type RouterProvider interface {
+	Get() (router.Router, uint64, error)
+}
+
+// StatusFunc reports extra state for GET /admin/v1/status (plugin supervisors).
+type StatusFunc func() any
+
+// Server is the gateway's HTTP server.
+type Server struct {
+	cfg      Config
+	app      *fiber.App
+	reg      *Registry
+	engines  EngineProvider
+	routers  RouterProvider
+	limiter  *limiter
+	keys     [][sha256.Size]byte
+	status   StatusFunc
+	log      *slog.Logger
+	stopLoad chan struct{}
+}
+
+// New builds the server. Call Listen or Serve to run it.
+func New(cfg Config, reg *Registry, engines EngineProvider, routers RouterProvider, status StatusFunc) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{
+		cfg: cfg, reg: reg, engines: engines, routers: routers, status: status, log: cfg.Logger,
+		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
+		stopLoad: make(chan struct{}),
+	}
+	for _, k := range cfg.APIKeys {
+		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
+	}
+	s.app = fiber.New(fiber.Config{
+		AppName:               "duet",
+		BodyLimit:             cfg.BodyLimit,
+		ReadTimeout:           cfg.ReadTimeout,
+		WriteTimeout:          cfg.WriteTimeout,
+		IdleTimeout:           cfg.IdleTimeout,
+		DisableStartupMessage: true,
+		ErrorHandler:          s.handleError,
+		StrictRouting:         false,
+	})
+	s.routes()
+	go s.refreshLoad()
+	return s
+}
+
+// App exposes the fiber app, for tests that call app.Test.
+func (s *Server) App() *fiber.App { return s.app }
+
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+
+// Shutdown stops accepting connections and waits for requests in flight, up to ctx's deadline.
+func (s *Server) Shutdown(ctx context.Context) error {
+	select {
+	case <-s.stopLoad:
+	default:
+		close(s.stopLoad)
+	}
+	return s.app.ShutdownWithContext(ctx)
+}
+
+func (s *Server) refreshLoad() {
+	t := time.NewTicker(100 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stopLoad:
+			return
+		case <-t.C:
+			s.reg.RefreshLoad()
+		}
+	}
+}
+
+func (s *Server) routes() {
+	s.app.Use(s.requestID, s.accessLog)
+	s.app.Get("/healthz", s.healthz)
+	v1 := s.app.Group("/v1", s.auth)
+	v1.Post("/chat/completions", s.chatCompletions)
+	v1.Post("/completions", s.completions)
+	v1.Get("/models", s.listModels)
+	v1.Get("/models/+", s.getModel)
+	admin := s.app.Group("/admin/v1", s.auth)
+	admin.Get("/status", s.adminStatus)
+	s.app.Use(func(c *fiber.Ctx) error {
+		return &openai.Error{
+			Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
+			Message: fmt.Sprintf("Unknown request URL: %s %s.", c.Method(), c.Path()),
+		}
+	})
+}
+
+const requestIDHeader = "X-Request-Id"
+
+// requestID takes a sane client-supplied request id or makes one, and echoes it in the response.
+func (s *Server) requestID(c *fiber.Ctx) error {
+	id := c.Get(requestIDHeader)
+	if !validRequestID(id) {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		id = hex.EncodeToString(b[:])
+	}
+	c.Locals(requestIDHeader, id)
+	c.Set(requestIDHeader, id)
+	return c.Next()
+}
+
+func validRequestID(id string) bool {
+	if id == "" || len(id) > 128 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+func requestIDOf(c *fiber.Ctx) string {
+	id, _ := c.Locals(requestIDHeader).(string)
+	return id
+}
+
+func (s *Server) accessLog(c *fiber.Ctx) error {
+	start := time.Now()
+	err := c.Next()
+	status := c.Response().StatusCode()
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		status = apiErr.Status
+	} else if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
+		status = fe.Code
+	}
+	level := slog.LevelInfo
+	if status >= 500 {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "request",
+		"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
+		"duration", time.Since(start), "remote", c.IP())
+	return err
+}
+
+// auth requires one of the configured API keys, compared in constant time (through their hashes, so key
+// lengths do not leak either).
+func (s *Server) auth(c *fiber.Ctx) error {
+	if len(s.keys) == 0 {
+		return c.Next()
+	}
+	h := c.Get(fiber.HeaderAuthorization)
+	token, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok || token == "" {
+		return openai.Unauthorized("You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.")
+	}
+	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
+	match := 0
+	for _, k := range s.keys {
+		match |= subtle.ConstantTimeCompare(sum[:], k[:])
+	}
+	if match != 1 {
+		return openai.Unauthorized("Incorrect API key provided.")
+	}
+	return c.Next()
+}
+
+// handleError renders every error as an OpenAI error envelope.
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	apiErr := toAPIError(err)
+	if apiErr.Status >= 500 {
+		s.log.Warn("request failed", "request_id", requestIDOf(c), "status", apiErr.Status, "error", apiErr.Message)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Status(apiErr.Status).Send(apiErr.AppendEnvelope(nil))
+}
+
+func toAPIError(err error) *openai.Error {
+	var apiErr *openai.Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &fe):
+		switch fe.Code {
+		case fiber.StatusRequestEntityTooLarge:
+			return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}
+		case fiber.StatusNotFound, fiber.StatusMethodNotAllowed:
+			return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Code: "unknown_url", Message: fe.Message}
+		case fiber.StatusRequestTimeout:
+			return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Code: "timeout", Message: fe.Message}
+		default:
+			if fe.Code < 500 {
+				return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Message: fe.Message}
+			}
+			return &openai.Error{Status: fe.Code, Type: openai.TypeServer, Message: fe.Message}
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &openai.Error{Status: fiber.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}
+	default:
+		var ee *engine.Error
+		if errors.As(err, &ee) {
+			return openai.FromEngine(err)
+		}
+		return openai.Internal(err.Error())
+	}
+}
+
+func (s *Server) healthz(c *fiber.Ctx) error {
+	e, _, err := s.engines.Get()
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		err = e.Health(ctx)
+		cancel()
+	}
+	if err != nil {
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "error": err.Error()})
+	}
+	return c.JSON(fiber.Map{"status": "ok", "instances": len(s.reg.All())})
+}
+
+func (s *Server) adminStatus(c *fiber.Ctx) error {
+	type instance struct {
+		engine.Description
+		InFlight int64     `json:"in_flight"`
+		LoadedAt time.Time `json:"loaded_at"`
+	}
+	out := fiber.Map{"in_flight": s.limiter.inFlight(), "queued": s.limiter.queued.Load()}
+	var ins []instance
+	for _, in := range s.reg.All() {
+		ins = append(ins, instance{Description: in.Desc, InFlight: in.inFlight.Load(), LoadedAt: in.LoadedAt})
+	}
+	out["instances"] = ins
+	if s.status != nil {
+		out["plugins"] = s.status()
+	}
+	return c.JSON(out)
+}
+
+func (s *Server) listModels(c *fiber.Ctx) error {
+	seen := map[string]bool{}
+	var models []openai.Model
+	for _, in := range s.reg.All() {
+		if !seen[in.Desc.ModelID] {
+			seen[in.Desc.ModelID] = true
+			models = append(models, openai.Model{ID: in.Desc.ModelID, Created: in.LoadedAt.Unix(), OwnedBy: "duet"})
+		}
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(openai.AppendModelList(nil, models))
+}
+
+func (s *Server) getModel(c *fiber.Ctx) error {
+	id, err := url.PathUnescape(c.Params("+"))
+	if err != nil {
+		return openai.ModelNotFound(c.Params("+"))
+	}
+	ins := s.reg.ByModel(id)
+	if len(ins) == 0 {
+		return openai.ModelNotFound(id)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(openai.AppendModel(nil, openai.Model{ID: id, Created: ins[0].LoadedAt.Unix(), OwnedBy: "duet"}))
+}
