@@ -152,4 +152,3 @@ func (w *testWriter) close() {
 	w.closed = true
 	w.mu.Unlock()
 }
-

@@ -35,7 +35,7 @@ type Config struct {
 	RequestTimeout time.Duration
 	// MaxInFlight generations run at once; MaxQueue more wait up to QueueTimeout; beyond that, 429.
 	MaxInFlight, MaxQueue int
-	QueueTimeout         time.Duration
+	QueueTimeout          time.Duration
 	// Heartbeat is the interval of SSE comments on an idle stream.
 	Heartbeat time.Duration
 	Logger    *slog.Logger
