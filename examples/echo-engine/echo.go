@@ -279,6 +279,9 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		if rng != nil {
 			word = reply[rng.IntN(len(reply))]
 		}
+		if n+1 < limit && !strings.HasSuffix(word, " ") && (rng != nil || n%len(reply) == len(reply)-1) {
+			word += " " // more words follow: keep them apart
+		}
 		id := e.tokenID(word)
 		if slicesContains(s.StopTokenIDs, id) {
 			return emit(final(engine.FinishStop, len(prompt), n, arrived, firstToken))

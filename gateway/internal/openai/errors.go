@@ -63,9 +63,12 @@ func Internal(msg string) *Error {
 
 // FromEngine maps an engine error to its API error.
 func FromEngine(err error) *Error {
-	var e *engine.Error
-	if !errors.As(err, &e) {
-		e = &engine.Error{Code: engine.CodeOf(err), Message: err.Error()}
+	// The code comes from the innermost *engine.Error, the message from the whole chain, which may add
+	// context (e.g. that the plugin died) around it.
+	e := &engine.Error{Code: engine.CodeOf(err), Message: err.Error()}
+	var inner *engine.Error
+	if errors.As(err, &inner) {
+		e.Param = inner.Param
 	}
 	switch e.Code {
 	case engine.CodeInvalidArgument:

@@ -99,6 +99,7 @@ type Supervisor[T any] struct {
 	startedAt time.Time
 	restarts  int
 	lastErr   string
+	lastWords string        // a short version of lastErr's stderr, for clients
 	exited    chan struct{} // closed when the current process is seen to exit
 
 	stop chan struct{}
@@ -205,6 +206,7 @@ func (s *Supervisor[T]) watch() {
 				backoff = s.spec.MinBackoff
 			}
 			s.lastErr = "plugin exited unexpectedly"
+			s.lastWords = s.tail.Summary(512)
 			if last := s.tail.Summary(2048); last != "" {
 				s.lastErr += ": " + last
 			}
@@ -261,8 +263,8 @@ func (s *Supervisor[T]) Get() (T, uint64, error) {
 }
 
 // Explain turns the error of a call made on generation gen into one that says the plugin died, with its last
-// stderr lines, when it did. It waits briefly for the supervisor to notice an exit, since a broken stream
-// usually arrives first.
+// stderr lines, when it did. It waits up to a second for the supervisor to notice an exit, since a broken
+// stream usually arrives first; call it only for errors that can mean a dead plugin.
 func (s *Supervisor[T]) Explain(gen uint64, err error) error {
 	s.mu.Lock()
 	exited, cur := s.exited, s.gen
@@ -272,12 +274,15 @@ func (s *Supervisor[T]) Explain(gen uint64, err error) error {
 	}
 	select {
 	case <-exited:
-	case <-time.After(3 * pollInterval):
+	case <-time.After(time.Second):
 		return err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return fmt.Errorf("plugin %s died during the request (%v); %s", s.spec.Name, err, s.lastErr)
+	if s.lastWords == "" {
+		return fmt.Errorf("plugin %s died during the request: %w", s.spec.Name, err)
+	}
+	return fmt.Errorf("plugin %s died during the request: %w; its last words: %s", s.spec.Name, err, s.lastWords)
 }
 
 // Status reports the supervisor's state.

@@ -77,10 +77,10 @@ func (t *Tail) Lines() []string {
 // error on when there is one, else the last lines.
 func (t *Tail) Summary(max int) string {
 	lines := t.Lines()
-	start := 0
+	start, found := 0, false
 	for i, l := range lines {
 		if strings.HasPrefix(l, "panic:") || strings.HasPrefix(l, "fatal error:") {
-			start = i
+			start, found = i, true
 			break
 		}
 	}
@@ -98,7 +98,7 @@ func (t *Tail) Summary(max int) string {
 		}
 		b.WriteString(l)
 	}
-	if start == 0 && b.Len() < totalLen(lines) {
+	if !found && b.Len() < totalLen(lines) {
 		// No panic: the last lines matter most.
 		b.Reset()
 		for i := len(lines) - 1; i >= 0; i-- {

@@ -235,7 +235,8 @@ func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Insta
 				return ctx.Err()
 			}
 		})
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
+			// The plugin may have died under the request: say so, with its last words.
 			err = s.engines.Explain(gen, err)
 		}
 		r.err = err

@@ -300,6 +300,13 @@ func (s *Server) adminStatus(c *fiber.Ctx) error {
 		ins = append(ins, instance{Description: in.Desc, InFlight: in.inFlight.Load(), LoadedAt: in.LoadedAt})
 	}
 	out["instances"] = ins
+	if e, _, err := s.engines.Get(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if st, err := e.Stats(ctx); err == nil {
+			out["engine_stats"] = st
+		}
+		cancel()
+	}
 	if s.status != nil {
 		out["plugins"] = s.status()
 	}

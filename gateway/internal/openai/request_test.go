@@ -1,0 +1,172 @@
+package openai
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestParseChat(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		body string
+		want ChatRequest
+	}{
+		{
+			name: "minimal",
+			body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+			want: ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}}, Sampling: engine.Sampling{Temperature: 1}},
+		},
+		{
+			name: "everything",
+			body: `{"model":"m","messages":[{"role":"system","content":"be brief"},{"role":"user","content":[{"type":"text","text":"a"},{"type":"text","text":"b"}]},{"role":"assistant","content":null},{"role":"developer","content":"dev"}],
+				"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":7,"max_tokens":99,"temperature":0,"top_p":0.5,"n":1,"seed":42,
+				"stop":["x","","y"],"logprobs":true,"top_logprobs":3,"presence_penalty":0.5,"frequency_penalty":-0.5,"user":"u1",
+				"top_k":5,"min_p":0.1,"repetition_penalty":1.1,"ignore_eos":true,"unknown_field":{"nested":[1,2]},"response_format":{"type":"text"}}`,
+			want: ChatRequest{
+				Model: "m",
+				Messages: []engine.Message{
+					{Role: "system", Content: "be brief"}, {Role: "user", Content: "ab"}, {Role: "assistant"}, {Role: "system", Content: "dev"},
+				},
+				Stream: true, IncludeUsage: true, User: "u1", MaxTokensSet: true,
+				Sampling: engine.Sampling{
+					MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: ptr(int64(42)), Stop: []string{"x", "y"}, Logprobs: true, TopLogprobs: 3,
+					PresencePenalty: 0.5, FrequencyPenalty: -0.5, TopK: 5, MinP: 0.1, RepetitionPenalty: 1.1, IgnoreEOS: true,
+				},
+			},
+		},
+		{
+			name: "stop as a string and max_tokens",
+			body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"END","max_tokens":3,"stream":false}`,
+			want: ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}}, MaxTokensSet: true,
+				Sampling: engine.Sampling{Temperature: 1, MaxTokens: 3, Stop: []string{"END"}}},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseChat([]byte(c.body))
+			if err != nil {
+				t.Fatalf("ParseChat: %v", err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got  %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}
+
+func TestParseChatErrors(t *testing.T) {
+	t.Parallel()
+	const msgs = `"messages":[{"role":"user","content":"hi"}]`
+	cases := []struct {
+		name, body, param string
+	}{
+		{"empty body", ``, ""},
+		{"not an object", `[1,2]`, ""},
+		{"bad json", `{"model":`, ""},
+		{"no model", `{` + msgs + `}`, "model"},
+		{"model not a string", `{"model":5,` + msgs + `}`, "model"},
+		{"no messages", `{"model":"m"}`, "messages"},
+		{"empty messages", `{"model":"m","messages":[]}`, "messages"},
+		{"messages not an array", `{"model":"m","messages":"hi"}`, "messages"},
+		{"missing role", `{"model":"m","messages":[{"content":"hi"}]}`, "messages[0].role"},
+		{"bad role", `{"model":"m","messages":[{"role":"wizard","content":"hi"}]}`, "messages[0].role"},
+		{"tool role", `{"model":"m","messages":[{"role":"tool","content":"hi"}]}`, "messages[0].role"},
+		{"content number", `{"model":"m","messages":[{"role":"user","content":5}]}`, "messages[0].content"},
+		{"user content null", `{"model":"m","messages":[{"role":"user","content":null}]}`, "messages[0].content"},
+		{"image part", `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"x"}}]}]}`, "messages[0].content[0].type"},
+		{"part without text", `{"model":"m","messages":[{"role":"user","content":[{"type":"text"}]}]}`, "messages[0].content[0].text"},
+		{"n=2", `{"model":"m",` + msgs + `,"n":2}`, "n"},
+		{"n not an integer", `{"model":"m",` + msgs + `,"n":"two"}`, "n"},
+		{"max_tokens 0", `{"model":"m",` + msgs + `,"max_tokens":0}`, "max_tokens"},
+		{"max_completion_tokens negative", `{"model":"m",` + msgs + `,"max_completion_tokens":-1}`, "max_completion_tokens"},
+		{"max_tokens float", `{"model":"m",` + msgs + `,"max_tokens":1.5}`, "max_tokens"},
+		{"temperature high", `{"model":"m",` + msgs + `,"temperature":2.5}`, "temperature"},
+		{"temperature string", `{"model":"m",` + msgs + `,"temperature":"hot"}`, "temperature"},
+		{"top_p zero", `{"model":"m",` + msgs + `,"top_p":0}`, "top_p"},
+		{"stop number", `{"model":"m",` + msgs + `,"stop":5}`, "stop"},
+		{"stop list of numbers", `{"model":"m",` + msgs + `,"stop":[1]}`, "stop"},
+		{"five stops", `{"model":"m",` + msgs + `,"stop":["a","b","c","d","e"]}`, "stop"},
+		{"top_logprobs without logprobs", `{"model":"m",` + msgs + `,"top_logprobs":2}`, "top_logprobs"},
+		{"top_logprobs too many", `{"model":"m",` + msgs + `,"logprobs":true,"top_logprobs":21}`, "top_logprobs"},
+		{"logprobs string", `{"model":"m",` + msgs + `,"logprobs":"yes"}`, "logprobs"},
+		{"stream_options without stream", `{"model":"m",` + msgs + `,"stream_options":{"include_usage":true}}`, "stream_options"},
+		{"stream string", `{"model":"m",` + msgs + `,"stream":"true"}`, "stream"},
+		{"seed string", `{"model":"m",` + msgs + `,"seed":"1"}`, "seed"},
+		{"presence_penalty", `{"model":"m",` + msgs + `,"presence_penalty":3}`, "presence_penalty"},
+		{"tools", `{"model":"m",` + msgs + `,"tools":[{"type":"function"}]}`, "tools"},
+		{"json mode", `{"model":"m",` + msgs + `,"response_format":{"type":"json_object"}}`, "response_format"},
+		{"user number", `{"model":"m",` + msgs + `,"user":7}`, "user"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := ParseChat([]byte(c.body))
+			if err == nil {
+				t.Fatalf("no error for %s", c.body)
+			}
+			if err.Status != 400 || err.Type != TypeInvalidRequest {
+				t.Errorf("status %d type %q, want 400 invalid_request_error", err.Status, err.Type)
+			}
+			if err.Param != c.param {
+				t.Errorf("param %q, want %q (message: %s)", err.Param, c.param, err.Message)
+			}
+			if err.Message == "" {
+				t.Errorf("empty message")
+			}
+		})
+	}
+}
+
+func TestParseCompletion(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		body    string
+		want    CompletionRequest
+		wantErr string // param
+	}{
+		{name: "string prompt", body: `{"model":"m","prompt":"once"}`,
+			want: CompletionRequest{Model: "m", Prompt: "once", Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
+		{name: "one string in a list", body: `{"model":"m","prompt":["once"],"max_tokens":5}`,
+			want: CompletionRequest{Model: "m", Prompt: "once", Sampling: engine.Sampling{MaxTokens: 5, Temperature: 1}}},
+		{name: "token ids", body: `{"model":"m","prompt":[1,2,3],"logprobs":2,"temperature":0}`,
+			want: CompletionRequest{Model: "m", PromptTokens: []int32{1, 2, 3}, Logprobs: ptr(2),
+				Sampling: engine.Sampling{MaxTokens: 16, Logprobs: true, TopLogprobs: 2}}},
+		{name: "token ids nested", body: `{"model":"m","prompt":[[4,5]]}`,
+			want: CompletionRequest{Model: "m", PromptTokens: []int32{4, 5}, Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
+		{name: "no prompt", body: `{"model":"m"}`, wantErr: "prompt"},
+		{name: "batched prompts", body: `{"model":"m","prompt":["a","b"]}`, wantErr: "prompt"},
+		{name: "negative token", body: `{"model":"m","prompt":[1,-2]}`, wantErr: "prompt"},
+		{name: "float token", body: `{"model":"m","prompt":[1.5]}`, wantErr: "prompt"},
+		{name: "object prompt", body: `{"model":"m","prompt":{}}`, wantErr: "prompt"},
+		{name: "empty list", body: `{"model":"m","prompt":[]}`, wantErr: "prompt"},
+		{name: "logprobs 6", body: `{"model":"m","prompt":"x","logprobs":6}`, wantErr: "logprobs"},
+		{name: "best_of", body: `{"model":"m","prompt":"x","best_of":3}`, wantErr: "best_of"},
+		{name: "echo", body: `{"model":"m","prompt":"x","echo":true}`, wantErr: "echo"},
+		{name: "suffix", body: `{"model":"m","prompt":"x","suffix":"y"}`, wantErr: "suffix"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := ParseCompletion([]byte(c.body))
+			if c.wantErr != "" {
+				if err == nil || err.Param != c.wantErr {
+					t.Fatalf("got error %v, want one about %q", err, c.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseCompletion: %v", err)
+			}
+			if !reflect.DeepEqual(got, c.want) {
+				t.Errorf("got  %+v\nwant %+v", got, c.want)
+			}
+		})
+	}
+}

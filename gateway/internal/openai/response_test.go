@@ -1,0 +1,120 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+func TestAppendString(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{"", "plain", `quote " backslash \ slash /`, "ctl \x00\x01\x1f\t\n\r", "utf8 é 漢字 🙂", "bad \xff\xfe utf8", "line sep \u2028 \u2029", "<html>&"} {
+		got := appendString(nil, s)
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil {
+			t.Fatalf("%q: not valid JSON: %s (%v)", s, got, err)
+		}
+		std, _ := json.Marshal(s)
+		var want string
+		_ = json.Unmarshal(std, &want)
+		if back != want {
+			t.Errorf("%q: round trip gave %q", s, back)
+		}
+	}
+}
+
+func meta() Meta {
+	return Meta{ID: "chatcmpl-abc", Created: 1700000000, Model: "m", Fingerprint: "fp_0123"}
+}
+
+func final() *engine.Final {
+	return &engine.Final{
+		FinishReason: engine.FinishLength,
+		Usage:        engine.Usage{PromptTokens: 5, CompletionTokens: 2, CachedTokens: 1},
+		Timings: engine.Timings{
+			Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3 * time.Millisecond, Decode: 4 * time.Millisecond,
+			Total: 7 * time.Millisecond, PrefillSource: engine.PrefillRemote,
+			Remote: &engine.RemotePrefill{Endpoint: "10.0.0.2:7000", InstanceID: "p0", Tokens: 4, Bytes: 4096, Transfer: time.Millisecond, Attempts: 1},
+		},
+	}
+}
+
+func result() *Result {
+	r := &Result{}
+	lp := func(tok string, v float64) *engine.Logprob {
+		return &engine.Logprob{Token: tok, Bytes: []byte(tok), Logprob: v, Top: []engine.TopLogprob{{ID: 1, Token: tok, Bytes: []byte(tok), Logprob: v}, {ID: 2, Token: "x", Bytes: []byte("x"), Logprob: -3}}}
+	}
+	r.Add(engine.Event{Progress: &engine.Progress{Done: 5, Total: 5}})
+	r.Add(engine.Event{Token: &engine.Token{ID: 1, Text: "Hé", Logprob: lp("Hé", -0.5)}})
+	r.Add(engine.Event{Token: &engine.Token{ID: 2, Text: "llo\n", Logprob: lp("llo\n", -0.25)}})
+	r.Add(engine.Event{Final: final()})
+	return r
+}
+
+// TestGolden renders each response shape and compares it with testdata/<name>.json, which also must be
+// valid JSON. Run with -update to rewrite them after an intended change.
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	cases := map[string][]byte{
+		"chat_completion":        AppendChatCompletion(nil, meta(), result(), true),
+		"chat_completion_plain":  AppendChatCompletion(nil, meta(), result(), false),
+		"chat_chunk_role":        AppendChatChunk(nil, meta(), ChatChunk{Role: true, UsageNull: true}),
+		"chat_chunk_content":     AppendChatChunk(nil, meta(), ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
+		"chat_chunk_final":       AppendChatChunk(nil, meta(), ChatChunk{Finish: final(), UsageNull: true}),
+		"usage_chunk":            AppendUsageChunk(nil, "chat.completion.chunk", meta(), final().Usage),
+		"completion":             AppendCompletion(nil, meta(), result(), true),
+		"completion_chunk":       AppendCompletionChunk(nil, meta(), CompletionChunk{Text: "llo", Logprobs: result().Logprobs[1:], TextOffset: 3}),
+		"completion_chunk_final": AppendCompletionChunk(nil, meta(), CompletionChunk{Finish: final()}),
+		"models":                 AppendModelList(nil, []Model{{ID: "a/b", Created: 1, OwnedBy: "duet"}, {ID: "c", Created: 2, OwnedBy: "duet"}}),
+		"error_model_not_found":  ModelNotFound("gpt-9").AppendEnvelope(nil),
+		"error_bad_request":      BadRequest("messages[0].role", "bad role").AppendEnvelope(nil),
+	}
+	for name, got := range cases {
+		t.Run(name, func(t *testing.T) {
+			if !json.Valid(got) {
+				t.Fatalf("not valid JSON: %s", got)
+			}
+			var pretty bytes.Buffer
+			_ = json.Indent(&pretty, got, "", "  ")
+			pretty.WriteByte('\n')
+			path := filepath.Join("testdata", name+".json")
+			if *update {
+				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run go test -update to create it)", err)
+			}
+			if !bytes.Equal(pretty.Bytes(), want) {
+				t.Errorf("%s differs from %s:\n%s", name, path, pretty.Bytes())
+			}
+		})
+	}
+}
+
+func TestFromEngine(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		code   engine.Code
+		status int
+	}{
+		{engine.CodeInvalidArgument, 400}, {engine.CodeContextLength, 400}, {engine.CodeNotFound, 404},
+		{engine.CodeResourceExhausted, 429}, {engine.CodeUnavailable, 503}, {engine.CodeInternal, 500}, {"weird", 500},
+	}
+	for _, c := range cases {
+		got := FromEngine(&engine.Error{Code: c.code, Message: "m", Param: "p"})
+		if got.Status != c.status {
+			t.Errorf("%s: status %d, want %d", c.code, got.Status, c.status)
+		}
+	}
+}
