@@ -1,0 +1,159 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// The benchmarks measure what the gateway adds on top of the engine plugin, with the echo engine so that the
+// model costs nothing: each iteration calls the plugin directly (gRPC, as the gateway does) and then through
+// the gateway (HTTP + JSON + routing + gRPC), and reports percentiles of both and of the difference.
+//
+//	go test ./gateway -run '^$' -bench . -benchtime 2000x
+
+// directEngine starts the built-in echo engine as a plugin subprocess, as the gateway would.
+func directEngine(b *testing.B) (engine.Engine, string) {
+	b.Helper()
+	cfg := engine.ClientConfig()
+	cfg.Cmd = exec.Command(duetBin, "plugin", "engine", "echo")
+	cfg.AutoMTLS = true
+	cfg.Logger = hclog.NewNullLogger()
+	e, pc, err := engine.Connect(cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pc.Kill)
+	d, err := e.Load(context.Background(), engine.LoadRequest{Model: "echo"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e, d.InstanceID
+}
+
+func percentile(ds []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+func BenchmarkGatewayOverhead(b *testing.B) {
+	g := startGateway(b)
+	e, instance := directEngine(b)
+	ctx := context.Background()
+	body := []byte(`{"model":"echo","temperature":0,"max_tokens":1,"messages":[{"role":"user","content":"hello world"}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	req := engine.GenerateRequest{InstanceID: instance, Messages: []engine.Message{{Role: "user", Content: "hello world"}}, Sampling: engine.Sampling{MaxTokens: 1}}
+	direct := func() {
+		if err := e.Generate(ctx, req, func(engine.Event) error { return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	viaGateway := func() {
+		resp, err := client.Post(g.url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	for range 200 { // warm up connections and caches
+		direct()
+		viaGateway()
+	}
+	var ds, gs, diffs []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		direct()
+		t1 := time.Now()
+		viaGateway()
+		t2 := time.Now()
+		ds = append(ds, t1.Sub(t0))
+		gs = append(gs, t2.Sub(t1))
+		diffs = append(diffs, t2.Sub(t1)-t1.Sub(t0))
+	}
+	b.StopTimer()
+	b.ReportMetric(us(percentile(ds, 0.5)), "direct-p50-µs")
+	b.ReportMetric(us(percentile(ds, 0.99)), "direct-p99-µs")
+	b.ReportMetric(us(percentile(gs, 0.5)), "gateway-p50-µs")
+	b.ReportMetric(us(percentile(gs, 0.99)), "gateway-p99-µs")
+	b.ReportMetric(us(percentile(gs, 0.5)-percentile(ds, 0.5)), "added-p50-µs")
+	b.ReportMetric(us(percentile(gs, 0.99)-percentile(ds, 0.99)), "added-p99-µs")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkStreamThroughput streams many tokens per request, directly from the plugin and through the
+// gateway's SSE, and reports tokens per second for both.
+func BenchmarkStreamThroughput(b *testing.B) {
+	const tokens = 200_000
+	g := startGateway(b)
+	e, instance := directEngine(b)
+	ctx := context.Background()
+	req := engine.GenerateRequest{InstanceID: instance, Prompt: strings.Repeat("word ", 50), Sampling: engine.Sampling{MaxTokens: tokens}}
+	var directDur, gatewayDur time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		n := 0
+		err := e.Generate(ctx, req, func(ev engine.Event) error {
+			if ev.Token != nil {
+				n++
+			}
+			return nil
+		})
+		if err != nil || n != tokens {
+			b.Fatalf("direct: %d tokens, %v", n, err)
+		}
+		directDur += time.Since(t0)
+
+		t1 := time.Now()
+		body := fmt.Sprintf(`{"model":"echo","temperature":0,"max_tokens":%d,"stream":true,"stream_options":{"include_usage":true},"prompt":%q}`, tokens, req.Prompt)
+		resp, err := http.Post(g.url+"/v1/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		got := 0
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			if bytes.Contains(line, []byte(`"usage":{`)) {
+				var chunk struct {
+					Usage struct {
+						CompletionTokens int `json:"completion_tokens"`
+					} `json:"usage"`
+				}
+				_ = json.Unmarshal(bytes.TrimPrefix(line, []byte("data: ")), &chunk)
+				got = chunk.Usage.CompletionTokens
+			}
+		}
+		resp.Body.Close()
+		if got != tokens {
+			b.Fatalf("gateway: usage says %d tokens", got)
+		}
+		gatewayDur += time.Since(t1)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(tokens*b.N)/directDur.Seconds(), "direct-tok/s")
+	b.ReportMetric(float64(tokens*b.N)/gatewayDur.Seconds(), "gateway-tok/s")
+	b.ReportMetric(0, "ns/op")
+}

@@ -1,0 +1,74 @@
+package config
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParse(t *testing.T) {
+	t.Parallel()
+	keyFile := filepath.Join(t.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte("# comment\nk3\n\n k4 \n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name  string
+		args  []string
+		env   map[string]string
+		check func(t *testing.T, c Config)
+		err   string
+	}{
+		{name: "defaults", check: func(t *testing.T, c Config) {
+			if c.Server.Listen != "127.0.0.1:8000" || c.Model != DefaultModel || c.Engine != DefaultEngine || len(c.Server.APIKeys) != 0 {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "env", env: map[string]string{"DUET_LISTEN": ":9", "DUET_MODEL": "m", "DUET_API_KEY": "a, b", "DUET_REQUEST_TIMEOUT": "5s", "DUET_MAX_INFLIGHT": "3"},
+			check: func(t *testing.T, c Config) {
+				if c.Server.Listen != ":9" || c.Model != "m" || !reflect.DeepEqual(c.Server.APIKeys, []string{"a", "b"}) ||
+					c.Server.RequestTimeout != 5*time.Second || c.Server.MaxInFlight != 3 {
+					t.Errorf("%+v", c)
+				}
+			}},
+		{name: "flag beats env", args: []string{"--listen", ":10", "--max-inflight", "7"}, env: map[string]string{"DUET_LISTEN": ":9", "DUET_MAX_INFLIGHT": "3"},
+			check: func(t *testing.T, c Config) {
+				if c.Server.Listen != ":10" || c.Server.MaxInFlight != 7 {
+					t.Errorf("%+v", c)
+				}
+			}},
+		{name: "key file and engine options", args: []string{"--api-key", "k1", "--api-key-file", keyFile, "--engine-opt", "a=1, b=x=y"},
+			check: func(t *testing.T, c Config) {
+				if !reflect.DeepEqual(c.Server.APIKeys, []string{"k1", "k3", "k4"}) || !reflect.DeepEqual(c.EngineOptions, map[string]string{"a": "1", "b": "x=y"}) {
+					t.Errorf("%+v %+v", c.Server.APIKeys, c.EngineOptions)
+				}
+			}},
+		{name: "bad env duration", env: map[string]string{"DUET_REQUEST_TIMEOUT": "soon"}, err: "DUET_REQUEST_TIMEOUT"},
+		{name: "bad env int", env: map[string]string{"DUET_BODY_LIMIT": "big"}, err: "DUET_BODY_LIMIT"},
+		{name: "bad option", args: []string{"--engine-opt", "novalue"}, err: "key=value"},
+		{name: "missing key file", args: []string{"--api-key-file", "/nonexistent"}, err: "API key file"},
+		{name: "negative body limit", args: []string{"--body-limit", "-1"}, err: "--body-limit"},
+		{name: "bad log format", args: []string{"--log-format", "xml"}, err: "--log-format"},
+		{name: "stray argument", args: []string{"serve"}, err: "unexpected"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			cfg, err := Parse(c.args, func(k string) string { return c.env[k] }, io.Discard)
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("got %v, want an error mentioning %q", err, c.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.check(t, cfg)
+		})
+	}
+}

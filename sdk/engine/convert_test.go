@@ -1,0 +1,112 @@
+package engine
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// The conversions are the plugin protocol's field mapping: every field must survive a round trip.
+
+func TestGenerateRequestRoundTrip(t *testing.T) {
+	t.Parallel()
+	seed := int64(-7)
+	cases := map[string]GenerateRequest{
+		"chat": {
+			RequestID: "r", InstanceID: "i",
+			Messages: []Message{{Role: "system", Content: "s"}, {Role: "user", Content: "u", Name: "n"}},
+			Sampling: Sampling{
+				MaxTokens: 5, Temperature: 0.7, TopP: 0.9, TopK: 40, MinP: 0.05, Seed: &seed, Stop: []string{"a", "b"},
+				StopTokenIDs: []int32{1, 2}, IgnoreEOS: true, Logprobs: true, TopLogprobs: 3, PresencePenalty: 0.1,
+				FrequencyPenalty: -0.2, RepetitionPenalty: 1.1,
+			},
+			PrefillEndpoints: []PrefillEndpoint{{InstanceID: "p", Address: "10.0.0.1:7000", Node: "n2"}},
+		},
+		"tokens without seed": {InstanceID: "i", PromptTokens: []int32{5, 6, 7}},
+		"text":                {InstanceID: "i", Prompt: "once upon a time"},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := generateRequestFromProto(generateRequestToProto(in))
+			if !reflect.DeepEqual(in, out) {
+				t.Errorf("round trip:\n in %+v\nout %+v", in, out)
+			}
+		})
+	}
+}
+
+func TestEventRoundTrip(t *testing.T) {
+	t.Parallel()
+	cases := map[string]Event{
+		"progress": {Progress: &Progress{Done: 3, Total: 9}},
+		"token":    {Token: &Token{ID: 42, Text: "hé"}},
+		"token with logprobs": {Token: &Token{ID: 1, Text: "a", Logprob: &Logprob{
+			Token: "a", Bytes: []byte("a"), Logprob: -0.5,
+			Top: []TopLogprob{{ID: 1, Token: "a", Bytes: []byte("a"), Logprob: -0.5}, {ID: 2, Token: "b", Bytes: []byte{0xe2}, Logprob: -2}},
+		}}},
+		"final": {Final: &Final{
+			FinishReason: FinishError, Error: "boom", ErrorCode: CodeInternal, Text: "held",
+			Usage: Usage{PromptTokens: 10, CompletionTokens: 2, CachedTokens: 4},
+			Timings: Timings{
+				Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3, Decode: 4, Total: 5, PrefillSource: PrefillRemote,
+				Remote: &RemotePrefill{Endpoint: "e", InstanceID: "p", Tokens: 9, Bytes: 1 << 20, Wait: 1, Transfer: 2, Ingest: 3, Attempts: 2, FallbackReason: "busy"},
+			},
+		}},
+	}
+	for name, in := range cases {
+		t.Run(name, func(t *testing.T) {
+			out := eventFromProto(eventToProto(in))
+			if !reflect.DeepEqual(in, out) {
+				t.Errorf("round trip:\n in %+v\nout %+v", in, out)
+			}
+		})
+	}
+}
+
+func TestDescriptionStatsRoundTrip(t *testing.T) {
+	t.Parallel()
+	d := Description{
+		InstanceID: "i", ModelID: "m", Architecture: "llama", Backend: "go", Fingerprint: "f", DType: "bfloat16",
+		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000,
+		KV:           KVLayout{NumLayers: 2, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16"},
+		Capabilities: Capabilities{Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20, PrefillServer: true, RemotePrefill: true},
+		PrefillEndpoint: "127.0.0.1:7000",
+	}
+	if out := descriptionFromProto(descriptionToProto(d)); !reflect.DeepEqual(d, out) {
+		t.Errorf("description round trip:\n in %+v\nout %+v", d, out)
+	}
+	s := Stats{
+		Metrics: map[string]float64{"x": 1},
+		Instances: []InstanceStats{{
+			InstanceID: "i", InFlight: 2, Queued: 1, KVBytes: 10, KVCapacityBytes: 20, Metrics: map[string]float64{"y": 2},
+			PrefixCache: PrefixCacheStats{Hits: 1, Misses: 2, HitTokens: 3, Entries: 4, Bytes: 5, CapacityBytes: 6, Evictions: 7},
+		}},
+	}
+	if out := statsFromProto(statsToProto(s)); !reflect.DeepEqual(s, out) {
+		t.Errorf("stats round trip:\n in %+v\nout %+v", s, out)
+	}
+}
+
+func TestErrorsCrossTheBoundary(t *testing.T) {
+	t.Parallel()
+	for _, code := range []Code{CodeInvalidArgument, CodeContextLength, CodeNotFound, CodeResourceExhausted, CodeUnavailable, CodeInternal} {
+		in := &Error{Code: code, Message: "msg " + string(code), Param: "max_tokens"}
+		out := fromStatus(t.Context(), toStatus(in))
+		var e *Error
+		if !errors.As(out, &e) || !reflect.DeepEqual(e, in) {
+			t.Errorf("%s: got %#v", code, out)
+		}
+	}
+	if got := CodeOf(fromStatus(t.Context(), toStatus(errors.New("plain")))); got != CodeInternal {
+		t.Errorf("a plain error became %q", got)
+	}
+}
+
+func TestKVBytesPerToken(t *testing.T) {
+	t.Parallel()
+	// Llama-3.1-8B: 32 layers, 8 KV heads of 128, bf16: 128 KiB per token.
+	if got := (KVLayout{NumLayers: 32, NumKVHeads: 8, HeadDim: 128, DType: "bfloat16"}).BytesPerToken(); got != 128<<10 {
+		t.Errorf("got %d", got)
+	}
+}
