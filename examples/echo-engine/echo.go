@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/stopstring"
 )
 
 // Engine is the echo engine. The zero value is not usable; call New.
@@ -265,7 +266,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		}
 		rng = rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	}
-	stops := newStopMatcher(s.Stop)
+	stops := stopstring.New(s.Stop)
 	var firstToken time.Time
 	for n := 0; n < limit; n++ {
 		if n > 0 {
@@ -289,7 +290,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		if n == 0 {
 			firstToken = time.Now()
 		}
-		text, stopped := stops.add(word)
+		text, stopped := stops.Add(word)
 		tok := &engine.Token{ID: id, Text: text}
 		if s.Logprobs {
 			tok.Logprob = fakeLogprob(word, id, s.TopLogprobs)
@@ -306,7 +307,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		reason = engine.FinishStop
 	}
 	ev := final(reason, len(prompt), limit, arrived, firstToken)
-	ev.Final.Text = stops.flush()
+	ev.Final.Text = stops.Flush()
 	return emit(ev)
 }
 
