@@ -1,0 +1,238 @@
+// Package prefixcache keeps the KV caches of past sequences so that a request sharing a token prefix with one
+// of them skips recomputing it (a system prompt, the earlier turns of a chat, a prompt prefilled on another
+// node). It is bounded by bytes and evicts the least recently used entries.
+//
+// An entry is a whole sequence: its tokens and the backend cache that holds their KV. A lookup finds the entry
+// sharing the longest prefix with the request; the engine then copies that many positions out of it (the
+// backend's Clone), so entries are never shared mutably. Finding the longest prefix is fast even for long
+// prompts: each entry keeps chained hashes of its token blocks, so matching whole blocks is a binary search, and
+// only the last partial block is compared token by token.
+package prefixcache
+
+import (
+	"hash/maphash"
+	"sort"
+	"sync"
+)
+
+// Value is what an entry holds: a backend KV cache, in practice.
+type Value interface {
+	Bytes() int64
+	Release()
+}
+
+// blockSize is the number of tokens per hashed block.
+const blockSize = 64
+
+var seed = maphash.MakeSeed()
+
+// blockHashes returns the chained hash of every whole block of tokens: hash i covers blocks 0..i.
+func blockHashes(tokens []int32) []uint64 {
+	n := len(tokens) / blockSize
+	out := make([]uint64, n)
+	var prev uint64
+	var buf [8 + 4*blockSize]byte
+	for b := range n {
+		put64(buf[:8], prev)
+		for i, t := range tokens[b*blockSize : (b+1)*blockSize] {
+			put32(buf[8+4*i:], uint32(t))
+		}
+		prev = maphash.Bytes(seed, buf[:])
+		out[b] = prev
+	}
+	return out
+}
+
+func put64(b []byte, v uint64) {
+	for i := range 8 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+func put32(b []byte, v uint32) {
+	for i := range 4 {
+		b[i] = byte(v >> (8 * i))
+	}
+}
+
+type entry[T Value] struct {
+	tokens   []int32
+	hashes   []uint64
+	val      T
+	bytes    int64
+	lastUsed uint64
+	pins     int
+	dead     bool // removed while pinned: released when the last pin goes
+}
+
+// Stats describe the cache.
+type Stats struct {
+	Hits, Misses  int64
+	HitTokens     int64
+	Entries       int64
+	Bytes         int64
+	CapacityBytes int64
+	Evictions     int64
+}
+
+// Cache is a prefix cache of Values. It is safe for concurrent use.
+type Cache[T Value] struct {
+	mu       sync.Mutex
+	entries  []*entry[T]
+	capacity int64
+	used     int64
+	clock    uint64
+	stats    Stats
+}
+
+// New returns a cache holding at most capacity bytes (0 disables it: every insert is released at once).
+func New[T Value](capacity int64) *Cache[T] {
+	return &Cache[T]{capacity: capacity}
+}
+
+// Handle pins an entry found by Lookup, so eviction leaves it alone until Release.
+type Handle[T Value] struct {
+	c *Cache[T]
+	e *entry[T]
+}
+
+// Value is the entry's value; valid until Release.
+func (h *Handle[T]) Value() T { return h.e.val }
+
+// Tokens are the entry's tokens; do not modify them.
+func (h *Handle[T]) Tokens() []int32 { return h.e.tokens }
+
+// Release unpins the entry.
+func (h *Handle[T]) Release() {
+	c := h.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	h.e.pins--
+	if h.e.dead && h.e.pins == 0 {
+		h.e.val.Release()
+	}
+	c.evictLocked()
+}
+
+// commonPrefix returns how many leading tokens e shares with tokens, whose block hashes are qh.
+func commonPrefix[T Value](e *entry[T], tokens []int32, qh []uint64) int {
+	nb := min(len(e.hashes), len(qh))
+	// Chained hashes: if block i matches, all before it do.
+	blocks := sort.Search(nb, func(i int) bool { return e.hashes[i] != qh[i] })
+	n := blocks * blockSize
+	limit := min(len(e.tokens), len(tokens))
+	for n < limit && e.tokens[n] == tokens[n] {
+		n++
+	}
+	return n
+}
+
+// Lookup finds the entry that shares the longest prefix with tokens, at most max tokens long (a request must
+// compute at least its last token itself, so callers pass len(tokens)-1). It returns nil and 0 on a miss.
+func (c *Cache[T]) Lookup(tokens []int32, max int) (*Handle[T], int) {
+	qh := blockHashes(tokens)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var best *entry[T]
+	bestN := 0
+	for _, e := range c.entries {
+		if n := min(commonPrefix(e, tokens, qh), max); n > bestN {
+			best, bestN = e, n
+		}
+	}
+	if best == nil {
+		c.stats.Misses++
+		return nil, 0
+	}
+	c.stats.Hits++
+	c.stats.HitTokens += int64(bestN)
+	c.clock++
+	best.lastUsed = c.clock
+	best.pins++
+	return &Handle[T]{c: c, e: best}, bestN
+}
+
+// Insert hands val, the KV of tokens, to the cache, which owns it from now on. Entries that are prefixes of
+// tokens become redundant and are dropped; if an entry already covers tokens, val is released at once.
+func (c *Cache[T]) Insert(tokens []int32, val T) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	size := val.Bytes()
+	if c.capacity <= 0 || size > c.capacity || len(tokens) == 0 {
+		val.Release()
+		return
+	}
+	qh := blockHashes(tokens)
+	kept := c.entries[:0]
+	covered := false
+	for _, e := range c.entries {
+		n := commonPrefix(e, tokens, qh)
+		switch {
+		case n == len(tokens):
+			covered = true // e holds all of tokens, and maybe more
+			kept = append(kept, e)
+		case n == len(e.tokens):
+			c.dropLocked(e) // e is a prefix of tokens: the new entry supersedes it
+		default:
+			kept = append(kept, e)
+		}
+	}
+	c.entries = kept
+	if covered {
+		val.Release()
+		return
+	}
+	c.clock++
+	c.entries = append(c.entries, &entry[T]{tokens: tokens, hashes: qh, val: val, bytes: size, lastUsed: c.clock})
+	c.used += size
+	c.evictLocked()
+}
+
+func (c *Cache[T]) dropLocked(e *entry[T]) {
+	c.used -= e.bytes
+	if e.pins > 0 {
+		e.dead = true
+		return
+	}
+	e.val.Release()
+}
+
+// evictLocked drops least recently used, unpinned entries until the cache fits its capacity.
+func (c *Cache[T]) evictLocked() {
+	for c.used > c.capacity {
+		victim := -1
+		for i, e := range c.entries {
+			if e.pins == 0 && (victim < 0 || e.lastUsed < c.entries[victim].lastUsed) {
+				victim = i
+			}
+		}
+		if victim < 0 {
+			return // everything is pinned
+		}
+		e := c.entries[victim]
+		c.entries = append(c.entries[:victim], c.entries[victim+1:]...)
+		c.dropLocked(e)
+		c.stats.Evictions++
+	}
+}
+
+// Clear drops every entry (pinned ones when their handles are released).
+func (c *Cache[T]) Clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.entries {
+		c.dropLocked(e)
+	}
+	c.entries = nil
+}
+
+// Stats reports the cache's figures.
+func (c *Cache[T]) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s := c.stats
+	s.Entries = int64(len(c.entries))
+	s.Bytes = c.used
+	s.CapacityBytes = c.capacity
+	return s
+}
