@@ -56,12 +56,16 @@ type bpe struct {
 func pairKey(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 func newBPE(raw json.RawMessage) (*bpe, error) {
+	var t typeJSON
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if t.Type != "BPE" && t.Type != "" {
+		return nil, fmt.Errorf("unsupported model type %q (only BPE is supported)", t.Type)
+	}
 	var c bpeJSON
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, fmt.Errorf("model: %w", err)
-	}
-	if c.Type != "BPE" && c.Type != "" {
-		return nil, fmt.Errorf("unsupported model type %q (only BPE is supported)", c.Type)
 	}
 	if c.Type == "" && c.Merges == nil {
 		return nil, errors.New("model has no type and no merges; only BPE is supported")

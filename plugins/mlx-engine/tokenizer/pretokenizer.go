@@ -102,6 +102,10 @@ func (seq preTokenizerSequence) split(dst []string, s string, first bool) []stri
 	for _, p := range seq {
 		tmp = append(tmp[:0], dst[base:]...)
 		dst = dst[:base]
+		if bp, ok := p.(batchPreTokenizer); ok {
+			dst = bp.splitAll(dst, tmp)
+			continue
+		}
 		for i, piece := range tmp {
 			dst = p.split(dst, piece, first && i == 0)
 		}
@@ -252,18 +256,43 @@ type byteLevelPreTokenizer struct {
 	useRegex       bool
 }
 
+// batchPreTokenizer is implemented by pre-tokenizers that handle a list of pieces faster than one by one.
+// They must not depend on which piece comes first.
+type batchPreTokenizer interface {
+	splitAll(dst []string, pieces []string) []string
+}
+
 func (p byteLevelPreTokenizer) split(dst []string, s string, _ bool) []string {
-	if p.addPrefixSpace && !strings.HasPrefix(s, " ") {
-		s = " " + s
-	}
-	if !p.useRegex {
-		return append(dst, string(appendByteLevel(nil, s)))
-	}
+	return p.splitAll(dst, []string{s})
+}
+
+// splitAll writes the byte-level text of all words into one buffer and converts it to a string once; the
+// words are slices of it. One allocation per call instead of one per word.
+func (p byteLevelPreTokenizer) splitAll(dst []string, pieces []string) []string {
 	var buf []byte
-	gpt2Pattern{}.find(s, func(start, end int) {
-		buf = appendByteLevel(buf[:0], s[start:end])
-		dst = append(dst, string(buf))
-	})
+	var ends []int
+	for _, s := range pieces {
+		if p.addPrefixSpace && !strings.HasPrefix(s, " ") {
+			s = " " + s
+		}
+		if !p.useRegex {
+			buf = appendByteLevel(buf, s)
+			ends = append(ends, len(buf))
+			continue
+		}
+		gpt2Pattern{}.find(s, func(start, end int) {
+			buf = appendByteLevel(buf, s[start:end])
+			ends = append(ends, len(buf))
+		})
+	}
+	all := string(buf)
+	prev := 0
+	for _, end := range ends {
+		if end > prev {
+			dst = append(dst, all[prev:end])
+		}
+		prev = end
+	}
 	return dst
 }
 
