@@ -24,9 +24,17 @@ func FuzzRewriteFilters(f *testing.F) {
 	})
 }
 
-// FuzzParse: any template source compiles or fails with an error; none panics the caller.
+// FuzzParse: any template source compiles or fails with an error; none panics the caller. Short seeds keep
+// the fuzzer's minimization of interesting inputs quick.
 func FuzzParse(f *testing.F) {
-	addConfigTemplates(f)
+	for _, s := range []string{
+		`{% for m in messages %}{{ m.role|upper }}:{{ m.content.strip() }}{% endfor %}`,
+		`{%- set ns = namespace(x=1) %}{% if add_generation_prompt and ns.x > 0 %}{{ bos_token ~ 'a' }}{% endif %}`,
+		`{{ messages[-1:] | tojson(indent=2) }}{% raw %}{{x}}{% endraw %}{# c #}`,
+		`{% if messages|length != 1 %}{{ raise_exception('one') }}{% else %}{{ messages[0]['content'][::-1] }}{% endif %}`,
+	} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, src string) {
 		tmpl, err := Parse(src, "<s>", "</s>")
 		if err != nil {

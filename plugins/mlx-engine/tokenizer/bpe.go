@@ -97,6 +97,11 @@ func newBPE(raw json.RawMessage) (*bpe, error) {
 		}
 		maxID = max(maxID, id)
 	}
+	// Vocab ids are dense in practice; a few holes are fine, an id far beyond the vocab size is a broken file
+	// that would make the id table huge.
+	if int(maxID) >= 2*len(c.Vocab)+1024 {
+		return nil, fmt.Errorf("vocab has %d tokens but ids up to %d; ids must be dense", len(c.Vocab), maxID)
+	}
 	m.tokens = make([]string, maxID+1)
 	for tok, id := range c.Vocab {
 		if m.tokens[id] != "" {

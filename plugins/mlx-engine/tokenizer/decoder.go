@@ -165,11 +165,9 @@ func (s *replaceStage) push(p piece, out func(piece)) {
 	text := s.held + p.text
 	s.held = ""
 	if !p.end {
-		cut := len(text)
+		cut := 0 // a regex match may reach to the end of the item: hold it all
 		if lit, ok := s.pattern.(literalPattern); ok {
 			cut = literalSafeCut(text, string(lit))
-		} else {
-			cut = 0
 		}
 		text, s.held = text[:cut], text[cut:]
 	}

@@ -307,6 +307,7 @@ func TestLoadErrors(t *testing.T) {
 		{"bad merge line", Files{Tokenizer: model(`,"merges":["a b c"]`)}, "two tokens"},
 		{"negative id", Files{Tokenizer: with("model", `{"type":"BPE","vocab":{"a":-1},"merges":[]}`)}, "out of range"},
 		{"huge id", Files{Tokenizer: with("model", `{"type":"BPE","vocab":{"a":99999999},"merges":[]}`)}, "out of range"},
+		{"sparse ids", Files{Tokenizer: with("model", `{"type":"BPE","vocab":{"a":0,"b":5000000},"merges":[]}`)}, "dense"},
 		{"duplicate id", Files{Tokenizer: with("model", `{"type":"BPE","vocab":{"a":0,"b":0},"merges":[]}`)}, "used by both"},
 		{"dropout", Files{Tokenizer: model(`,"merges":[],"dropout":0.1`)}, "dropout"},
 		{"unknown unk", Files{Tokenizer: model(`,"merges":[],"unk_token":"<unk>"`)}, "unk_token"},
