@@ -2,7 +2,7 @@ package tokenizer
 
 import (
 	"encoding/binary"
-		"strings"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
