@@ -48,6 +48,10 @@ type bpe struct {
 	ignoreMerges bool
 	prefix       string // continuing_subword_prefix, added to every character but the first
 	suffix       string // end_of_word_suffix, added to the last character
+	// metaspaceChunks is set when no token holds a "▁" right after another character, so no merge can
+	// cross the start of a "▁word": long SentencePiece-style texts (which no pre-tokenizer cuts) are then
+	// encoded word by word, with the word cache, instead of as one huge word. The ids are the same.
+	metaspaceChunks bool
 
 	cache   wordCache
 	scratch sync.Pool // *bpeScratch
@@ -133,6 +137,15 @@ func newBPE(raw json.RawMessage) (*bpe, error) {
 		}
 		m.unk = id
 	}
+	if _, ok := c.Vocab["▁"]; ok && m.prefix == "" && m.suffix == "" {
+		m.metaspaceChunks = true
+		for tok := range c.Vocab {
+			if strings.Contains(tok, "▁") && !metaspaceOnlyLeading(tok) {
+				m.metaspaceChunks = false
+				break
+			}
+		}
+	}
 	pairs, err := parseMerges(c.Merges)
 	if err != nil {
 		return nil, err
@@ -193,6 +206,34 @@ func parseMerges(raw json.RawMessage) ([][2]string, error) {
 func (m *bpe) tokenID(tok string) (int32, bool) {
 	id, ok := m.vocab[tok]
 	return id, ok
+}
+
+// metaspaceOnlyLeading reports whether every "▁" in tok follows another "▁" or starts the token.
+func metaspaceOnlyLeading(tok string) bool {
+	prev := '▁'
+	for _, r := range tok {
+		if r == '▁' && prev != '▁' {
+			return false
+		}
+		prev = r
+	}
+	return true
+}
+
+// encode appends the ids of a pre-tokenized piece of text to dst.
+func (m *bpe) encode(dst []int32, w string) []int32 {
+	if !m.metaspaceChunks || m.ignoreMerges {
+		return m.encodeWord(dst, w)
+	}
+	start, prev := 0, '▁'
+	for i, r := range w {
+		if r == '▁' && prev != '▁' {
+			dst = m.encodeWord(dst, w[start:i])
+			start = i
+		}
+		prev = r
+	}
+	return m.encodeWord(dst, w[start:])
 }
 
 // maxCachedWord is the longest word (in bytes) whose encoding is cached.

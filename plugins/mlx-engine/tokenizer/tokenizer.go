@@ -227,12 +227,12 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int32 {
 				continue
 			}
 			if t.preTokenizer == nil {
-				ids = t.model.encodeWord(ids, sub.text)
+				ids = t.model.encode(ids, sub.text)
 				continue
 			}
 			words = t.preTokenizer.split(words[:0], sub.text, sub.first)
 			for _, w := range words {
-				ids = t.model.encodeWord(ids, w)
+				ids = t.model.encode(ids, w)
 			}
 		}
 	}

