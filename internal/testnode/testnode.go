@@ -41,14 +41,16 @@ func Module(t testing.TB, name string) string {
 	return p
 }
 
-// Run executes a Node.js script (CommonJS, or ESM when the file ends in .mjs) with testdata/node as the working
-// directory, so require/import resolve the pinned packages. It returns stdout and fails the test on a non-zero
-// exit, quoting stderr.
+// Run executes a Node.js script with testdata/node as the working directory and NODE_PATH pointing at its
+// node_modules, so a CommonJS require resolves the pinned packages wherever the script lives. (ESM imports
+// ignore NODE_PATH: an .mjs script outside testdata/node should use createRequire(process.cwd() + "/").) It
+// returns stdout and fails the test on a non-zero exit, quoting stderr.
 func Run(t testing.TB, script string, stdin []byte, args ...string) []byte {
 	t.Helper()
 	dir := Dir(t)
 	cmd := exec.Command("node", append([]string{script}, args...)...)
 	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "NODE_PATH="+filepath.Join(dir, "node_modules"))
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
