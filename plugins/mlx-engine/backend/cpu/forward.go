@@ -344,4 +344,3 @@ func attendHead(out, q, k, v, scores []float32, scale float32) {
 		}
 	}
 }
-

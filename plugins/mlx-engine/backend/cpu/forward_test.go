@@ -39,7 +39,7 @@ var variants = []struct {
 	{"qwen3/bf16/q4g64/overrides", tiny(func(o *modelgen.Options) {
 		o.Family, o.DType = model.Qwen3, dtype.BFloat16
 		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{
-			"lm_head":                     nil,
+			"lm_head":                      nil,
 			"model.layers.1.mlp.down_proj": {Bits: 8, GroupSize: 32},
 		}}
 	})},
