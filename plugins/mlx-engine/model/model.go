@@ -379,6 +379,9 @@ func (b *binder) linear(path string, out, in int, bias bool) (*Linear, error) {
 	if quantized && !explicit {
 		_, quantized = b.tensors[path+".scales"] // mlx-lm: unlisted modules are quantized iff they have scales
 	}
+	if !quantized && l.Weight.DType == safetensors.U32 && b.quant != nil {
+		return nil, fmt.Errorf("missing tensor %q (module %q has packed U32 weights, so it is quantized)", path+".scales", path)
+	}
 	if !quantized {
 		if _, err := floatDType(l.Weight); err != nil {
 			return nil, err
