@@ -15,7 +15,10 @@ type tokenizer struct {
 	family   model.Family
 	vocab    []string // id → token, for the ids the BPE model owns
 	merges   []string // "left right", rank order
-	added    []addedToken
+	added    []addedToken // tokens after the BPE vocabulary
+	// inVocab are special tokens that are also BPE vocabulary entries (SentencePiece's <unk>, <s>, </s> at ids
+	// 0-2); they are listed in added_tokens like the others but take no extra id.
+	inVocab []addedToken
 	bos, eos string // "" when the family has none
 	bosID    *int
 	eosIDs   []int
@@ -85,6 +88,7 @@ func buildTokenizer(kind TokenizerKind, fam model.Family, text string, vocabSize
 	switch {
 	case kind == SentencePiece:
 		t.bos, t.eos, t.template = "<s>", "</s>", instTemplate
+		t.inVocab = []addedToken{{0, "<unk>"}, {1, "<s>"}, {2, "</s>"}}
 	case fam == model.Qwen2 || fam == model.Qwen3:
 		specials = []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
 		t.eos, t.template = "<|im_end|>", chatMLTemplate
@@ -230,8 +234,8 @@ func (t *tokenizer) mapStream(res *bpeResult) {
 // tokenizerJSON renders tokenizer.json in the Hugging Face tokenizers format.
 func (t *tokenizer) tokenizerJSON() ([]byte, error) {
 	qwen := t.family == model.Qwen2 || t.family == model.Qwen3
-	var added []any
-	for _, a := range t.added {
+	added := []any{}
+	for _, a := range append(append([]addedToken(nil), t.inVocab...), t.added...) {
 		added = append(added, addedJSON(a))
 	}
 	vocab := make(obj, 0, len(t.vocab))
@@ -300,7 +304,7 @@ func addedJSON(a addedToken) obj {
 // tokenizerConfigJSON renders tokenizer_config.json with the chat template and special tokens.
 func (t *tokenizer) tokenizerConfigJSON(maxLen int) ([]byte, error) {
 	decoderMap := obj{}
-	for _, a := range t.added {
+	for _, a := range append(append([]addedToken(nil), t.inVocab...), t.added...) {
 		decoderMap = append(decoderMap, kv{fmt.Sprint(a.id), obj{{"content", a.content}, {"lstrip", false},
 			{"normalized", false}, {"rstrip", false}, {"single_word", false}, {"special", true}}})
 	}
