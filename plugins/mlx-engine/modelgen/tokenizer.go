@@ -11,14 +11,14 @@ import (
 
 // tokenizer is a generated vocabulary with everything needed to write tokenizer.json and tokenizer_config.json.
 type tokenizer struct {
-	kind     TokenizerKind
-	family   model.Family
-	vocab    []string // id → token, for the ids the BPE model owns
-	merges   []string // "left right", rank order
-	added    []addedToken // tokens after the BPE vocabulary
+	kind   TokenizerKind
+	family model.Family
+	vocab  []string     // id → token, for the ids the BPE model owns
+	merges []string     // "left right", rank order
+	added  []addedToken // tokens after the BPE vocabulary
 	// inVocab are special tokens that are also BPE vocabulary entries (SentencePiece's <unk>, <s>, </s> at ids
 	// 0-2); they are listed in added_tokens like the others but take no extra id.
-	inVocab []addedToken
+	inVocab  []addedToken
 	bos, eos string // "" when the family has none
 	bosID    *int
 	eosIDs   []int
