@@ -16,6 +16,7 @@ type scratch struct {
 	gate, up         []float32 // [rows, intermediate]
 	cos, sin         []float32 // [rows, head_dim/2]
 	rowSeq, rowPos   []int
+	blocks           [][2]int // attention tasks: row ranges of one sequence
 	rowTok           []int32
 	logitRows        []int // row of each sequence whose logits are wanted, or -1
 	logitX, logitOut []float32
@@ -285,25 +286,42 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 // attention computes, for every row and query head, softmax(q·Kᵀ/sqrt(d))·V over the row's sequence
 // positions [0, pos], reading keys and values back from the cache (so they carry the cache dtype's rounding
 // whether they were computed in this step or imported). Query heads share KV heads in groups (GQA).
+//
+// Work is split into tasks of (up to attnBlock consecutive rows of one sequence, one KV head): a task widens
+// that head's 16-bit keys and values once for all its rows and all the query heads of the group.
 func (m *cpuModel) attention(li int, caches []*cache) {
 	c := &m.cfg
 	s := &m.scratch
 	hd, group := c.HeadDim, c.NumHeads/c.NumKVHeads
 	qDim := c.NumHeads * hd
 	scale := float32(1 / math.Sqrt(float64(hd)))
-	m.pool.run(s.rows*c.NumKVHeads, 1, func(worker, lo, hi int) {
+	// Blocks of consecutive rows belonging to the same sequence.
+	const attnBlock = 16
+	s.blocks = s.blocks[:0]
+	for r := 0; r < s.rows; {
+		e := r + 1
+		for e < s.rows && e-r < attnBlock && s.rowSeq[e] == s.rowSeq[r] {
+			e++
+		}
+		s.blocks = append(s.blocks, [2]int{r, e})
+		r = e
+	}
+	m.pool.run(len(s.blocks)*c.NumKVHeads, 1, func(worker, lo, hi int) {
 		ws := &m.work[worker]
 		for t := lo; t < hi; t++ {
-			r, g := t/c.NumKVHeads, t%c.NumKVHeads
-			n := s.rowPos[r] + 1
-			ws.scores = grow(ws.scores, n)
+			blk, g := s.blocks[t/c.NumKVHeads], t%c.NumKVHeads
+			n := s.rowPos[blk[1]-1] + 1 // positions the last row of the block sees
 			ws.kbuf, ws.vbuf = grow(ws.kbuf, n*hd), grow(ws.vbuf, n*hd)
-			k, v := caches[s.rowSeq[r]].head(li, g, n, ws.kbuf, ws.vbuf)
-			for j := 0; j < group; j++ {
-				hq := g*group + j
-				q := s.q[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
-				out := s.att[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
-				attendHead(out, q, k, v, ws.scores[:n], scale)
+			ws.scores = grow(ws.scores, n)
+			k, v := caches[s.rowSeq[blk[0]]].head(li, g, n, ws.kbuf, ws.vbuf)
+			for r := blk[0]; r < blk[1]; r++ {
+				p := s.rowPos[r] + 1
+				for j := 0; j < group; j++ {
+					hq := g*group + j
+					q := s.q[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
+					out := s.att[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
+					attendHead(out, q, k[:p*hd], v[:p*hd], ws.scores[:p], scale)
+				}
 			}
 		}
 	})
