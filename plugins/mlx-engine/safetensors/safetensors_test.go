@@ -203,3 +203,16 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestUnalignedFloat32sFallsBack(t *testing.T) {
+	t.Parallel()
+	// A 1-byte tensor first puts the float32 one at an odd offset: it must be converted, not aliased.
+	f, err := Parse(image(`{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"F32","shape":[1],"data_offsets":[1,5]}}      `, append([]byte{7}, f32bytes(2.5)...)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.Tensor("b")
+	if _, ok := b.Float32s(); ok {
+		t.Error("unaligned float32 data offered in place")
+	}
+}

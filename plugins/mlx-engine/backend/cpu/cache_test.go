@@ -325,3 +325,61 @@ func TestImportExportErrors(t *testing.T) {
 		t.Errorf("failed imports changed the cache: Len %d", c.Len())
 	}
 }
+
+// TestConcurrentForward runs Forward from several goroutines (each with its own cache); calls serialise and
+// every sequence gets the logits it would get alone.
+func TestConcurrentForward(t *testing.T) {
+	t.Parallel()
+	m := load(t, generate(t, tiny(nil)), backend.Options{})
+	p := prompt(12, m.VocabSize(), 8)
+	want := forward(t, m, newCache(t, m), p...)
+	errs := make(chan error, 6)
+	for g := 0; g < 6; g++ {
+		go func() {
+			c, err := m.NewCache()
+			if err != nil {
+				errs <- err
+				return
+			}
+			defer c.Release()
+			logits := make([]float32, m.VocabSize())
+			for _, tok := range p {
+				if err := m.Forward([]backend.Seq{{Cache: c, Tokens: []int32{tok}, Logits: logits}}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			if !slices.Equal(logits, want) {
+				errs <- errors.New("concurrent sequence got different logits")
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for g := 0; g < 6; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestClosedModel(t *testing.T) {
+	t.Parallel()
+	m, err := Backend{}.Load(generate(t, tiny(nil)), backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := m.NewCache()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if err := m.Forward([]backend.Seq{{Cache: c, Tokens: []int32{1}}}); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("Forward after Close: %v", err)
+	}
+	if _, err := m.NewCache(); err == nil {
+		t.Error("NewCache after Close succeeded")
+	}
+}
