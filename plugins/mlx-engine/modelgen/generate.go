@@ -34,6 +34,13 @@ func Generate(dir string, o Options) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("modelgen: %w", err)
 	}
+	// Weights of an earlier generation with a different sharding would be picked up by loaders.
+	stale, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
+	for _, p := range append(stale, filepath.Join(dir, "model.safetensors.index.json")) {
+		if err := os.Remove(p); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("modelgen: %w", err)
+		}
+	}
 	files := map[string]func() ([]byte, error){
 		"config.json":            g.configJSON,
 		"generation_config.json": g.generationConfigJSON,

@@ -155,3 +155,24 @@ func TestGenerateRejectsBadOptions(t *testing.T) {
 		})
 	}
 }
+
+func TestRegenerateReplacesShards(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	o := modelgen.Tiny()
+	o.Shards = 3
+	if err := modelgen.Generate(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	o.Shards = 1
+	if err := modelgen.Generate(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	names := files(t, dir)
+	if _, ok := names["model.safetensors.index.json"]; ok || len(names) != 5 {
+		t.Errorf("stale shards left behind: %v", len(names))
+	}
+	if _, err := model.Load(dir); err != nil {
+		t.Error(err)
+	}
+}

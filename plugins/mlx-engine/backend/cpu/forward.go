@@ -15,10 +15,10 @@ type scratch struct {
 	k, v             []float32 // [rows, kv_heads*head_dim]
 	gate, up         []float32 // [rows, intermediate]
 	cos, sin         []float32 // [rows, head_dim/2]
-	rowSeq, rowPos   []int
-	blocks           [][2]int // attention tasks: row ranges of one sequence
-	rowTok           []int32
-	logitRows        []int // row of each sequence whose logits are wanted, or -1
+	rowSeq, rowPos   []int     // per row: index of its sequence in the batch, its position
+	rowTok           []int32   // per row: its token
+	blocks           [][2]int  // attention tasks: row ranges of one sequence
+	logitRows        []int     // rows whose logits are wanted (last token of a sequence with a Logits buffer)
 	logitX, logitOut []float32
 }
 
