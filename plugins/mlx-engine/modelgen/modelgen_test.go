@@ -172,7 +172,9 @@ func TestRegenerateReplacesShards(t *testing.T) {
 	if _, ok := names["model.safetensors.index.json"]; ok || len(names) != 5 {
 		t.Errorf("stale shards left behind: %v", len(names))
 	}
-	if _, err := model.Load(dir); err != nil {
-		t.Error(err)
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
 	}
+	m.Close()
 }
