@@ -1,0 +1,152 @@
+package cpu
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
+)
+
+// Backend is the pure-Go backend; it registers itself as "cpu".
+type Backend struct{}
+
+func init() { backend.Register(Backend{}) }
+
+var _ backend.Backend = Backend{}
+
+// Name is "cpu".
+func (Backend) Name() string { return "cpu" }
+
+// DefaultPrefillChunk is how many tokens one step of Forward processes by default.
+const DefaultPrefillChunk = 256
+
+var errClosed = errors.New("cpu: model is closed")
+
+// cpuModel is a model prepared for the CPU: every matrix as float32 (in place from the mapped file when the
+// file stores aligned float32, converted or dequantized once otherwise), plus a worker pool.
+type cpuModel struct {
+	src    *model.Model
+	cfg    model.Config
+	kvType dtype.DType
+	maxCtx int
+	chunk  int
+	pool   *pool
+
+	layers []layer
+	norm   []float32
+	lmHead linear
+	rope   []float64 // inverse frequencies, head_dim/2
+
+	mu      sync.Mutex // one Forward at a time; guards scratch
+	scratch scratch
+	work    []workerScratch
+	closed  atomic.Bool
+}
+
+type layer struct {
+	inputNorm, postNorm []float32
+	qNorm, kNorm        []float32 // qwen3
+	q, k, v, o          linear
+	gate, up, down      linear
+}
+
+// linear is a float32 weight matrix [out, in] with an optional bias.
+type linear struct {
+	w       []float32
+	bias    []float32
+	out, in int
+}
+
+var _ backend.Model = (*cpuModel)(nil)
+
+// Load prepares m for the CPU. Float32 weights stored aligned are used in place from the memory-mapped file;
+// float16/bfloat16 weights are widened and quantized ones dequantized once, here, in parallel.
+func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error) {
+	threads := opts.Threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	chunk := opts.PrefillChunk
+	if chunk <= 0 {
+		chunk = DefaultPrefillChunk
+	}
+	c := m.Config
+	maxCtx := c.MaxContext()
+	if maxCtx <= 0 {
+		maxCtx = 1 << 20 // no limit in config.json: bound by memory only
+	}
+	cm := &cpuModel{src: m, cfg: c, kvType: m.DType, maxCtx: maxCtx, chunk: chunk, pool: newPool(threads),
+		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
+	cm.work = make([]workerScratch, cm.pool.workers)
+	var err error
+	vec := func(t *safetensors.Tensor) []float32 {
+		if err != nil || t == nil {
+			return nil
+		}
+		var v []float32
+		v, err = model.Vector(t)
+		return v
+	}
+	cm.layers = make([]layer, len(m.Layers))
+	for i := range m.Layers {
+		src, dst := &m.Layers[i], &cm.layers[i]
+		dst.inputNorm, dst.postNorm = vec(src.InputNorm), vec(src.PostAttnNorm)
+		dst.qNorm, dst.kNorm = vec(src.QNorm), vec(src.KNorm)
+		for _, p := range []struct {
+			dst *linear
+			src *model.Linear
+		}{{&dst.q, src.Q}, {&dst.k, src.K}, {&dst.v, src.V}, {&dst.o, src.O}, {&dst.gate, src.Gate}, {&dst.up, src.Up}, {&dst.down, src.Down}} {
+			*p.dst = cm.prepare(p.src)
+			p.dst.bias = vec(p.src.Bias)
+		}
+	}
+	cm.norm = vec(m.Norm)
+	cm.lmHead = cm.prepare(m.LMHead)
+	if err != nil {
+		cm.pool.close()
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	return cm, nil
+}
+
+// prepare returns l as a float32 matrix, aliasing the mapped file when possible.
+func (m *cpuModel) prepare(l *model.Linear) linear {
+	out := linear{out: l.Out, in: l.In}
+	if l.Quant == nil {
+		if w, ok := l.Weight.Float32s(); ok {
+			out.w = w
+			return out
+		}
+	}
+	out.w = make([]float32, l.Out*l.In)
+	m.pool.run(l.Out, 64, func(_, lo, hi int) {
+		for r := lo; r < hi; r++ {
+			l.Row(r, out.w[r*l.In:(r+1)*l.In])
+		}
+	})
+	return out
+}
+
+func (m *cpuModel) KVLayout() backend.KVLayout {
+	return backend.KVLayout{NumLayers: m.cfg.NumLayers, NumKVHeads: m.cfg.NumKVHeads, HeadDim: m.cfg.HeadDim, DType: m.kvType}
+}
+
+func (m *cpuModel) VocabSize() int  { return m.cfg.VocabSize }
+func (m *cpuModel) MaxContext() int { return m.maxCtx }
+
+func (m *cpuModel) Close() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed.Swap(true) {
+		return nil
+	}
+	m.pool.close()
+	m.layers, m.lmHead, m.scratch = nil, linear{}, scratch{}
+	return nil
+}

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package cpu
+
+import "time"
+
+func threadCPUTime() time.Duration { return 0 }

@@ -1,0 +1,20 @@
+// Package cpu is the pure-Go backend: the default build's inference engine and what CI runs. It needs no cgo
+// and no accelerator, so every test of the engine runs everywhere; the MLX backend implements the same
+// backend.Backend contract for Apple Silicon and CUDA.
+//
+// Design, and why:
+//   - float32 math throughout. Float32 weights stored aligned in the safetensors file are used in place from the
+//     memory map; float16/bfloat16 weights are widened, and MLX-quantized ones dequantized, once at load. (A
+//     quantized kernel would save memory but, in scalar Go, costs more per weight than reading float32.)
+//   - One worker pool of GOMAXPROCS goroutines runs every parallel loop; work is cut into chunks claimed with an
+//     atomic counter. Matrix products are parallel over weight rows, attention over (token, KV head) pairs.
+//   - The matrix kernels compute 8 dot products at a time (8 weight rows × 1 token for decode, 4 × 2 for
+//     multi-token steps) with 4-way or 2-way unrolled, bounds-check-free inner loops, and each output is summed
+//     in a single accumulator in index order. So a token's result does not depend on which other tokens share
+//     the step: batched decode equals unbatched decode and chunked prefill equals one-shot prefill, bit for bit.
+//   - A Forward call with several sequences reads every weight once for all of them (continuous batching);
+//     long prompts are processed PrefillChunk tokens at a time with the same multi-token kernels.
+//   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),
+//     rounded when written, and attention always reads them back from the cache. KV exported and imported
+//     elsewhere therefore reproduces local decoding exactly.
+package cpu

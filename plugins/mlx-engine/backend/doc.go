@@ -1,0 +1,16 @@
+// Package backend is the contract between the engine runtime and the code that runs a model's forward pass:
+// the pure-Go backend (backend/cpu, the default build) and the MLX backend (built with the mlx tag).
+//
+// The contract is deliberately small. A Model runs Forward over a batch of sequences, each with its own Cache;
+// a Cache holds the keys and values of the positions fed so far and can copy them out and in, per layer, in the
+// KV wire layout [tokens, kv_heads, head_dim]. That is all the engine needs for scheduling (batched decode
+// steps), prefix caching (Clone, Truncate) and prefill/decode disaggregation (ExportKV, ImportKV).
+//
+// Exactness: a cache stores keys and values in the layout dtype (the model's compute dtype), rounding on write,
+// and attention reads them back from the cache. So KV exported from one cache and imported into another
+// continues with bit-identical logits on the same backend, and greedy decoding after a remote prefill produces
+// exactly the tokens a local prefill would.
+//
+// Concurrency: a Model's methods may be called from several goroutines (Forward calls run one at a time); a
+// Cache belongs to one sequence and must not be used concurrently, nor appear twice in one Forward batch.
+package backend

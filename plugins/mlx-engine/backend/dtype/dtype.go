@@ -1,0 +1,171 @@
+package dtype
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+)
+
+// DType is an element type, spelled as the KV wire protocol and MLX spell it.
+type DType string
+
+// The element types the engine computes and exchanges in.
+const (
+	Float32  DType = "float32"
+	Float16  DType = "float16"
+	BFloat16 DType = "bfloat16"
+)
+
+// Size is the number of bytes of one element, or 0 for an unknown type.
+func (d DType) Size() int {
+	switch d {
+	case Float32:
+		return 4
+	case Float16, BFloat16:
+		return 2
+	}
+	return 0
+}
+
+// Valid reports whether d is one of the known element types.
+func (d DType) Valid() bool { return d.Size() != 0 }
+
+// Parse checks a wire name and returns it as a DType.
+func Parse(s string) (DType, error) {
+	d := DType(s)
+	if !d.Valid() {
+		return "", fmt.Errorf("dtype: unknown element type %q (want float32, float16 or bfloat16)", s)
+	}
+	return d, nil
+}
+
+// Round returns f rounded to the nearest value representable in d, as a float32. Storing Round(f) and later
+// converting it to d's bytes is exact.
+func (d DType) Round(f float32) float32 {
+	switch d {
+	case Float16:
+		return F16ToF32(F32ToF16(f))
+	case BFloat16:
+		return BF16ToF32(F32ToBF16(f))
+	}
+	return f
+}
+
+// Encode writes src as d's little-endian bytes into dst, which must hold len(src)*d.Size() bytes.
+func Encode(d DType, dst []byte, src []float32) error {
+	if len(dst) != len(src)*d.Size() || !d.Valid() {
+		return fmt.Errorf("dtype: encode %d %s elements into %d bytes", len(src), d, len(dst))
+	}
+	switch d {
+	case Float32:
+		for i, f := range src {
+			binary.LittleEndian.PutUint32(dst[4*i:], math.Float32bits(f))
+		}
+	case Float16:
+		for i, f := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToF16(f))
+		}
+	case BFloat16:
+		for i, f := range src {
+			binary.LittleEndian.PutUint16(dst[2*i:], F32ToBF16(f))
+		}
+	}
+	return nil
+}
+
+// Decode reads d's little-endian bytes from src into dst, which must hold len(src)/d.Size() elements.
+func Decode(d DType, dst []float32, src []byte) error {
+	if len(src) != len(dst)*d.Size() || !d.Valid() {
+		return fmt.Errorf("dtype: decode %d bytes of %s into %d elements", len(src), d, len(dst))
+	}
+	switch d {
+	case Float32:
+		for i := range dst {
+			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
+		}
+	case Float16:
+		for i := range dst {
+			dst[i] = F16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	case BFloat16:
+		for i := range dst {
+			dst[i] = BF16ToF32(binary.LittleEndian.Uint16(src[2*i:]))
+		}
+	}
+	return nil
+}
+
+// BF16ToF32 widens a bfloat16 (the top half of a float32) exactly.
+func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+
+// F32ToBF16 rounds a float32 to bfloat16, to nearest with ties to even; NaN stays a quiet NaN.
+func F32ToBF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	if b&0x7fffffff > 0x7f800000 { // NaN: keep the sign, force a quiet payload
+		return uint16(b>>16) | 0x0040
+	}
+	b += 0x7fff + (b>>16)&1
+	return uint16(b >> 16)
+}
+
+// F16ToF32 widens an IEEE 754 binary16 exactly, subnormals included.
+func F16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	man := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f: // Inf or NaN
+		return math.Float32frombits(sign | 0x7f800000 | man<<13)
+	case exp != 0: // normal
+		return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
+	case man == 0:
+		return math.Float32frombits(sign)
+	}
+	// subnormal: value = man * 2^-24; normalise it into a float32
+	e := uint32(113)
+	for man&0x400 == 0 {
+		man <<= 1
+		e--
+	}
+	return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
+}
+
+// F32ToF16 rounds a float32 to IEEE 754 binary16, to nearest with ties to even; overflow gives an infinity,
+// tiny values become subnormals or zero, NaN stays a quiet NaN.
+func F32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int32(b>>23) & 0xff
+	man := b & 0x7fffff
+	if exp == 0xff {
+		if man != 0 {
+			return sign | 0x7e00 | uint16(man>>13)
+		}
+		return sign | 0x7c00
+	}
+	e := exp - 127 + 15 // rebias
+	if e >= 0x1f {
+		return sign | 0x7c00
+	}
+	if e <= 0 {
+		// subnormal or zero in binary16: shift the full significand (with its hidden bit) into place
+		if e < -10 {
+			return sign // rounds to zero (below half the smallest subnormal)
+		}
+		m := man | 0x800000
+		shift := uint32(14 - e) // 13 + (1 - e)
+		half := uint32(1) << (shift - 1)
+		r := m >> shift
+		rem := m & (1<<shift - 1)
+		if rem > half || (rem == half && r&1 == 1) {
+			r++
+		}
+		return sign | uint16(r)
+	}
+	r := uint32(e)<<10 | man>>13
+	rem := man & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
+		r++ // may carry into the exponent, which is exactly right (up to infinity)
+	}
+	return sign | uint16(r)
+}

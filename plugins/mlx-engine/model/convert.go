@@ -1,0 +1,132 @@
+package model
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
+)
+
+// ToFloat32 converts a F32, F16 or BF16 tensor into dst, which must hold NumElements values.
+func ToFloat32(t *safetensors.Tensor, dst []float32) error {
+	d, err := floatDType(t)
+	if err != nil {
+		return err
+	}
+	if len(dst) != t.NumElements() {
+		return fmt.Errorf("tensor %q: %d elements into a buffer of %d", t.Name, t.NumElements(), len(dst))
+	}
+	return dtype.Decode(d, dst, t.Data)
+}
+
+// Vector returns a F32, F16 or BF16 tensor as a new []float32.
+func Vector(t *safetensors.Tensor) ([]float32, error) {
+	out := make([]float32, t.NumElements())
+	return out, ToFloat32(t, out)
+}
+
+// Row writes row r of the matrix (dequantized when quantized) into dst, which must hold In values. It is how
+// a backend looks up one embedding without converting the whole table.
+func (l *Linear) Row(r int, dst []float32) {
+	if r < 0 || r >= l.Out || len(dst) != l.In {
+		panic(fmt.Sprintf("model: %s: row %d of %d into %d values", l.Name, r, l.Out, len(dst)))
+	}
+	if l.Quant == nil {
+		sz := l.Weight.DType.Size()
+		d, _ := floatDType(l.Weight)
+		dtype.Decode(d, dst, l.Weight.Data[r*l.In*sz:(r+1)*l.In*sz])
+		return
+	}
+	q := l.Quant
+	groups := l.In / q.GroupSize
+	ssz := q.Scales.DType.Size()
+	sd, _ := floatDType(q.Scales)
+	var scales, biases [1024]float32 // groups per row: In <= 2^24, group >= 32 → chunk the groups
+	rowBytes := l.In * q.Bits / 8
+	packed := l.Weight.Data[r*rowBytes : (r+1)*rowBytes]
+	for g0 := 0; g0 < groups; g0 += len(scales) {
+		g1 := min(groups, g0+len(scales))
+		n := g1 - g0
+		off := (r*groups + g0) * ssz
+		dtype.Decode(sd, scales[:n], q.Scales.Data[off:off+n*ssz])
+		dtype.Decode(sd, biases[:n], q.Biases.Data[off:off+n*ssz])
+		gb := q.GroupSize * q.Bits / 8
+		Dequantize(dst[g0*q.GroupSize:g1*q.GroupSize], packed[g0*gb:g1*gb], scales[:n], biases[:n], q.Bits, q.GroupSize)
+	}
+}
+
+// Float32 writes the whole matrix, [Out, In] row-major and dequantized, into dst.
+func (l *Linear) Float32(dst []float32) {
+	if len(dst) != l.Out*l.In {
+		panic(fmt.Sprintf("model: %s: %d×%d matrix into %d values", l.Name, l.Out, l.In, len(dst)))
+	}
+	for r := 0; r < l.Out; r++ {
+		l.Row(r, dst[r*l.In:(r+1)*l.In])
+	}
+}
+
+// Dequantize expands MLX affine-quantized values: packed holds little-endian uint32 words, each carrying 32/bits
+// values with the first in the lowest bits; value j of group g is scales[g]*q + biases[g].
+func Dequantize(dst []float32, packed []byte, scales, biases []float32, bits, groupSize int) {
+	per := 32 / bits
+	mask := uint32(1)<<bits - 1
+	if len(dst) != len(scales)*groupSize || len(packed)*8 != len(dst)*bits || len(biases) != len(scales) {
+		panic("model: Dequantize: inconsistent sizes")
+	}
+	for g, s := range scales {
+		b := biases[g]
+		out := dst[g*groupSize : (g+1)*groupSize]
+		words := packed[g*groupSize*bits/8:]
+		for w := 0; w < groupSize/per; w++ {
+			word := binary.LittleEndian.Uint32(words[4*w:])
+			o := out[w*per : (w+1)*per]
+			for k := range o {
+				o[k] = s*float32(word&mask) + b
+				word >>= uint(bits)
+			}
+		}
+	}
+}
+
+// Quantize produces the format Dequantize reads, with a plain min/max affine quantizer: per group, the bias is
+// the group's minimum and the scale spreads the range over 2^bits-1 steps, both rounded by round to the dtype
+// they will be stored in before the values are quantized against them, so the stored grid is the one used.
+// (MLX's own quantizer anchors the grid on the larger-magnitude edge instead; the loader accepts either.)
+func Quantize(src []float32, bits, groupSize int, round func(float32) float32) (packed []byte, scales, biases []float32) {
+	if len(src)%groupSize != 0 || groupSize*bits%32 != 0 {
+		panic("model: Quantize: size is not a multiple of the group size")
+	}
+	levels := float32(uint32(1)<<bits - 1)
+	groups := len(src) / groupSize
+	packed = make([]byte, len(src)*bits/8)
+	scales, biases = make([]float32, groups), make([]float32, groups)
+	per := 32 / bits
+	for g := 0; g < groups; g++ {
+		x := src[g*groupSize : (g+1)*groupSize]
+		lo, hi := x[0], x[0]
+		for _, v := range x {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+		s := round((hi - lo) / levels)
+		if s == 0 {
+			s = round(float32(math.SmallestNonzeroFloat32))
+			if s == 0 {
+				s = 1
+			}
+		}
+		b := round(lo)
+		scales[g], biases[g] = s, b
+		for w := 0; w < groupSize/per; w++ {
+			var word uint32
+			for k := per - 1; k >= 0; k-- {
+				q := float32(math.Round(float64((x[w*per+k] - b) / s)))
+				q = min(max(q, 0), levels)
+				word = word<<uint(bits) | uint32(q)
+			}
+			binary.LittleEndian.PutUint32(packed[(g*groupSize/per+w)*4:], word)
+		}
+	}
+	return packed, scales, biases
+}

@@ -1,0 +1,438 @@
+package model
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
+)
+
+// Model is a loaded, validated model directory. Its tensors alias memory-mapped files: keep the Model open
+// (Close it last) while a backend uses them.
+type Model struct {
+	Dir    string
+	Config Config
+	// DType is the compute dtype the model was published in: the dtype of the embedding, or of its scales when
+	// the embedding is quantized. It is the dtype of the KV cache and of KV on the wire.
+	DType  dtype.DType
+	Embed  *Linear // token embedding, [VocabSize, HiddenSize]
+	Layers []Layer
+	Norm   *safetensors.Tensor // final RMSNorm weight
+	// LMHead projects the final hidden state to logits; it is Embed itself when the embeddings are tied.
+	LMHead *Linear
+
+	files       []*safetensors.File
+	fingerprint string
+}
+
+// Layer is one decoder layer.
+type Layer struct {
+	InputNorm      *safetensors.Tensor // input_layernorm.weight
+	PostAttnNorm   *safetensors.Tensor // post_attention_layernorm.weight
+	Q, K, V, O     *Linear
+	QNorm, KNorm   *safetensors.Tensor // qwen3 only, [HeadDim]
+	Gate, Up, Down *Linear
+}
+
+// Linear is a weight matrix [Out, In] (a linear layer y = W x + b, or the embedding table), dense or quantized.
+type Linear struct {
+	Name    string // module path, e.g. "model.layers.0.self_attn.q_proj"
+	Out, In int
+	// Weight is [Out, In] in F32, F16 or BF16, or when Quant is set the MLX-packed U32 [Out, In*Bits/32].
+	Weight *safetensors.Tensor
+	Bias   *safetensors.Tensor // optional, [Out]
+	Quant  *Quant
+}
+
+// Quant holds the quantization of a Linear: per row, In/GroupSize groups, each with a scale and a bias
+// (both [Out, In/GroupSize], in the model's float dtype).
+type Quant struct {
+	QuantParams
+	Scales, Biases *safetensors.Tensor
+}
+
+// Load opens and validates the model in dir: config.json (plus generation_config.json for EOS ids) and the
+// safetensors weights, either model.safetensors, model.safetensors.index.json with its shards, or every
+// model*.safetensors file.
+func Load(dir string) (*Model, error) {
+	cfg, err := LoadConfig(dir)
+	if err != nil {
+		return nil, err
+	}
+	files, err := openWeights(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := &Model{Dir: dir, Config: *cfg, files: files}
+	if err := m.bind(); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("model: %s: %w", dir, err)
+	}
+	m.fingerprint = m.computeFingerprint()
+	return m, nil
+}
+
+// Close releases the weight files.
+func (m *Model) Close() error {
+	var errs []error
+	for _, f := range m.files {
+		errs = append(errs, f.Close())
+	}
+	m.files = nil
+	return errors.Join(errs...)
+}
+
+// NumParams is the number of logical (dequantized) parameters, counting tied embeddings once.
+func (m *Model) NumParams() int64 {
+	var n int64
+	m.eachTensorUse(func(l *Linear, v *safetensors.Tensor) {
+		if l != nil {
+			n += int64(l.Out) * int64(l.In)
+			if l.Bias != nil {
+				n += int64(l.Out)
+			}
+		} else {
+			n += int64(v.NumElements())
+		}
+	})
+	return n
+}
+
+// WeightBytes is the size of all tensor data the model uses, as stored.
+func (m *Model) WeightBytes() int64 {
+	var n int64
+	m.eachTensorUse(func(l *Linear, v *safetensors.Tensor) {
+		if l != nil {
+			for _, t := range l.tensors() {
+				n += int64(len(t.Data))
+			}
+		} else {
+			n += int64(len(v.Data))
+		}
+	})
+	return n
+}
+
+func (m *Model) eachTensorUse(fn func(*Linear, *safetensors.Tensor)) {
+	fn(m.Embed, nil)
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, v := range []*safetensors.Tensor{l.InputNorm, l.PostAttnNorm, l.QNorm, l.KNorm} {
+			if v != nil {
+				fn(nil, v)
+			}
+		}
+		for _, lin := range []*Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+			fn(lin, nil)
+		}
+	}
+	fn(nil, m.Norm)
+	if m.LMHead != m.Embed {
+		fn(m.LMHead, nil)
+	}
+}
+
+func (l *Linear) tensors() []*safetensors.Tensor {
+	ts := []*safetensors.Tensor{l.Weight}
+	if l.Bias != nil {
+		ts = append(ts, l.Bias)
+	}
+	if l.Quant != nil {
+		ts = append(ts, l.Quant.Scales, l.Quant.Biases)
+	}
+	return ts
+}
+
+// openWeights opens the safetensors files of dir.
+func openWeights(dir string) ([]*safetensors.File, error) {
+	var names []string
+	index := filepath.Join(dir, "model.safetensors.index.json")
+	if b, err := os.ReadFile(index); err == nil {
+		var idx struct {
+			WeightMap map[string]string `json:"weight_map"`
+		}
+		if err := json.Unmarshal(b, &idx); err != nil {
+			return nil, fmt.Errorf("model: %s: %w", index, err)
+		}
+		if len(idx.WeightMap) == 0 {
+			return nil, fmt.Errorf("model: %s: empty weight_map", index)
+		}
+		seen := map[string]bool{}
+		for tensor, file := range idx.WeightMap {
+			if file == "" || filepath.Base(file) != file || file == "." || file == ".." {
+				return nil, fmt.Errorf("model: %s: tensor %q maps to %q, which is not a file name in the model directory", index, tensor, file)
+			}
+			if !seen[file] {
+				seen[file] = true
+				names = append(names, file)
+			}
+		}
+		sort.Strings(names)
+		files, err := openAll(dir, names)
+		if err != nil {
+			return nil, err
+		}
+		byName := map[string]*safetensors.File{}
+		for _, f := range files {
+			byName[filepath.Base(f.Path())] = f
+		}
+		for tensor, file := range idx.WeightMap {
+			if _, ok := byName[file].Tensor(tensor); !ok {
+				closeAll(files)
+				return nil, fmt.Errorf("model: %s lists tensor %q in %s, which does not hold it", index, tensor, file)
+			}
+		}
+		return files, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("model: %w", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "model.safetensors")); err == nil {
+		names = []string{"model.safetensors"}
+	} else {
+		matches, _ := filepath.Glob(filepath.Join(dir, "model*.safetensors"))
+		for _, p := range matches {
+			names = append(names, filepath.Base(p))
+		}
+		sort.Strings(names)
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("model: %s: no model.safetensors, model.safetensors.index.json or model*.safetensors", dir)
+	}
+	return openAll(dir, names)
+}
+
+func openAll(dir string, names []string) ([]*safetensors.File, error) {
+	var files []*safetensors.File
+	for _, n := range names {
+		f, err := safetensors.Open(filepath.Join(dir, n))
+		if err != nil {
+			closeAll(files)
+			return nil, fmt.Errorf("model: %w", err)
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+func closeAll(files []*safetensors.File) {
+	for _, f := range files {
+		f.Close()
+	}
+}
+
+// binder resolves tensor names to tensors and remembers which ones were used.
+type binder struct {
+	tensors map[string]*safetensors.Tensor
+	used    map[string]bool
+	quant   *Quantization
+}
+
+func (m *Model) bind() error {
+	b := &binder{tensors: map[string]*safetensors.Tensor{}, used: map[string]bool{}, quant: m.Config.Quantization}
+	for _, f := range m.files {
+		for _, n := range f.Names() {
+			if _, dup := b.tensors[n]; dup {
+				return fmt.Errorf("tensor %q appears in more than one file", n)
+			}
+			t, _ := f.Tensor(n)
+			b.tensors[n] = t
+		}
+	}
+	c := &m.Config
+	var err error
+	if m.Embed, err = b.linear("model.embed_tokens", c.VocabSize, c.HiddenSize, false); err != nil {
+		return err
+	}
+	if m.Embed.Quant != nil {
+		m.DType, err = floatDType(m.Embed.Quant.Scales)
+	} else {
+		m.DType, err = floatDType(m.Embed.Weight)
+	}
+	if err != nil {
+		return err
+	}
+	qDim, kvDim := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
+	m.Layers = make([]Layer, c.NumLayers)
+	for i := range m.Layers {
+		p := fmt.Sprintf("model.layers.%d.", i)
+		l := &m.Layers[i]
+		steps := []func() error{
+			func() (err error) { l.InputNorm, err = b.vector(p+"input_layernorm.weight", c.HiddenSize); return },
+			func() (err error) {
+				l.PostAttnNorm, err = b.vector(p+"post_attention_layernorm.weight", c.HiddenSize)
+				return
+			},
+			func() (err error) {
+				l.Q, err = b.linear(p+"self_attn.q_proj", qDim, c.HiddenSize, c.AttentionBias)
+				return
+			},
+			func() (err error) {
+				l.K, err = b.linear(p+"self_attn.k_proj", kvDim, c.HiddenSize, c.AttentionBias)
+				return
+			},
+			func() (err error) {
+				l.V, err = b.linear(p+"self_attn.v_proj", kvDim, c.HiddenSize, c.AttentionBias)
+				return
+			},
+			func() (err error) {
+				l.O, err = b.linear(p+"self_attn.o_proj", c.HiddenSize, qDim, c.OutputBias)
+				return
+			},
+			func() (err error) {
+				l.Gate, err = b.linear(p+"mlp.gate_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias)
+				return
+			},
+			func() (err error) {
+				l.Up, err = b.linear(p+"mlp.up_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias)
+				return
+			},
+			func() (err error) {
+				l.Down, err = b.linear(p+"mlp.down_proj", c.HiddenSize, c.IntermediateSize, c.MLPBias)
+				return
+			},
+		}
+		if c.QKNorm {
+			steps = append(steps,
+				func() (err error) { l.QNorm, err = b.vector(p+"self_attn.q_norm.weight", c.HeadDim); return },
+				func() (err error) { l.KNorm, err = b.vector(p+"self_attn.k_norm.weight", c.HeadDim); return },
+			)
+		}
+		for _, s := range steps {
+			if err := s(); err != nil {
+				return err
+			}
+		}
+	}
+	if m.Norm, err = b.vector("model.norm.weight", c.HiddenSize); err != nil {
+		return err
+	}
+	if c.TieWordEmbeddings {
+		m.LMHead = m.Embed
+		for n := range b.tensors { // mlx-lm drops a stray lm_head of tied models; so do we
+			if strings.HasPrefix(n, "lm_head.") {
+				b.used[n] = true
+			}
+		}
+	} else if m.LMHead, err = b.linear("lm_head", c.VocabSize, c.HiddenSize, false); err != nil {
+		if _, ok := b.tensors["lm_head.weight"]; !ok {
+			return fmt.Errorf("%w (and tie_word_embeddings is false)", err)
+		}
+		return err
+	}
+	var extra []string
+	for n := range b.tensors {
+		if !b.used[n] && !strings.HasSuffix(n, ".rotary_emb.inv_freq") {
+			extra = append(extra, n)
+		}
+	}
+	if len(extra) > 0 {
+		sort.Strings(extra)
+		if len(extra) > 5 {
+			extra = append(extra[:5], fmt.Sprintf("and %d more", len(extra)-5))
+		}
+		return fmt.Errorf("unexpected tensors for a %s model with this config (an unsupported variant?): %s", c.Family, strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+func (b *binder) get(name string) (*safetensors.Tensor, error) {
+	t, ok := b.tensors[name]
+	if !ok {
+		return nil, fmt.Errorf("missing tensor %q", name)
+	}
+	b.used[name] = true
+	return t, nil
+}
+
+func (b *binder) vector(name string, n int) (*safetensors.Tensor, error) {
+	t, err := b.get(name)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := floatDType(t); err != nil {
+		return nil, err
+	}
+	if len(t.Shape) != 1 || t.Shape[0] != n {
+		return nil, fmt.Errorf("tensor %q has shape %v, want [%d]", name, t.Shape, n)
+	}
+	return t, nil
+}
+
+func (b *binder) linear(path string, out, in int, bias bool) (*Linear, error) {
+	l := &Linear{Name: path, Out: out, In: in}
+	var err error
+	if l.Weight, err = b.get(path + ".weight"); err != nil {
+		return nil, err
+	}
+	if bias {
+		if l.Bias, err = b.vector(path+".bias", out); err != nil {
+			return nil, err
+		}
+	}
+	params, quantized, explicit := b.quant.For(path)
+	if quantized && !explicit {
+		_, quantized = b.tensors[path+".scales"] // mlx-lm: unlisted modules are quantized iff they have scales
+	}
+	if !quantized && l.Weight.DType == safetensors.U32 && b.quant != nil {
+		return nil, fmt.Errorf("missing tensor %q (module %q has packed U32 weights, so it is quantized)", path+".scales", path)
+	}
+	if !quantized {
+		if _, err := floatDType(l.Weight); err != nil {
+			return nil, err
+		}
+		if len(l.Weight.Shape) != 2 || l.Weight.Shape[0] != out || l.Weight.Shape[1] != in {
+			return nil, fmt.Errorf("tensor %q has shape %v, want [%d %d]", l.Weight.Name, l.Weight.Shape, out, in)
+		}
+		return l, nil
+	}
+	if l.Weight.DType != safetensors.U32 {
+		return nil, fmt.Errorf("tensor %q is %s, but quantized weights are packed into U32", l.Weight.Name, l.Weight.DType)
+	}
+	if in%params.GroupSize != 0 || in*params.Bits%32 != 0 {
+		return nil, fmt.Errorf("module %q: input size %d does not divide into groups of %d / words of %d-bit values", path, in, params.GroupSize, params.Bits)
+	}
+	if len(l.Weight.Shape) != 2 || l.Weight.Shape[0] != out || l.Weight.Shape[1] != in*params.Bits/32 {
+		return nil, fmt.Errorf("tensor %q has shape %v, want [%d %d] (%d-bit packed)", l.Weight.Name, l.Weight.Shape, out, in*params.Bits/32, params.Bits)
+	}
+	q := &Quant{QuantParams: params}
+	groups := in / params.GroupSize
+	for _, s := range []struct {
+		dst  **safetensors.Tensor
+		name string
+	}{{&q.Scales, path + ".scales"}, {&q.Biases, path + ".biases"}} {
+		if *s.dst, err = b.get(s.name); err != nil {
+			return nil, fmt.Errorf("%w (module %q is quantized)", err, path)
+		}
+		t := *s.dst
+		if _, err := floatDType(t); err != nil {
+			return nil, err
+		}
+		if len(t.Shape) != 2 || t.Shape[0] != out || t.Shape[1] != groups {
+			return nil, fmt.Errorf("tensor %q has shape %v, want [%d %d] (group size %d)", t.Name, t.Shape, out, groups, params.GroupSize)
+		}
+	}
+	if q.Scales.DType != q.Biases.DType {
+		return nil, fmt.Errorf("module %q: scales are %s but biases are %s", path, q.Scales.DType, q.Biases.DType)
+	}
+	l.Quant = q
+	return l, nil
+}
+
+// floatDType maps a floating-point tensor's dtype to the engine's names, rejecting everything else.
+func floatDType(t *safetensors.Tensor) (dtype.DType, error) {
+	switch t.DType {
+	case safetensors.F32:
+		return dtype.Float32, nil
+	case safetensors.F16:
+		return dtype.Float16, nil
+	case safetensors.BF16:
+		return dtype.BFloat16, nil
+	}
+	return "", fmt.Errorf("tensor %q has unsupported dtype %s (want F32, F16 or BF16)", t.Name, t.DType)
+}
