@@ -1,0 +1,509 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/prefixcache"
+	"github.com/duet-ai/duet/plugins/mlx-engine/sampling"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/stopstring"
+)
+
+// Tokenizer is what the loop needs of a tokenizer: incremental detokenization and token texts for logprobs.
+type Tokenizer interface {
+	// NewStream starts the detokenization of one generated sequence (special tokens produce no text).
+	NewStream() TextStream
+	// TokenText returns a token's own text and raw bytes, for logprobs.
+	TokenText(id int32) (string, []byte)
+}
+
+// TextStream turns tokens into text deltas that never split a UTF-8 character.
+type TextStream interface {
+	Add(id int32) string
+	Flush() string
+}
+
+// Config configures a Runner. Zero values pick the defaults.
+type Config struct {
+	Model     backend.Model
+	Tokenizer Tokenizer
+	// MaxBatch is how many sequences are admitted at once (prefilling or decoding); default 16.
+	MaxBatch int
+	// MaxQueue is how many requests may wait for admission before new ones are refused as busy; default 256.
+	MaxQueue int
+	// PrefillChunk is the prompt tokens one step prefills while other sequences decode (it bounds how much a
+	// long prompt delays their tokens); PrefillChunkIdle is the chunk when nothing decodes. Defaults 256, 2048.
+	PrefillChunk, PrefillChunkIdle int
+	// PrefixCacheBytes bounds the prefix cache; 0 disables it.
+	PrefixCacheBytes int64
+	Logger           *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.MaxBatch <= 0 {
+		c.MaxBatch = 16
+	}
+	if c.MaxQueue <= 0 {
+		c.MaxQueue = 256
+	}
+	if c.PrefillChunk <= 0 {
+		c.PrefillChunk = 256
+	}
+	if c.PrefillChunkIdle <= 0 {
+		c.PrefillChunkIdle = 2048
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Request is one generation.
+type Request struct {
+	ID     string
+	Prompt []int32
+	// Sampling chooses tokens; its Logprobs/TopLogprobs decide what token events carry.
+	Sampling sampling.Params
+	// MaxTokens bounds the output; 0 means as many as the context allows. A value that cannot fit next to the
+	// prompt is an error.
+	MaxTokens int
+	Stop      []string
+	// StopTokens end the generation without being emitted (EOS, unless the request ignores it).
+	StopTokens []int32
+	Arrived    time.Time
+}
+
+// Runner is the compute loop of one model instance.
+type Runner struct {
+	cfg    Config
+	model  backend.Model
+	tok    Tokenizer
+	vocab  int
+	maxCtx int
+	prefix *prefixcache.Cache[backend.Cache]
+
+	submit  chan *seq
+	stop    chan struct{}
+	stopped chan struct{}
+	once    sync.Once
+
+	waitingN atomic.Int64
+	activeN  atomic.Int64
+	kvBytes  atomic.Int64
+
+	// Owned by the loop.
+	waiting []*seq
+	active  []*seq
+	rr      int // round robin over prefilling sequences
+	batch   []backend.Seq
+}
+
+// New starts the loop of a model instance. Close stops it.
+func New(cfg Config) *Runner {
+	cfg.defaults()
+	r := &Runner{
+		cfg: cfg, model: cfg.Model, tok: cfg.Tokenizer,
+		vocab: cfg.Model.VocabSize(), maxCtx: cfg.Model.MaxContext(),
+		prefix:  prefixcache.New[backend.Cache](cfg.PrefixCacheBytes),
+		submit:  make(chan *seq),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	go r.loop()
+	return r
+}
+
+// Close stops the loop: requests in flight end cancelled and every cache is released. The model itself is
+// the caller's to close, afterwards.
+func (r *Runner) Close() {
+	r.once.Do(func() { close(r.stop) })
+	<-r.stopped
+}
+
+// MaxContext is the most positions a sequence can hold.
+func (r *Runner) MaxContext() int { return r.maxCtx }
+
+// Stats are the runner's load figures.
+type Stats struct {
+	Active, Waiting int
+	KVBytes         int64
+	PrefixCache     prefixcache.Stats
+}
+
+// Stats reports load; it is cheap and safe to call at any time.
+func (r *Runner) Stats() Stats {
+	return Stats{
+		Active: int(r.activeN.Load()), Waiting: int(r.waitingN.Load()), KVBytes: r.kvBytes.Load(),
+		PrefixCache: r.prefix.Stats(),
+	}
+}
+
+// seq is one request inside the loop.
+type seq struct {
+	req    Request
+	ctx    context.Context
+	cancel context.CancelFunc
+	q      *eventQueue
+
+	cache     backend.Cache
+	cached    int // prompt positions that came from the prefix cache
+	prefilled int // prompt positions in the cache
+	decoding  bool
+	last      int32 // the token to feed next, while decoding
+	generated []int32
+	maxTokens int
+
+	sampler *sampling.Sampler
+	text    TextStream
+	stops   *stopstring.Matcher
+	logits  []float32
+
+	admitted, prefillDone, firstToken time.Time
+}
+
+// Generate runs req and calls emit for each event from the calling goroutine; see engine.Engine.Generate for
+// the contract. It returns an error only when the request cannot start.
+func (r *Runner) Generate(ctx context.Context, req Request, emit func(engine.Event) error) error {
+	if err := r.validate(&req); err != nil {
+		return err
+	}
+	if r.waitingN.Load() >= int64(r.cfg.MaxQueue) {
+		return engine.Errorf(engine.CodeResourceExhausted, "the engine has %d requests waiting; retry later", r.cfg.MaxQueue)
+	}
+	if req.Arrived.IsZero() {
+		req.Arrived = time.Now()
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := &seq{req: req, ctx: sctx, cancel: cancel, q: newEventQueue()}
+	select {
+	case r.submit <- s:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-r.stop:
+		return engine.Errorf(engine.CodeUnavailable, "the model instance is shutting down")
+	}
+	var buf []engine.Event
+	var emitErr error
+	for {
+		<-s.q.notify
+		buf = s.q.take(buf)
+		for _, ev := range buf {
+			if emitErr == nil {
+				if err := emit(ev); err != nil {
+					emitErr = err
+					cancel() // the loop ends the sequence at its next step
+				}
+			}
+			if ev.Final != nil {
+				return emitErr
+			}
+		}
+	}
+}
+
+func (r *Runner) validate(req *Request) error {
+	n := len(req.Prompt)
+	switch {
+	case n == 0:
+		return engine.InvalidParam("messages", "the prompt is empty")
+	case n >= r.maxCtx:
+		return &engine.Error{Code: engine.CodeContextLength, Param: "messages", Message: fmt.Sprintf(
+			"This model's maximum context length is %d tokens, but the prompt has %d tokens.", r.maxCtx, n)}
+	case req.MaxTokens < 0:
+		return engine.InvalidParam("max_tokens", "max_tokens must not be negative")
+	case req.MaxTokens > 0 && n+req.MaxTokens > r.maxCtx:
+		return &engine.Error{Code: engine.CodeContextLength, Param: "max_tokens", Message: fmt.Sprintf(
+			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion).",
+			r.maxCtx, n+req.MaxTokens, n, req.MaxTokens)}
+	}
+	for i, t := range req.Prompt {
+		if t < 0 || int(t) >= r.vocab {
+			return engine.InvalidParam("prompt", "token %d of the prompt (%d) is not in the vocabulary of %d tokens", i, t, r.vocab)
+		}
+	}
+	if err := req.Sampling.Validate(); err != nil {
+		return engine.InvalidParam("", "%v", err)
+	}
+	return nil
+}
+
+func (r *Runner) loop() {
+	defer close(r.stopped)
+	for {
+		if len(r.active) == 0 && len(r.waiting) == 0 {
+			select {
+			case s := <-r.submit:
+				r.enqueue(s)
+			case <-r.stop:
+				r.shutdown()
+				return
+			}
+		}
+		for more := true; more; {
+			select {
+			case s := <-r.submit:
+				r.enqueue(s)
+			case <-r.stop:
+				r.shutdown()
+				return
+			default:
+				more = false
+			}
+		}
+		r.reap()
+		r.admit()
+		if len(r.active) > 0 {
+			r.step()
+		}
+		r.publish()
+	}
+}
+
+func (r *Runner) enqueue(s *seq) {
+	r.waiting = append(r.waiting, s)
+	r.waitingN.Add(1)
+}
+
+func (r *Runner) publish() {
+	var kv int64
+	for _, s := range r.active {
+		kv += s.cache.Bytes()
+	}
+	r.kvBytes.Store(kv)
+	r.activeN.Store(int64(len(r.active)))
+	r.waitingN.Store(int64(len(r.waiting)))
+}
+
+// reap ends the sequences whose requests were cancelled, waiting or active.
+func (r *Runner) reap() {
+	r.waiting = slices.DeleteFunc(r.waiting, func(s *seq) bool {
+		if s.ctx.Err() != nil {
+			r.finish(s, engine.FinishCancelled, nil)
+			return true
+		}
+		return false
+	})
+	for _, s := range slices.Clone(r.active) {
+		if s.ctx.Err() != nil {
+			r.finish(s, engine.FinishCancelled, nil)
+		}
+	}
+}
+
+// admit moves waiting requests into the batch while there is room: a KV cache for each, started from the
+// longest cached prefix.
+func (r *Runner) admit() {
+	for len(r.active) < r.cfg.MaxBatch && len(r.waiting) > 0 {
+		s := r.waiting[0]
+		r.waiting = r.waiting[1:]
+		s.admitted = time.Now()
+		if err := r.prepare(s); err != nil {
+			r.finish(s, engine.FinishError, err)
+			continue
+		}
+		r.active = append(r.active, s)
+	}
+}
+
+func (r *Runner) prepare(s *seq) error {
+	prompt := s.req.Prompt
+	if h, n := r.prefix.Lookup(prompt, len(prompt)-1); h != nil {
+		c, err := h.Value().Clone(n)
+		h.Release()
+		if err == nil {
+			s.cache, s.cached, s.prefilled = c, n, n
+		}
+	}
+	if s.cache == nil {
+		c, err := r.model.NewCache()
+		if err != nil {
+			return fmt.Errorf("allocate a KV cache: %w", err)
+		}
+		s.cache = c
+	}
+	s.maxTokens = s.req.MaxTokens
+	if s.maxTokens == 0 {
+		s.maxTokens = r.maxCtx - len(prompt)
+	}
+	s.sampler = sampling.New(s.req.Sampling, prompt)
+	s.text = r.tok.NewStream()
+	s.stops = stopstring.New(s.req.Stop)
+	s.logits = make([]float32, r.vocab)
+	return nil
+}
+
+// step runs one forward pass: a decode step for every generating sequence and one prefill chunk for one
+// prefilling sequence, in the same batch so the weights are read once.
+func (r *Runner) step() {
+	r.batch = r.batch[:0]
+	var decoding []*seq
+	var prefill *seq
+	var chunk int
+	for _, s := range r.active {
+		if s.decoding {
+			r.batch = append(r.batch, backend.Seq{Cache: s.cache, Tokens: []int32{s.last}, Logits: s.logits})
+			decoding = append(decoding, s)
+		}
+	}
+	if p := r.nextPrefill(); p != nil {
+		size := r.cfg.PrefillChunkIdle
+		if len(decoding) > 0 {
+			size = r.cfg.PrefillChunk
+		}
+		chunk = min(size, len(p.req.Prompt)-p.prefilled)
+		bs := backend.Seq{Cache: p.cache, Tokens: p.req.Prompt[p.prefilled : p.prefilled+chunk]}
+		if p.prefilled+chunk == len(p.req.Prompt) {
+			bs.Logits = p.logits
+		}
+		r.batch = append(r.batch, bs)
+		prefill = p
+	}
+	if len(r.batch) == 0 {
+		return
+	}
+	if err := r.model.Forward(r.batch); err != nil {
+		r.cfg.Logger.Error("forward pass failed", "error", err)
+		for _, s := range decoding {
+			r.finish(s, engine.FinishError, err)
+		}
+		if prefill != nil {
+			r.finish(prefill, engine.FinishError, err)
+		}
+		return
+	}
+	for _, s := range decoding {
+		r.sample(s)
+	}
+	if p := prefill; p != nil {
+		p.prefilled += chunk
+		p.q.push(engine.Event{Progress: &engine.Progress{Done: p.prefilled, Total: len(p.req.Prompt)}})
+		if p.prefilled == len(p.req.Prompt) {
+			p.prefillDone = time.Now()
+			p.decoding = true
+			r.sample(p)
+		}
+	}
+}
+
+// nextPrefill picks the prefilling sequence whose turn it is.
+func (r *Runner) nextPrefill() *seq {
+	n := len(r.active)
+	for i := range n {
+		s := r.active[(r.rr+i)%n]
+		if !s.decoding {
+			r.rr = (r.rr + i + 1) % n
+			return s
+		}
+	}
+	return nil
+}
+
+// sample picks the next token of s from its logits and emits it, or ends the sequence.
+func (r *Runner) sample(s *seq) {
+	choice := s.sampler.Sample(s.logits)
+	tok := choice.Token
+	if slices.Contains(s.req.StopTokens, tok) {
+		r.finish(s, engine.FinishStop, nil)
+		return
+	}
+	s.sampler.Accept(tok)
+	s.generated = append(s.generated, tok)
+	if s.firstToken.IsZero() {
+		s.firstToken = time.Now()
+	}
+	text, stopped := s.stops.Add(s.text.Add(tok))
+	ev := &engine.Token{ID: tok, Text: text}
+	if s.req.Sampling.Logprobs {
+		ev.Logprob = r.logprob(choice)
+	}
+	s.q.push(engine.Event{Token: ev})
+	switch {
+	case stopped:
+		r.finish(s, engine.FinishStop, nil)
+	case len(s.generated) >= s.maxTokens || s.cache.Len()+1 > r.maxCtx:
+		r.finish(s, engine.FinishLength, nil)
+	default:
+		s.last = tok
+	}
+}
+
+func (r *Runner) logprob(c sampling.Choice) *engine.Logprob {
+	text, raw := r.tok.TokenText(c.Token)
+	lp := &engine.Logprob{Token: text, Bytes: raw, Logprob: c.Logprob}
+	for _, a := range c.Top {
+		t, b := r.tok.TokenText(a.Token)
+		lp.Top = append(lp.Top, engine.TopLogprob{ID: a.Token, Token: t, Bytes: b, Logprob: a.Logprob})
+	}
+	return lp
+}
+
+// finish ends a sequence: its final event, and its cache to the prefix cache (or freed, after an error).
+func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
+	r.active = slices.DeleteFunc(r.active, func(x *seq) bool { return x == s })
+	now := time.Now()
+	f := &engine.Final{
+		FinishReason: reason,
+		Usage:        engine.Usage{PromptTokens: len(s.req.Prompt), CompletionTokens: len(s.generated), CachedTokens: s.cached},
+		Timings:      engine.Timings{Total: now.Sub(s.req.Arrived), PrefillSource: engine.PrefillLocal},
+	}
+	if !s.admitted.IsZero() {
+		f.Timings.Queue = s.admitted.Sub(s.req.Arrived)
+	}
+	if !s.prefillDone.IsZero() {
+		f.Timings.Prefill = s.prefillDone.Sub(s.admitted)
+		if s.cached == len(s.req.Prompt)-1 {
+			f.Timings.PrefillSource = engine.PrefillCache
+		}
+	}
+	if !s.firstToken.IsZero() {
+		f.Timings.FirstToken = s.firstToken.Sub(s.req.Arrived)
+		f.Timings.Decode = now.Sub(s.firstToken)
+	}
+	if reason == engine.FinishLength && s.text != nil {
+		// Release what the detokenizer and the stop matcher held back.
+		rest, stopped := s.stops.Add(s.text.Flush())
+		if stopped {
+			f.FinishReason = engine.FinishStop
+		} else {
+			rest += s.stops.Flush()
+		}
+		f.Text = rest
+	}
+	if err != nil {
+		f.FinishReason, f.Error, f.ErrorCode = engine.FinishError, err.Error(), engine.CodeOf(err)
+		var ee *engine.Error
+		if !errors.As(err, &ee) {
+			f.ErrorCode = engine.CodeInternal
+		}
+	}
+	if s.cache != nil {
+		if err != nil {
+			s.cache.Release()
+		} else {
+			tokens := append(slices.Clone(s.req.Prompt), s.generated...)
+			r.prefix.Insert(tokens[:s.cache.Len()], s.cache)
+		}
+		s.cache = nil
+	}
+	s.q.push(engine.Event{Final: f})
+}
+
+func (r *Runner) shutdown() {
+	for _, s := range slices.Clone(r.active) {
+		r.finish(s, engine.FinishCancelled, nil)
+	}
+	for _, s := range r.waiting {
+		r.finish(s, engine.FinishCancelled, nil)
+	}
+	r.waiting = nil
+	r.prefix.Clear()
+	r.publish()
+}
