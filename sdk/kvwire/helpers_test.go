@@ -1,0 +1,61 @@
+package kvwire_test
+
+import (
+	"encoding/binary"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// readHex reads a hand-written hex file from testdata/golden: hex byte pairs, "ascii" strings, # comments.
+func readHex(t testing.TB, name string) []byte {
+	t.Helper()
+	src, err := os.ReadFile(filepath.Join("testdata", "golden", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for ln, line := range strings.Split(string(src), "\n") {
+		for line != "" {
+			line = strings.TrimLeft(line, " \t")
+			switch {
+			case line == "" || line[0] == '#':
+				line = ""
+			case line[0] == '"':
+				end := strings.IndexByte(line[1:], '"')
+				if end < 0 {
+					t.Fatalf("%s:%d: unterminated string", name, ln+1)
+				}
+				out = append(out, line[1:1+end]...)
+				line = line[2+end:]
+			default:
+				if len(line) < 2 {
+					t.Fatalf("%s:%d: odd hex digit", name, ln+1)
+				}
+				b, err := hex.DecodeString(line[:2])
+				if err != nil {
+					t.Fatalf("%s:%d: %v", name, ln+1, err)
+				}
+				out = append(out, b...)
+				line = line[2:]
+			}
+		}
+	}
+	return out
+}
+
+// frameOf prepends the length prefix to body.
+func frameOf(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+// bodyOf checks a frame's length prefix and returns its body.
+func bodyOf(t testing.TB, frame []byte) []byte {
+	t.Helper()
+	if len(frame) < 4 || int(binary.BigEndian.Uint32(frame)) != len(frame)-4 {
+		t.Fatalf("frame length prefix % x does not match its %d body bytes", frame[:min(4, len(frame))], len(frame)-4)
+	}
+	return frame[4:]
+}
