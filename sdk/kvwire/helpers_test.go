@@ -16,8 +16,19 @@ func readHex(t testing.TB, name string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []byte
-	for ln, line := range strings.Split(string(src), "\n") {
+	return parseHex(t, name, string(src))
+}
+
+// hx parses bytes written in the golden files' syntax.
+func hx(t testing.TB, src string) []byte {
+	t.Helper()
+	return parseHex(t, "inline", src)
+}
+
+func parseHex(t testing.TB, name, src string) []byte {
+	t.Helper()
+	out := []byte{}
+	for ln, line := range strings.Split(src, "\n") {
 		for line != "" {
 			line = strings.TrimLeft(line, " \t")
 			switch {
