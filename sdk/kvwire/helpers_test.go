@@ -1,12 +1,15 @@
 package kvwire_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/duet-ai/duet/sdk/kvwire"
 )
 
 // readHex reads a hand-written hex file from testdata/golden: hex byte pairs, "ascii" strings, # comments.
@@ -69,4 +72,10 @@ func bodyOf(t testing.TB, frame []byte) []byte {
 		t.Fatalf("frame length prefix % x does not match its %d body bytes", frame[:min(4, len(frame))], len(frame)-4)
 	}
 	return frame[4:]
+}
+
+func equalMessages(a, b kvwire.Message) bool {
+	x, err1 := kvwire.AppendMessage(nil, a)
+	y, err2 := kvwire.AppendMessage(nil, b)
+	return err1 == nil && err2 == nil && bytes.Equal(x, y)
 }

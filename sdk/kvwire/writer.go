@@ -139,7 +139,9 @@ func (w *Writer) Chunk(c KVChunk, release func(KVChunk)) error {
 		return fail(errors.New("kvwire: Writer.Chunk before Header"))
 	}
 	if err := c.Check(); err != nil {
-		return fail(fmt.Errorf("kvwire: invalid chunk: %w", err))
+		var pe *ProtocolError
+		errors.As(err, &pe)
+		return fail(errors.New("kvwire: invalid chunk: " + pe.Msg))
 	}
 	if w.numLayers > 0 && c.LayerIdx >= w.numLayers {
 		return fail(fmt.Errorf("kvwire: chunk layer_idx %d but the header has %d layers", c.LayerIdx, w.numLayers))
