@@ -86,6 +86,9 @@ type Result struct {
 //
 // req is not modified; Fetch signs and extends a copy.
 func Fetch(ctx context.Context, addr string, req *Request, opts *FetchOptions, h Handler) (Result, error) {
+	if req == nil {
+		return Result{}, errors.New("kvwire: Fetch needs a request")
+	}
 	var o FetchOptions
 	if opts != nil {
 		o = *opts

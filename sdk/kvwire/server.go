@@ -437,10 +437,14 @@ func (c *serverConn) serve(full bool) {
 	}
 	w := newWriter(job, c.conn, cancel, checksum, s.cfg.WriteTimeout, s.cfg.SendBuffer)
 	job.w = w
+	// Publish the writer before looking at s.closed; Close sets closed before it aborts the writers it sees,
+	// so either it aborts this one or this connection sees closed.
 	c.mu.Lock()
 	c.w = w
-	closed := s.closed
 	c.mu.Unlock()
+	s.mu.Lock()
+	closed := s.closed
+	s.mu.Unlock()
 	if closed {
 		return
 	}

@@ -286,8 +286,9 @@ func TestClientGoneAbortsJobPromptly(t *testing.T) {
 		w, _ := j.Accept()
 		w.Header(kvwire.Header{NumLayers: 4, DType: kvwire.BFloat16})
 		var released, calls atomic.Int32
+		chunks := kvwiretest.Chunks(smallShape)
 		for i := 0; ; i++ { // an endless prefill: only the client leaving stops it
-			c := kvwiretest.Chunks(smallShape)[i%8]
+			c := chunks[i%len(chunks)]
 			calls.Add(1)
 			if err := w.Chunk(*c, func(kvwire.KVChunk) { released.Add(1) }); err != nil {
 				if !errors.Is(err, kvwire.ErrJobAborted) {
@@ -356,9 +357,10 @@ func TestWriterBackpressure(t *testing.T) {
 		w, _ := j.Accept()
 		writer <- w
 		w.Header(kvwire.Header{NumLayers: 8, DType: kvwire.BFloat16})
+		chunks := kvwiretest.Chunks(shape)
 		var err error
 		for i := 0; err == nil; i++ {
-			c := kvwiretest.Chunks(shape)[i%len(kvwiretest.Chunks(shape))]
+			c := chunks[i%len(chunks)]
 			calls.Add(1)
 			err = w.Chunk(*c, func(kvwire.KVChunk) { released.Add(1) })
 			returned.Add(1)
