@@ -177,7 +177,9 @@ func (f *fetch) run(parent context.Context, addr string, req *Request, h Handler
 		return f.classify(err, "sending the request")
 	}
 
-	f.fr = NewFrameReader(bufio.NewReaderSize(conn, 64<<10), o.MaxFrameSize)
+	// A small read buffer: it holds the small frames whole, and a chunk's body (read straight into the frame
+	// buffer once the read buffer is empty) is copied through it only for its first few KiB.
+	f.fr = NewFrameReader(bufio.NewReaderSize(conn, 8<<10), o.MaxFrameSize)
 	f.fr.buf = o.Buffer.b
 	defer func() {
 		o.Buffer.b = f.fr.buf

@@ -20,6 +20,8 @@
 // are row-major [num_tokens, n_heads, head_dim] arrays of raw little-endian elements of dtype ("bfloat16",
 // "float16" or "float32"); a layer may arrive in several chunks, in token order. exo sends each layer whole after
 // its prefill; a duet server streams a chunk per layer as each prefill step finishes, which the format allows.
+// The client keeps its side of the connection open until the end (exo's does): a duet server reads EOF or any
+// byte after the request as the client leaving, and aborts the job at once.
 // A server that fails sends a header with no layers (dtype float32) and an error: 400 bad request, 401
 // unauthorized, 500 internal, 503 busy (not picked up in time, stopping, or full). See README.md for the frames
 // byte by byte.

@@ -6,18 +6,16 @@ import (
 	"errors"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/duet-ai/duet/sdk/kvwire"
 )
 
-// Seeds: every golden frame, as a frame and as a body, plus a few hostile shapes. Failures found by hand runs
-// are kept under testdata/fuzz/<target>/ and run as regression tests.
+// Seeds: every golden frame, as a frame and as a body, plus a few hostile shapes. Inputs that ever fail belong
+// in testdata/fuzz/<target>/ (go test runs them as regression tests).
 
 func goldenFrames(f *testing.F) [][]byte {
 	names, err := filepath.Glob(filepath.Join("testdata", "golden", "*.hex"))
@@ -181,6 +179,9 @@ func FuzzDecodeFrame(f *testing.F) {
 }
 
 // FuzzFetchStream feeds arbitrary server bytes to the client's whole state machine over an in-memory pipe.
+// The server side writes the bytes and closes, so every exchange ends with a typed error or a result; a frame
+// deadline can only pass when the machine stalls the test, so a timeout is retried once with a generous one
+// before it counts as a hang.
 func FuzzFetchStream(f *testing.F) {
 	frames := goldenFrames(f)
 	byName := func(name string) []byte { return readHex(f, name) }
@@ -190,7 +191,7 @@ func FuzzFetchStream(f *testing.F) {
 	f.Add(bytes.Join([][]byte{byName("header_error.hex"), byName("error.hex")}, nil))
 	f.Add(bytes.Join(frames, nil))
 	req := &kvwire.Request{RequestID: "req-1", ModelID: "llama", TokenIDs: []int32{1, 2, 3}}
-	f.Fuzz(func(t *testing.T, stream []byte) {
+	exchange := func(stream []byte, frameTimeout time.Duration) (kvwire.Result, error) {
 		client, server := net.Pipe()
 		defer server.Close()
 		go func() {
@@ -201,15 +202,21 @@ func FuzzFetchStream(f *testing.F) {
 			server.Write(stream)
 		}()
 		dial := func(context.Context, string, string) (net.Conn, error) { return client, nil }
-		res, err := kvwire.Fetch(context.Background(), "pipe", req, &kvwire.FetchOptions{
-			DialContext: dial, FrameTimeout: 2 * time.Second, MaxFrameSize: 1 << 16, Checksum: true,
+		return kvwire.Fetch(context.Background(), "pipe", req, &kvwire.FetchOptions{
+			DialContext: dial, FrameTimeout: frameTimeout, MaxFrameSize: 1 << 16, Checksum: true,
 		}, kvwire.Handler{
 			OnChunk: func(c *kvwire.KVChunk) error { return c.Check() },
 		})
+	}
+	f.Fuzz(func(t *testing.T, stream []byte) {
+		res, err := exchange(stream, 2*time.Second)
+		if errors.Is(err, kvwire.ErrTimeout) {
+			res, err = exchange(stream, time.Minute)
+		}
 		if err != nil {
 			var re *kvwire.RemoteError
 			if !errors.Is(err, kvwire.ErrProtocol) && !errors.Is(err, kvwire.ErrConnLost) && !errors.As(err, &re) {
-				t.Fatalf("error %v is not typed", err)
+				t.Fatalf("error %v is not typed, or the exchange hangs", err)
 			}
 			return
 		}
@@ -217,20 +224,4 @@ func FuzzFetchStream(f *testing.F) {
 			t.Fatalf("received %d bytes of %d", res.BytesReceived, len(stream))
 		}
 	})
-}
-
-// TestFuzzCorpusIsCheckedIn makes sure regression inputs found by hand runs stay in testdata.
-func TestFuzzCorpusIsCheckedIn(t *testing.T) {
-	entries, err := os.ReadDir(filepath.Join("testdata", "fuzz"))
-	if errors.Is(err, os.ErrNotExist) {
-		return
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), "Fuzz") {
-			t.Errorf("unexpected entry %s in testdata/fuzz", e.Name())
-		}
-	}
 }

@@ -382,10 +382,15 @@ func (c *serverConn) serve(full bool) {
 		return
 	}
 
+	// Under c.mu, so that Stop either sees reading and interrupts the read, or has already begun and is seen.
 	c.mu.Lock()
 	c.reading = true
+	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	if s.isStopping() {
+		deadline = time.Now()
+	}
+	c.conn.SetReadDeadline(deadline)
 	c.mu.Unlock()
-	c.conn.SetReadDeadline(time.Now().Add(s.cfg.RequestTimeout))
 	br := bufio.NewReaderSize(c.conn, 64<<10)
 	body, err := NewFrameReader(br, s.cfg.MaxRequestSize).Next()
 	c.mu.Lock()
