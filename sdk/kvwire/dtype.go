@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"sync"
 )
 
 // DType is the element type of KV tensors on the wire. The zero value is "unset" and is never valid on the wire.
@@ -89,37 +90,57 @@ func Convert(dst []byte, to DType, src []byte, from DType) error {
 		return fmt.Errorf("kvwire: converting %d bytes of %s to %s needs %d bytes, dst has %d",
 			len(src), from, to, want, len(dst))
 	}
+	// One loop per pair, with the scalar conversions called directly so the compiler can inline them.
 	le := binary.LittleEndian
+	n := len(src) / from.Size()
 	switch {
 	case from == to:
 		copy(dst, src)
-	case to == Float32:
-		widen := BFloat16ToFloat32
-		if from == Float16 {
-			widen = Float16ToFloat32
+	case from == BFloat16 && to == Float32:
+		// Four elements per step: each bfloat16 becomes the upper half of a float32.
+		for len(src) >= 8 && len(dst) >= 16 {
+			x := le.Uint64(src)
+			le.PutUint64(dst, (x&0xffff)<<16|(x&0xffff0000)<<32)
+			le.PutUint64(dst[8:], (x>>32&0xffff)<<16|(x>>48)<<48)
+			src, dst = src[8:], dst[16:]
 		}
-		for i, j := 0, 0; i < len(src); i, j = i+2, j+4 {
-			le.PutUint32(dst[j:], math.Float32bits(widen(le.Uint16(src[i:]))))
+		for i := range len(src) / 2 {
+			le.PutUint32(dst[4*i:], uint32(le.Uint16(src[2*i:]))<<16)
 		}
-	case from == Float32:
-		narrow := Float32ToBFloat16
-		if to == Float16 {
-			narrow = Float32ToFloat16
+	case from == Float16 && to == Float32:
+		table := float16Table()
+		for i := range n {
+			le.PutUint32(dst[4*i:], table[le.Uint16(src[2*i:])])
 		}
-		for i, j := 0, 0; i < len(src); i, j = i+4, j+2 {
-			le.PutUint16(dst[j:], narrow(math.Float32frombits(le.Uint32(src[i:]))))
+	case from == Float32 && to == BFloat16:
+		for i := range n {
+			le.PutUint16(dst[2*i:], Float32ToBFloat16(math.Float32frombits(le.Uint32(src[4*i:]))))
 		}
-	default: // between the two 16-bit types
-		widen, narrow := BFloat16ToFloat32, Float32ToFloat16
-		if from == Float16 {
-			widen, narrow = Float16ToFloat32, Float32ToBFloat16
+	case from == Float32 && to == Float16:
+		for i := range n {
+			le.PutUint16(dst[2*i:], Float32ToFloat16(math.Float32frombits(le.Uint32(src[4*i:]))))
 		}
-		for i := 0; i < len(src); i += 2 {
-			le.PutUint16(dst[i:], narrow(widen(le.Uint16(src[i:]))))
+	case from == BFloat16: // to Float16
+		for i := range n {
+			le.PutUint16(dst[2*i:], Float32ToFloat16(BFloat16ToFloat32(le.Uint16(src[2*i:]))))
+		}
+	default: // Float16 to BFloat16
+		table := float16Table()
+		for i := range n {
+			le.PutUint16(dst[2*i:], Float32ToBFloat16(math.Float32frombits(table[le.Uint16(src[2*i:])])))
 		}
 	}
 	return nil
 }
+
+// float16Table maps every float16 bit pattern to its float32 bits (256 KiB, built on first use).
+var float16Table = sync.OnceValue(func() *[1 << 16]uint32 {
+	var t [1 << 16]uint32
+	for i := range t {
+		t[i] = math.Float32bits(Float16ToFloat32(uint16(i)))
+	}
+	return &t
+})
 
 // BFloat16ToFloat32 widens a bfloat16 (given by its bits) exactly.
 func BFloat16ToFloat32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }

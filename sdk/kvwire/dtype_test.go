@@ -190,7 +190,7 @@ func TestNarrowingRoundsToNearestEven(t *testing.T) {
 
 func TestConvert(t *testing.T) {
 	t.Parallel()
-	vals := []float32{0, 1, -2.5, 3.140625, 65504, 1e-5}
+	vals := []float32{0, 1, -2.5, 3.140625, 65504, 1e-5, -0.0, 7, 1e-7, -65520, 0.333}
 	enc := func(d kvwire.DType) []byte {
 		b := make([]byte, len(vals)*d.Size())
 		for i, v := range vals {
@@ -209,34 +209,8 @@ func TestConvert(t *testing.T) {
 	for _, from := range all {
 		for _, to := range all {
 			t.Run(from.String()+"_to_"+to.String(), func(t *testing.T) {
-				src := enc(from)
-				dst := make([]byte, kvwire.ConvertedLen(len(src), from, to))
-				if err := kvwire.Convert(dst, to, src, from); err != nil {
-					t.Fatal(err)
-				}
-				// Converting through float32 once, by the scalar helpers, must give the same bytes.
-				want := make([]byte, len(dst))
-				for i := range vals {
-					var f float32
-					switch from {
-					case kvwire.Float32:
-						f = math.Float32frombits(binary.LittleEndian.Uint32(src[4*i:]))
-					case kvwire.BFloat16:
-						f = kvwire.BFloat16ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
-					case kvwire.Float16:
-						f = kvwire.Float16ToFloat32(binary.LittleEndian.Uint16(src[2*i:]))
-					}
-					switch to {
-					case kvwire.Float32:
-						binary.LittleEndian.PutUint32(want[4*i:], math.Float32bits(f))
-					case kvwire.BFloat16:
-						binary.LittleEndian.PutUint16(want[2*i:], kvwire.Float32ToBFloat16(f))
-					case kvwire.Float16:
-						binary.LittleEndian.PutUint16(want[2*i:], kvwire.Float32ToFloat16(f))
-					}
-				}
-				if string(dst) != string(want) {
-					t.Fatalf("got % x, want % x", dst, want)
+				for k := range len(vals) + 1 { // every length, so word-at-a-time loops and their tails both run
+					convertPrefix(t, vals[:k], enc(from)[:k*from.Size()], from, to)
 				}
 			})
 		}
@@ -249,6 +223,39 @@ func TestConvert(t *testing.T) {
 	}
 	if err := kvwire.Convert(nil, 0, nil, kvwire.Float32); err == nil {
 		t.Error("invalid dtype accepted")
+	}
+}
+
+func convertPrefix(t *testing.T, vals []float32, src []byte, from, to kvwire.DType) {
+	t.Helper()
+	dst := make([]byte, kvwire.ConvertedLen(len(src), from, to))
+	if err := kvwire.Convert(dst, to, src, from); err != nil {
+		t.Fatal(err)
+	}
+	// Converting through float32 once, by the scalar helpers, must give the same bytes.
+	want := make([]byte, len(dst))
+	le := binary.LittleEndian
+	for i := range vals {
+		var f float32
+		switch from {
+		case kvwire.Float32:
+			f = math.Float32frombits(le.Uint32(src[4*i:]))
+		case kvwire.BFloat16:
+			f = kvwire.BFloat16ToFloat32(le.Uint16(src[2*i:]))
+		case kvwire.Float16:
+			f = kvwire.Float16ToFloat32(le.Uint16(src[2*i:]))
+		}
+		switch to {
+		case kvwire.Float32:
+			le.PutUint32(want[4*i:], math.Float32bits(f))
+		case kvwire.BFloat16:
+			le.PutUint16(want[2*i:], kvwire.Float32ToBFloat16(f))
+		case kvwire.Float16:
+			le.PutUint16(want[2*i:], kvwire.Float32ToFloat16(f))
+		}
+	}
+	if string(dst) != string(want) {
+		t.Fatalf("%d elements: got % x, want % x", len(vals), dst, want)
 	}
 }
 
