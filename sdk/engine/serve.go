@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/hashicorp/go-plugin"
 
@@ -36,3 +37,7 @@ func Connect(cfg *plugin.ClientConfig) (Engine, *plugin.Client, error) {
 	}
 	return raw.(Engine), client, nil
 }
+
+// Logger returns a logger for engine code running as a plugin: records reach the gateway's log at their own
+// level, with their attributes. The level comes from DUET_PLUGIN_LOG_LEVEL (info by default).
+func Logger() *slog.Logger { return pluginrpc.Logger(pluginrpc.LogLevel()) }

@@ -5,8 +5,10 @@ package pluginrpc
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
+	"strings"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -131,4 +133,37 @@ func envOr(key, def string) string {
 		return v
 	}
 	return def
+}
+
+// Logger returns a slog logger for plugin code. It writes JSON lines to stderr in the shape go-plugin's host
+// parses ("@level", "@message", "@timestamp"), so the gateway logs a plugin's records at their own level, with
+// their attributes, under the plugin's name.
+func Logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) > 0 {
+				return a
+			}
+			switch a.Key {
+			case slog.TimeKey:
+				a.Key = "@timestamp"
+			case slog.LevelKey:
+				a.Key = "@level"
+				a.Value = slog.StringValue(strings.ToLower(a.Value.String()))
+			case slog.MessageKey:
+				a.Key = "@message"
+			}
+			return a
+		},
+	}))
+}
+
+// LogLevel is the level plugins log at: DUET_PLUGIN_LOG_LEVEL, info by default.
+func LogLevel() slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(envOr("DUET_PLUGIN_LOG_LEVEL", "info"))); err != nil {
+		return slog.LevelInfo
+	}
+	return l
 }

@@ -1,0 +1,397 @@
+package mlxengine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	_ "github.com/duet-ai/duet/plugins/mlx-engine/backend/cpu" // registers "cpu"
+	"github.com/duet-ai/duet/plugins/mlx-engine/chattemplate"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/runner"
+	"github.com/duet-ai/duet/plugins/mlx-engine/sampling"
+	"github.com/duet-ai/duet/plugins/mlx-engine/tokenizer"
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// EmbeddedModel is the model name that selects the generated default model.
+const EmbeddedModel = "embedded"
+
+// Engine is the MLX engine. Create it with New.
+type Engine struct {
+	log    *slog.Logger
+	nextID atomic.Int64
+
+	mu        sync.RWMutex
+	instances map[string]*instance
+}
+
+var _ engine.Engine = (*Engine)(nil)
+
+// New returns an engine with no instances.
+func New(log *slog.Logger) *Engine {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Engine{log: log, instances: map[string]*instance{}}
+}
+
+// instance is one loaded model.
+type instance struct {
+	desc     engine.Description
+	model    *model.Model
+	bmodel   backend.Model
+	tok      *tokenizer.Tokenizer
+	template *chattemplate.Template // nil: the model has no chat template
+	runner   *runner.Runner
+	eos      []int32
+	cleanup  func() // removes a generated model directory
+}
+
+// options are the Load options the engine understands.
+type options struct {
+	backend          string
+	modelID          string
+	threads          int
+	maxBatch         int
+	maxQueue         int
+	prefillChunk     int
+	prefixCacheBytes int64
+}
+
+func parseOptions(in map[string]string) (options, error) {
+	o := options{backend: "auto", prefixCacheBytes: 1 << 30}
+	for k, v := range in {
+		var err error
+		switch k {
+		case "backend":
+			o.backend = v
+		case "model_id":
+			o.modelID = v
+		case "threads":
+			o.threads, err = strconv.Atoi(v)
+		case "max_batch":
+			o.maxBatch, err = strconv.Atoi(v)
+		case "max_queue":
+			o.maxQueue, err = strconv.Atoi(v)
+		case "prefill_chunk":
+			o.prefillChunk, err = strconv.Atoi(v)
+		case "prefix_cache_mb":
+			var mb int
+			mb, err = strconv.Atoi(v)
+			o.prefixCacheBytes = int64(mb) << 20
+		default:
+			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb)", k)
+		}
+		if err != nil {
+			return o, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
+		}
+	}
+	return o, nil
+}
+
+// pickBackend resolves "auto" to the best backend of this build.
+func pickBackend(name string) (backend.Backend, error) {
+	if name == "auto" {
+		name = "cpu"
+		for _, n := range backend.Names() {
+			if n == "mlx" {
+				name = "mlx"
+			}
+		}
+	}
+	b, err := backend.Lookup(name)
+	if err != nil && name == "mlx" {
+		return nil, engine.Errorf(engine.CodeInvalidArgument, "the MLX backend is not in this build: build duet with -tags mlx against an installed mlx-c (see plugins/mlx-engine/README.md), or use backend=cpu")
+	}
+	if err != nil {
+		return nil, engine.Errorf(engine.CodeInvalidArgument, "%v", err)
+	}
+	return b, nil
+}
+
+// Load loads a model into a new instance.
+func (e *Engine) Load(ctx context.Context, req engine.LoadRequest) (engine.Description, error) {
+	if req.Model == "" {
+		return engine.Description{}, engine.InvalidParam("model", "model is required")
+	}
+	opts, err := parseOptions(req.Options)
+	if err != nil {
+		return engine.Description{}, err
+	}
+	b, err := pickBackend(opts.backend)
+	if err != nil {
+		return engine.Description{}, err
+	}
+	id := req.InstanceID
+	if id == "" {
+		id = fmt.Sprintf("mlx-%d", e.nextID.Add(1))
+	}
+	e.mu.RLock()
+	_, dup := e.instances[id]
+	e.mu.RUnlock()
+	if dup {
+		return engine.Description{}, engine.Errorf(engine.CodeInvalidArgument, "instance %q already exists", id)
+	}
+
+	start := time.Now()
+	dir, modelID, cleanup, err := resolveModel(ctx, req.Model, e.log)
+	if err != nil {
+		return engine.Description{}, err
+	}
+	if opts.modelID != "" {
+		modelID = opts.modelID
+	}
+	in, err := e.open(dir, b, opts)
+	if err != nil {
+		if cleanup != nil {
+			cleanup()
+		}
+		return engine.Description{}, err
+	}
+	in.cleanup = cleanup
+	in.desc.InstanceID, in.desc.ModelID = id, modelID
+
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, dup := e.instances[id]; dup {
+		in.close()
+		return engine.Description{}, engine.Errorf(engine.CodeInvalidArgument, "instance %q already exists", id)
+	}
+	e.instances[id] = in
+	e.log.Info("model loaded", "instance", id, "model", modelID, "dir", dir, "backend", b.Name(),
+		"params", in.desc.Parameters, "dtype", in.desc.DType, "took", time.Since(start).Round(time.Millisecond))
+	return in.desc, nil
+}
+
+// open loads the model files of dir onto backend b.
+func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, error) {
+	m, err := model.Load(dir)
+	if err != nil {
+		return nil, engine.Errorf(engine.CodeInvalidArgument, "load model %s: %v", dir, err)
+	}
+	tok, err := tokenizer.Load(dir)
+	if err != nil {
+		m.Close()
+		return nil, engine.Errorf(engine.CodeInvalidArgument, "load tokenizer of %s: %v", dir, err)
+	}
+	tmpl, err := chattemplate.Load(dir)
+	if err != nil {
+		if !errors.Is(err, chattemplate.ErrNoTemplate) {
+			m.Close()
+			return nil, engine.Errorf(engine.CodeInvalidArgument, "chat template of %s: %v", dir, err)
+		}
+		tmpl = nil
+	}
+	threads := opts.threads
+	if threads <= 0 {
+		threads = runtime.GOMAXPROCS(0)
+	}
+	bm, err := b.Load(m, backend.Options{Threads: threads})
+	if err != nil {
+		m.Close()
+		return nil, engine.Errorf(engine.CodeInternal, "load model onto backend %s: %v", b.Name(), err)
+	}
+	layout := bm.KVLayout()
+	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS()}
+	in.runner = runner.New(runner.Config{
+		Model: bm, Tokenizer: tokenizerAdapter{tok},
+		MaxBatch: opts.maxBatch, MaxQueue: opts.maxQueue, PrefillChunk: opts.prefillChunk,
+		PrefixCacheBytes: opts.prefixCacheBytes, Logger: e.log,
+	})
+	quant := ""
+	if q := m.Config.Quantization; q != nil {
+		quant = fmt.Sprintf("affine-%dbit-g%d", q.Bits, q.GroupSize)
+	}
+	in.desc = engine.Description{
+		Architecture:  string(m.Config.Family),
+		Backend:       b.Name(),
+		Fingerprint:   m.Fingerprint(),
+		DType:         string(m.DType),
+		Quantization:  quant,
+		Parameters:    m.NumParams(),
+		ContextLength: bm.MaxContext(),
+		VocabSize:     bm.VocabSize(),
+		KV: engine.KVLayout{
+			NumLayers: layout.NumLayers, NumKVHeads: layout.NumKVHeads, HeadDim: layout.HeadDim, DType: string(layout.DType),
+		},
+		Capabilities: engine.Capabilities{
+			Chat: tmpl != nil, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
+		},
+	}
+	return in, nil
+}
+
+func (in *instance) close() {
+	in.runner.Close()
+	in.bmodel.Close()
+	in.model.Close()
+	if in.cleanup != nil {
+		in.cleanup()
+	}
+}
+
+// Unload stops an instance; its requests end cancelled.
+func (e *Engine) Unload(_ context.Context, id string) error {
+	e.mu.Lock()
+	in, ok := e.instances[id]
+	delete(e.instances, id)
+	e.mu.Unlock()
+	if !ok {
+		return engine.Errorf(engine.CodeNotFound, "no instance %q", id)
+	}
+	in.close()
+	return nil
+}
+
+// Close unloads every instance.
+func (e *Engine) Close() {
+	e.mu.Lock()
+	ins := e.instances
+	e.instances = map[string]*instance{}
+	e.mu.Unlock()
+	for _, in := range ins {
+		in.close()
+	}
+}
+
+// Instances describes the loaded instances.
+func (e *Engine) Instances(context.Context) ([]engine.Description, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	out := make([]engine.Description, 0, len(e.instances))
+	for _, in := range e.instances {
+		out = append(out, in.desc)
+	}
+	return out, nil
+}
+
+func (e *Engine) instance(id string) (*instance, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	in, ok := e.instances[id]
+	if !ok {
+		return nil, engine.Errorf(engine.CodeNotFound, "no instance %q", id)
+	}
+	return in, nil
+}
+
+// prompt renders and tokenizes a request's prompt, exactly as Generate and Tokenize do.
+func (in *instance) prompt(messages []engine.Message, text string, tokens []int32, addGenerationPrompt bool) ([]int32, string, error) {
+	switch {
+	case len(messages) > 0:
+		if in.template == nil {
+			return nil, "", engine.InvalidParam("messages", "model %s has no chat template; use /v1/completions", in.desc.ModelID)
+		}
+		ms := make([]chattemplate.Message, len(messages))
+		for i, m := range messages {
+			ms[i] = chattemplate.Message{Role: m.Role, Content: m.Content}
+		}
+		rendered, err := in.template.Render(chattemplate.Input{Messages: ms, AddGenerationPrompt: addGenerationPrompt})
+		if err != nil {
+			var raise *chattemplate.RaiseError
+			if errors.As(err, &raise) {
+				return nil, "", engine.InvalidParam("messages", "the model's chat template rejected the conversation: %s", raise.Message)
+			}
+			return nil, "", engine.Errorf(engine.CodeInternal, "render the chat template: %v", err)
+		}
+		// Templates write the BOS token themselves.
+		return in.tok.Encode(rendered, false), rendered, nil
+	case len(tokens) > 0:
+		return tokens, in.tok.Decode(tokens, false), nil
+	case text != "":
+		return in.tok.Encode(text, true), text, nil
+	}
+	return nil, "", engine.InvalidParam("messages", "the request has no prompt")
+}
+
+// Tokenize renders and tokenizes a prompt.
+func (e *Engine) Tokenize(_ context.Context, req engine.TokenizeRequest) (engine.TokenizeResponse, error) {
+	in, err := e.instance(req.InstanceID)
+	if err != nil {
+		return engine.TokenizeResponse{}, err
+	}
+	if len(req.Messages) == 0 && !req.AddSpecialTokens && req.Prompt != "" {
+		return engine.TokenizeResponse{Tokens: in.tok.Encode(req.Prompt, false), Text: req.Prompt}, nil
+	}
+	toks, text, err := in.prompt(req.Messages, req.Prompt, nil, req.AddGenerationPrompt)
+	if err != nil {
+		return engine.TokenizeResponse{}, err
+	}
+	return engine.TokenizeResponse{Tokens: toks, Text: text}, nil
+}
+
+// Generate runs one request on its instance's loop.
+func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit func(engine.Event) error) error {
+	arrived := time.Now()
+	in, err := e.instance(req.InstanceID)
+	if err != nil {
+		return err
+	}
+	prompt, _, err := in.prompt(req.Messages, req.Prompt, req.PromptTokens, true)
+	if err != nil {
+		return err
+	}
+	s := req.Sampling
+	stopTokens := append([]int32(nil), s.StopTokenIDs...)
+	if !s.IgnoreEOS {
+		stopTokens = append(stopTokens, in.eos...)
+	}
+	return in.runner.Generate(ctx, runner.Request{
+		ID:     req.RequestID,
+		Prompt: prompt,
+		Sampling: sampling.Params{
+			Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP, Seed: s.Seed,
+			RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
+			Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs,
+		},
+		MaxTokens:  s.MaxTokens,
+		Stop:       s.Stop,
+		StopTokens: stopTokens,
+		Arrived:    arrived,
+	}, emit)
+}
+
+// Stats reports each instance's load, KV memory and prefix cache.
+func (e *Engine) Stats(context.Context) (engine.Stats, error) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	var st engine.Stats
+	for id, in := range e.instances {
+		rs := in.runner.Stats()
+		pc := rs.PrefixCache
+		st.Instances = append(st.Instances, engine.InstanceStats{
+			InstanceID: id, InFlight: rs.Active, Queued: rs.Waiting, KVBytes: rs.KVBytes,
+			PrefixCache: engine.PrefixCacheStats{
+				Hits: pc.Hits, Misses: pc.Misses, HitTokens: pc.HitTokens, Entries: pc.Entries, Bytes: pc.Bytes,
+				CapacityBytes: pc.CapacityBytes, Evictions: pc.Evictions,
+			},
+		})
+	}
+	return st, nil
+}
+
+// Health is nil while the engine can serve.
+func (e *Engine) Health(context.Context) error { return nil }
+
+// tokenizerAdapter gives the runner what it needs of a tokenizer.
+type tokenizerAdapter struct{ t *tokenizer.Tokenizer }
+
+func (a tokenizerAdapter) NewStream() runner.TextStream { return a.t.NewStream(true) }
+
+func (a tokenizerAdapter) TokenText(id int32) (string, []byte) {
+	b := a.t.TokenBytes(id)
+	return strings.ToValidUTF8(string(b), "\ufffd"), b
+}
+
+// modelIDFor names a local model directory: its base name.
+func modelIDFor(dir string) string { return filepath.Base(filepath.Clean(dir)) }
