@@ -75,11 +75,11 @@ func LANTimings() Timings {
 // LANTimings, with probe timeouts still loose enough for a loaded CI machine.
 func LocalTimings() Timings {
 	return Timings{
-		GossipInterval:          20 * time.Millisecond,
+		GossipInterval:          25 * time.Millisecond,
 		GossipNodes:             4,
-		ProbeInterval:           100 * time.Millisecond,
-		ProbeTimeout:            80 * time.Millisecond,
-		SuspicionMult:           3,
+		ProbeInterval:           150 * time.Millisecond,
+		ProbeTimeout:            100 * time.Millisecond,
+		SuspicionMult:           4,
 		SuspicionMaxTimeoutMult: 3,
 		RetransmitMult:          4,
 		PushPullInterval:        2 * time.Second,

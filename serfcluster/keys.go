@@ -119,7 +119,7 @@ func (c *Cluster) ListKeys() (KeyringStatus, error) {
 	if !c.serf.EncryptionEnabled() {
 		return KeyringStatus{}, errors.New("serfcluster: list keys: encryption is not enabled")
 	}
-	resp, err := c.serf.KeyManager().ListKeys()
+	resp, err := retryKeyQuery(c.serf.KeyManager().ListKeys)
 	st := KeyringStatus{}
 	if resp != nil {
 		st = KeyringStatus{NumNodes: resp.NumNodes, NumResp: resp.NumResp, Keys: resp.Keys, PrimaryKeys: resp.PrimaryKeys}
@@ -137,12 +137,29 @@ func (c *Cluster) keyOp(op string, key []byte, fn func(string) (*serf.KeyRespons
 	if err := checkKey(key); err != nil {
 		return fmt.Errorf("serfcluster: %s key: %w", op, err)
 	}
-	resp, err := fn(base64.StdEncoding.EncodeToString(key))
+	resp, err := retryKeyQuery(func() (*serf.KeyResponse, error) { return fn(base64.StdEncoding.EncodeToString(key)) })
 	if err != nil {
 		return keyError(op, err, resp)
 	}
 	return nil
 }
+
+// retryKeyQuery runs a keyring query again while members only failed to answer in time. Key operations are
+// idempotent, and serf waits just the default query timeout, so a lost or late answer is not a failure.
+func retryKeyQuery(query func() (*serf.KeyResponse, error)) (*serf.KeyResponse, error) {
+	var resp *serf.KeyResponse
+	var err error
+	for range keyOpAttempts {
+		resp, err = query()
+		if err == nil || resp == nil || resp.NumErr > 0 {
+			break
+		}
+	}
+	return resp, err
+}
+
+// keyOpAttempts bounds the retries of a key operation that some members did not answer in time.
+const keyOpAttempts = 3
 
 func keyError(op string, err error, resp *serf.KeyResponse) error {
 	var detail []string
