@@ -464,9 +464,13 @@ func (c *Cluster) sendLoads(out []wireLoad) {
 // Every node that differs pulls from this one and answers; this one then pulls from a few of those that
 // answered. It also resends this node's loads, which are soft state and not covered by the digest.
 func (c *Cluster) antiEntropy() {
+	// Fresh revisions, so that a load this node sent before it caught up with the cluster's clock (just
+	// after a restart) cannot stay outranked by its own load from before the restart.
 	var loads []wireLoad
 	for id, le := range c.loads {
 		if le.origin == c.id {
+			le.ltime = uint64(c.clock.Increment())
+			c.loads[id] = le
 			loads = append(loads, loadToWire(id, le, false))
 		}
 	}
@@ -486,17 +490,8 @@ func (c *Cluster) antiEntropy() {
 			c.post(c.pullRandomPeer)
 			return
 		}
-		var differ []NodeID
-		for r := range resp.ResponseCh() {
-			var m digestMsg
-			if json.Unmarshal(r.Payload, &m) != nil || m.V != wireVersion || checkID("sender", m.Sender) != nil {
-				continue
-			}
-			if m.Digest != digest && NodeID(m.Sender) != c.id {
-				differ = append(differ, NodeID(m.Sender))
-			}
-		}
-		if len(differ) == 0 {
+		differ, ok := c.differingPeers(resp, digest)
+		if !ok || len(differ) == 0 {
 			return
 		}
 		rand.Shuffle(len(differ), func(i, j int) { differ[i], differ[j] = differ[j], differ[i] })
@@ -507,6 +502,29 @@ func (c *Cluster) antiEntropy() {
 			}
 		})
 	}()
+}
+
+// differingPeers collects the answers to a digest query: the peers whose digest differs from digest. It
+// is false if the cluster stopped meanwhile.
+func (c *Cluster) differingPeers(resp *serf.QueryResponse, digest string) ([]NodeID, bool) {
+	var differ []NodeID
+	for {
+		select {
+		case <-c.stop:
+			return nil, false
+		case r, ok := <-resp.ResponseCh():
+			if !ok {
+				return differ, true
+			}
+			var m digestMsg
+			if json.Unmarshal(r.Payload, &m) != nil || m.V != wireVersion || checkID("sender", m.Sender) != nil {
+				continue
+			}
+			if m.Digest != digest && NodeID(m.Sender) != c.id {
+				differ = append(differ, NodeID(m.Sender))
+			}
+		}
+	}
 }
 
 // deleteOrphans deletes this node's instances from a previous run that its gateway has not published
