@@ -426,13 +426,12 @@ func (c *Cluster) localApply(w wireEntry, apply func(time.Time) (bool, error)) {
 func (c *Cluster) flushLoads() {
 	c.loadMu.Lock()
 	pending := c.pendingLoads
-	if len(pending) > 0 {
-		c.pendingLoads = make(map[string]Load)
-	}
-	c.loadMu.Unlock()
 	if len(pending) == 0 {
+		c.loadMu.Unlock()
 		return
 	}
+	c.pendingLoads = make(map[string]Load)
+	c.loadMu.Unlock()
 	now := time.Now()
 	out := make([]wireLoad, 0, len(pending))
 	for id, ld := range pending {
