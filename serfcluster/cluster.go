@@ -484,16 +484,15 @@ func (c *Cluster) PutInstance(in Instance) error {
 		return err
 	}
 	return c.do(func() error {
-		now := time.Now()
-		if cur, ok := c.instances.Get(in.ID, now); ok && !cur.Deleted && cur.Value.Node != c.id {
+		cur, ok := c.instances.Get(in.ID, time.Now())
+		live := ok && !cur.Deleted
+		if live && cur.Value.Node != c.id {
 			if mem := c.memberByID(cur.Value.Node); mem != nil && mem.status() != StatusLeft {
 				return fmt.Errorf("serfcluster: instance id %q is already used by node %q", in.ID, cur.Value.Node)
 			}
 		}
-		if o, ok := c.owned[in.ID]; ok && instanceEqual(o.inst, in) {
-			if cur, ok := c.instances.Get(in.ID, now); ok && cur.Rev == o.rev {
-				return nil
-			}
+		if o, owned := c.owned[in.ID]; owned && live && cur.Rev == o.rev && instanceEqual(o.inst, in) {
+			return nil // unchanged
 		}
 		c.owned[in.ID] = ownedInstance{inst: in, rev: c.writeInstance(in)}
 		return nil

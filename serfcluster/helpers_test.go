@@ -1,7 +1,6 @@
 package serfcluster
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -181,5 +180,3 @@ func describeLinks(s *Snapshot) string {
 }
 
 func isClosed(err error) bool { return errors.Is(err, ErrClosed) }
-
-var _ = context.Background

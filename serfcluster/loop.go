@@ -253,7 +253,7 @@ func (c *Cluster) handleUserEvent(e serf.UserEvent) {
 	switch e.Name {
 	case eventDelta:
 		var msg deltaMsg
-		if err := json.Unmarshal(e.Payload, &msg); err != nil || msg.V != wireVersion || checkID("sender", msg.Sender) != nil {
+		if err := decodeMsg(e.Payload, &msg, &msg.msgHeader); err != nil {
 			c.bad("delta event", err)
 			return
 		}
@@ -271,7 +271,7 @@ func (c *Cluster) handleUserEvent(e serf.UserEvent) {
 		}
 	case eventLoad:
 		var msg loadMsg
-		if err := json.Unmarshal(e.Payload, &msg); err != nil || msg.V != wireVersion || checkID("sender", msg.Sender) != nil {
+		if err := decodeMsg(e.Payload, &msg, &msg.msgHeader); err != nil {
 			c.bad("load event", err)
 			return
 		}
@@ -293,9 +293,6 @@ func (c *Cluster) handleUserEvent(e serf.UserEvent) {
 
 func (c *Cluster) bad(what string, err error) {
 	c.stats.badMessages.Add(1)
-	if err == nil {
-		err = errors.New("wrong version or sender")
-	}
 	c.warnEvery("bad/"+what, "refused malformed "+what, "err", err)
 }
 
@@ -310,16 +307,7 @@ func (c *Cluster) applyRemote(d decodedEntry, sender NodeID) {
 	now := time.Now()
 	if d.stub {
 		c.stats.stubsReceived.Add(1)
-		var cur lww.Rev
-		var ok bool
-		if d.table == tableInstances {
-			e, has := c.instances.Get(d.key(), now)
-			cur, ok = e.Rev, has
-		} else {
-			e, has := c.links.Get(d.key(), now)
-			cur, ok = e.Rev, has
-		}
-		if !ok || cur.Compare(rev) < 0 {
+		if cur, ok := c.held(d.table, d.key(), now); !ok || cur.Compare(rev) < 0 {
 			c.pulls.add(sender)
 		}
 		return
@@ -343,6 +331,16 @@ func (c *Cluster) applyRemote(d decodedEntry, sender NodeID) {
 	if d.table == tableInstances {
 		c.checkOwned(d.key())
 	}
+}
+
+// held returns the revision this node holds for a key, tombstones included.
+func (c *Cluster) held(table, key string, now time.Time) (lww.Rev, bool) {
+	if table == tableInstances {
+		e, ok := c.instances.Get(key, now)
+		return e.Rev, ok
+	}
+	e, ok := c.links.Get(key, now)
+	return e.Rev, ok
 }
 
 // checkOwned keeps this node's instances true: when anything but this node's own last write holds the key,
@@ -475,11 +473,11 @@ func (c *Cluster) antiEntropy() {
 	}
 	c.sendLoads(loads)
 	c.deleteOrphans()
-	if !c.hasAlivePeer() {
+	if len(c.alivePeers()) == 0 {
 		return
 	}
 	digest := c.digestHex()
-	payload, _ := json.Marshal(digestMsg{V: wireVersion, Sender: string(c.id), Digest: digest})
+	payload, _ := json.Marshal(digestMsg{msgHeader: newHeader(c.id), Digest: digest})
 	c.wg.Add(1)
 	go func() {
 		defer c.wg.Done()
@@ -516,7 +514,7 @@ func (c *Cluster) differingPeers(resp *serf.QueryResponse, digest string) ([]Nod
 				return differ, true
 			}
 			var m digestMsg
-			if json.Unmarshal(r.Payload, &m) != nil || m.V != wireVersion || checkID("sender", m.Sender) != nil {
+			if decodeMsg(r.Payload, &m, &m.msgHeader) != nil {
 				continue
 			}
 			if m.Digest != digest && NodeID(m.Sender) != c.id {
@@ -545,7 +543,7 @@ func (c *Cluster) handleQuery(q *serf.Query) {
 		return
 	}
 	var m digestMsg
-	if err := json.Unmarshal(q.Payload, &m); err != nil || m.V != wireVersion || checkID("sender", m.Sender) != nil {
+	if err := decodeMsg(q.Payload, &m, &m.msgHeader); err != nil {
 		c.bad("digest query", err)
 		return
 	}
@@ -553,30 +551,26 @@ func (c *Cluster) handleQuery(q *serf.Query) {
 	if NodeID(m.Sender) == c.id || m.Digest == mine {
 		return
 	}
-	resp, _ := json.Marshal(digestMsg{V: wireVersion, Sender: string(c.id), Digest: mine})
+	resp, _ := json.Marshal(digestMsg{msgHeader: newHeader(c.id), Digest: mine})
 	if err := q.Respond(resp); err != nil {
 		c.log.Debug("cannot answer digest query", "err", err)
 	}
 	c.pulls.add(NodeID(m.Sender))
 }
 
-func (c *Cluster) hasAlivePeer() bool {
-	for _, m := range c.members {
-		if m.problem == "" && m.tags.NodeID != c.id && m.status() == StatusAlive {
-			return true
-		}
-	}
-	return false
-}
-
-func (c *Cluster) pullRandomPeer() {
+// alivePeers lists the eligible, alive members other than this node.
+func (c *Cluster) alivePeers() []NodeID {
 	var ids []NodeID
 	for _, m := range c.members {
 		if m.problem == "" && m.tags.NodeID != c.id && m.status() == StatusAlive {
 			ids = append(ids, m.tags.NodeID)
 		}
 	}
-	if len(ids) > 0 {
+	return ids
+}
+
+func (c *Cluster) pullRandomPeer() {
+	if ids := c.alivePeers(); len(ids) > 0 {
 		c.pulls.add(ids[rand.N(len(ids))])
 	}
 }

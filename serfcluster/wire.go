@@ -80,22 +80,38 @@ type wireLoad struct {
 	AtMs     int64  `json:"a"`
 }
 
+// msgHeader starts every event and query payload: the wire version and the sending node.
+type msgHeader struct {
+	V      int    `json:"v"`
+	Sender string `json:"s"`
+}
+
+func newHeader(sender NodeID) msgHeader { return msgHeader{V: wireVersion, Sender: string(sender)} }
+
+// decodeMsg unmarshals a payload into msg, whose header is h, and checks the header.
+func decodeMsg(payload []byte, msg any, h *msgHeader) error {
+	if err := json.Unmarshal(payload, msg); err != nil {
+		return err
+	}
+	if h.V != wireVersion {
+		return fmt.Errorf("wire version %d, want %d", h.V, wireVersion)
+	}
+	return checkID("sender", h.Sender)
+}
+
 type deltaMsg struct {
-	V       int         `json:"v"`
-	Sender  string      `json:"s"`
+	msgHeader
 	Entries []wireEntry `json:"e"`
 }
 
 type loadMsg struct {
-	V      int        `json:"v"`
-	Sender string     `json:"s"`
-	Loads  []wireLoad `json:"l"`
+	msgHeader
+	Loads []wireLoad `json:"l"`
 }
 
 // digestMsg is the anti-entropy query and its answer.
 type digestMsg struct {
-	V      int    `json:"v"`
-	Sender string `json:"s"`
+	msgHeader
 	Digest string `json:"d"`
 }
 
