@@ -364,10 +364,12 @@ func (c *Cluster) Leave() error {
 func (c *Cluster) Shutdown() error {
 	var err error
 	c.once.Do(func() {
-		close(c.stop)
+		// Serf first, while the loop still drains its event channel: serf's goroutines send to it
+		// without watching for shutdown.
 		if e := c.serf.Shutdown(); e != nil {
 			err = fmt.Errorf("serfcluster: shutdown: %w", e)
 		}
+		close(c.stop)
 		c.wg.Wait()
 		c.subsMu.Lock()
 		c.closed = true
