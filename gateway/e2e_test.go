@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -85,6 +86,12 @@ func freeAddr(t testing.TB) string {
 
 // startGateway runs duet with args and waits until /healthz answers 200.
 func startGateway(t testing.TB, args ...string) *gateway {
+	t.Helper()
+	return startDuet(t, append([]string{"--engine", "echo", "--model", "echo"}, args...)...)
+}
+
+// startDuet runs duet with exactly args (and a free --listen address).
+func startDuet(t testing.TB, args ...string) *gateway {
 	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(duetBin, append([]string{"--listen", addr}, args...)...)
@@ -552,5 +559,39 @@ func TestClientDisconnectCancels(t *testing.T) {
 			})
 			t.Logf("cancelled in the engine %v after the client left", time.Since(gone))
 		})
+	}
+}
+
+// TestDefaultModel runs duet as the README says, with no flags: the MLX engine serving the embedded model.
+func TestDefaultModel(t *testing.T) {
+	g := startDuet(t)
+	c := g.client()
+	ctx := context.Background()
+	page, err := c.Models.List(ctx)
+	if err != nil || len(page.Data) != 1 || page.Data[0].ID != "embedded" {
+		t.Fatalf("models: %v %+v", err, page)
+	}
+	p := chatParams("embedded", "Tell me about the sea.")
+	p.MaxTokens = openai.Int(40)
+	resp, err := c.Chat.Completions.New(ctx, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := resp.Choices[0].Message.Content
+	if text == "" || !utf8.ValidString(text) || resp.Usage.CompletionTokens == 0 {
+		t.Fatalf("reply %q, usage %+v", text, resp.Usage)
+	}
+	t.Logf("the embedded model says: %q (%s)", text, resp.Choices[0].FinishReason)
+
+	// Streaming gives the same text for the same greedy request.
+	stream := c.Chat.Completions.NewStreaming(ctx, p)
+	var b strings.Builder
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			b.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if err := stream.Err(); err != nil || b.String() != text {
+		t.Errorf("streamed %q (err %v), want %q", b.String(), err, text)
 	}
 }

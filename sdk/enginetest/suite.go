@@ -324,7 +324,7 @@ func (s *suite) cancel(t *testing.T) {
 	var once sync.Once
 	var cancelledAt time.Time
 	var final *engine.Final
-	err := s.e.Generate(ctx, s.chat(engine.Sampling{MaxTokens: 1 << 20, IgnoreEOS: true}), func(ev engine.Event) error {
+	err := s.e.Generate(ctx, s.chat(engine.Sampling{MaxTokens: s.long(), IgnoreEOS: true}), func(ev engine.Event) error {
 		if ev.Token != nil {
 			once.Do(func() { cancelledAt = time.Now(); cancel() })
 		}
@@ -350,7 +350,7 @@ func (s *suite) consumerGone(t *testing.T) {
 	n := 0
 	done := make(chan error, 1)
 	go func() {
-		done <- s.e.Generate(s.ctx(t), s.chat(engine.Sampling{MaxTokens: 1 << 20, IgnoreEOS: true}), func(ev engine.Event) error {
+		done <- s.e.Generate(s.ctx(t), s.chat(engine.Sampling{MaxTokens: s.long(), IgnoreEOS: true}), func(ev engine.Event) error {
 			if ev.Token != nil {
 				n++
 				return gone
@@ -439,6 +439,14 @@ func (s *suite) unload(t *testing.T) {
 	if err := s.e.Unload(s.ctx(t), s.desc.InstanceID); engine.CodeOf(err) != engine.CodeNotFound {
 		t.Errorf("second Unload: %v, want not found", err)
 	}
+}
+
+// long is a max_tokens that keeps a generation going far longer than a check waits, within the context.
+func (s *suite) long() int {
+	if s.desc.ContextLength > 0 {
+		return s.desc.ContextLength / 2
+	}
+	return 1 << 20
 }
 
 func sameTokens(a, b []engine.Token) bool {

@@ -9,13 +9,15 @@ import (
 
 	echo "github.com/duet-ai/duet/examples/echo-engine"
 	roundrobin "github.com/duet-ai/duet/examples/roundrobin-router"
+	mlxengine "github.com/duet-ai/duet/plugins/mlx-engine"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
 // Engines are the built-in engine plugins by name.
 var Engines = map[string]func() engine.Engine{
-	"echo": func() engine.Engine { return echo.New() },
+	"mlx-engine": func() engine.Engine { return mlxengine.New(engine.Logger()) },
+	"echo":       func() engine.Engine { return echo.New() },
 }
 
 // Routers are the built-in router plugins by name.

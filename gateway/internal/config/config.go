@@ -31,8 +31,8 @@ type Config struct {
 
 // Defaults used when neither flag nor environment says otherwise.
 const (
-	DefaultEngine = "echo"
-	DefaultModel  = "echo"
+	DefaultEngine = "mlx-engine"
+	DefaultModel  = "embedded"
 	DefaultRouter = "roundrobin"
 )
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -204,6 +205,9 @@ func (s *Server) runError(ctx context.Context, watch *disconnectWatcher, err err
 
 func fingerprint(d engine.Description) string {
 	fp := d.Fingerprint
+	if i := strings.LastIndexByte(fp, ':'); i >= 0 {
+		fp = fp[i+1:] // drop a scheme prefix such as "fp1:"
+	}
 	if len(fp) > 12 {
 		fp = fp[:12]
 	}
