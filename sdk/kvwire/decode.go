@@ -203,6 +203,10 @@ func DecodeRequest(body []byte) (Request, error) {
 			if err = d.once(7, keyAuthMAC); err == nil {
 				auth.MAC, err = d.bin(keyAuthMAC)
 			}
+		case keyFingerprint:
+			if err = d.once(8, keyFingerprint); err == nil {
+				req.Fingerprint, err = d.str(keyFingerprint)
+			}
 		default:
 			err = d.skip(k)
 		}
@@ -291,6 +295,10 @@ func DecodeHeader(body []byte) (Header, error) {
 				} else if h.Checksum = parseChecksum(string(s)); h.Checksum == ChecksumNone {
 					err = protocolErrorf("header acknowledges unknown checksum %q", clip(s))
 				}
+			}
+		case keyFingerprint:
+			if err = d.once(6, keyFingerprint); err == nil {
+				h.Fingerprint, err = d.str(keyFingerprint)
 			}
 		default:
 			err = d.skip(k)

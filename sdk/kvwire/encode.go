@@ -36,11 +36,12 @@ const (
 	keyMessage     = "message"
 
 	// Extensions (see doc.go).
-	keyChecksum  = "duet_checksum"   // request: checksum asked for; header: checksum granted
-	keyAuthTS    = "duet_auth_ts"    // request: Unix milliseconds
-	keyAuthNonce = "duet_auth_nonce" // request: bin
-	keyAuthMAC   = "duet_auth_mac"   // request: bin, HMAC-SHA256
-	keyCRC32C    = "duet_crc32c"     // kv_chunk, arrays_state: uint32
+	keyChecksum    = "duet_checksum"    // request: checksum asked for; header: checksum granted
+	keyAuthTS      = "duet_auth_ts"     // request: Unix milliseconds
+	keyAuthNonce   = "duet_auth_nonce"  // request: bin
+	keyAuthMAC     = "duet_auth_mac"    // request: bin, HMAC-SHA256
+	keyCRC32C      = "duet_crc32c"      // kv_chunk, arrays_state: uint32
+	keyFingerprint = "duet_fingerprint" // request, header: the model's fingerprint
 )
 
 // maxFrameLimit is the largest body a 4-byte length prefix can describe.
@@ -66,6 +67,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 	if err := checkLen("token_ids", len(r.TokenIDs)); err != nil {
 		return b, err
 	}
+	if err := checkLen(keyFingerprint, len(r.Fingerprint)); err != nil {
+		return b, err
+	}
 	if r.StartPos < 0 {
 		return b, fmt.Errorf("kvwire: start_pos %d is negative", r.StartPos)
 	}
@@ -75,6 +79,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 	}
 	if r.Auth != nil {
 		n += 3
+	}
+	if r.Fingerprint != "" {
+		n++
 	}
 	b = mpack.AppendMapHeader(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, keyRequestID), r.RequestID)
@@ -91,6 +98,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 		b = mpack.AppendInt(mpack.AppendStr(b, keyAuthTS), a.Timestamp)
 		b = mpack.AppendBin(mpack.AppendStr(b, keyAuthNonce), a.Nonce)
 		b = mpack.AppendBin(mpack.AppendStr(b, keyAuthMAC), a.MAC)
+	}
+	if r.Fingerprint != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, keyFingerprint), r.Fingerprint)
 	}
 	return b, nil
 }
@@ -113,6 +123,9 @@ func AppendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.Checksum != ChecksumNone {
 		n++
 	}
+	if h.Fingerprint != "" {
+		n++
+	}
 	b = mpack.AppendMapHeader(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, keyRequestID), h.RequestID)
 	b = mpack.AppendStr(mpack.AppendStr(b, keyModelID), h.ModelID)
@@ -121,6 +134,9 @@ func AppendHeader(b []byte, h *Header) ([]byte, error) {
 	b = mpack.AppendInt(mpack.AppendStr(b, keyStartPos), int64(h.StartPos))
 	if h.Checksum != ChecksumNone {
 		b = mpack.AppendStr(mpack.AppendStr(b, keyChecksum), h.Checksum.String())
+	}
+	if h.Fingerprint != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, keyFingerprint), h.Fingerprint)
 	}
 	return b, nil
 }

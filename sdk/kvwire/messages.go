@@ -57,6 +57,10 @@ type Request struct {
 	// Auth is the client's proof of the cluster secret (extension). Fetch fills it when FetchOptions.Secret is
 	// set; a server fills it from the wire and verifies it before dispatching the job.
 	Auth *Auth
+	// Fingerprint identifies the client's model (architecture and weights) beyond its id (extension): a duet
+	// server whose model has another fingerprint refuses the request, since KV from another model would be
+	// garbage. Empty: not sent.
+	Fingerprint string
 }
 
 // Auth is an HMAC-SHA256 proof that the sender of a request knows the cluster secret, bound to the request's
@@ -79,6 +83,9 @@ type Header struct {
 	// Checksum acknowledges the checksum the request asked for (extension): when it is set, every kv_chunk
 	// and arrays_state carries one and the client verifies it.
 	Checksum Checksum
+	// Fingerprint is the server's model fingerprint (extension), for the client to check. Empty: not sent
+	// (plain exo servers never send it).
+	Fingerprint string
 }
 
 // Message is one of *KVChunk, *ArraysState, *Done and *Error.
