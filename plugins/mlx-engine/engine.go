@@ -21,6 +21,7 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/sampling"
 	"github.com/duet-ai/duet/plugins/mlx-engine/tokenizer"
 	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/kvwire"
 )
 
 // EmbeddedModel is the model name that selects the generated default model.
@@ -55,6 +56,8 @@ type instance struct {
 	runner   *runner.Runner
 	eos      []int32
 	cleanup  func() // removes a generated model directory
+	pd       pdOptions
+	kv       *kvwire.Server // nil unless the instance serves prefill
 }
 
 // options are the Load options the engine understands.
@@ -66,10 +69,16 @@ type options struct {
 	maxQueue         int
 	prefillChunk     int
 	prefixCacheBytes int64
+	pd               pdOptions
 }
 
 func parseOptions(in map[string]string) (options, error) {
 	o := options{backend: "auto", prefixCacheBytes: 1 << 30}
+	pd, in, err := parsePD(in)
+	if err != nil {
+		return o, err
+	}
+	o.pd = pd
 	for k, v := range in {
 		var err error
 		switch k {
@@ -90,7 +99,7 @@ func parseOptions(in map[string]string) (options, error) {
 			mb, err = strconv.Atoi(v)
 			o.prefixCacheBytes = int64(mb) << 20
 		default:
-			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb)", k)
+			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
 		}
 		if err != nil {
 			return o, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
@@ -160,6 +169,13 @@ func (e *Engine) Load(ctx context.Context, req engine.LoadRequest) (engine.Descr
 	}
 	in.cleanup = cleanup
 	in.desc.InstanceID, in.desc.ModelID = id, modelID
+	in.pd = opts.pd
+	if opts.pd.listen != "" {
+		if err := in.startKVServer(opts.pd); err != nil {
+			in.close()
+			return engine.Description{}, err
+		}
+	}
 
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -226,12 +242,14 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		},
 		Capabilities: engine.Capabilities{
 			Chat: tmpl != nil, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
+			RemotePrefill: true,
 		},
 	}
 	return in, nil
 }
 
 func (in *instance) close() {
+	in.stopKVServer()
 	in.runner.Close()
 	in.bmodel.Close()
 	in.model.Close()
@@ -358,6 +376,7 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		Stop:       s.Stop,
 		StopTokens: stopTokens,
 		Arrived:    arrived,
+		Remote:     in.remote(req.PrefillEndpoints),
 	}, emit)
 }
 

@@ -78,6 +78,8 @@ type Request struct {
 	// StopTokens end the generation without being emitted (EOS, unless the request ignores it).
 	StopTokens []int32
 	Arrived    time.Time
+	// Remote, when set, lets another engine prefill the prompt over the KV wire.
+	Remote *Remote
 }
 
 // Runner is the compute loop of one model instance.
@@ -90,6 +92,8 @@ type Runner struct {
 	prefix *prefixcache.Cache[backend.Cache]
 
 	submit  chan *seq
+	exports chan *seq     // KV wire prefill jobs, buffered: Dispatch must not block
+	wake    chan struct{} // a fetch finished
 	stop    chan struct{}
 	stopped chan struct{}
 	once    sync.Once
@@ -113,6 +117,8 @@ func New(cfg Config) *Runner {
 		vocab: cfg.Model.VocabSize(), maxCtx: cfg.Model.MaxContext(),
 		prefix:  prefixcache.New[backend.Cache](cfg.PrefixCacheBytes),
 		submit:  make(chan *seq),
+		exports: make(chan *seq, cfg.MaxQueue),
+		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
 	}
@@ -166,6 +172,15 @@ type seq struct {
 	logits  []float32
 
 	admitted, prefillDone, firstToken time.Time
+
+	// Remote prefill (decode side): fetching while a goroutine pulls KV from a peer; the outcome arrives on
+	// fetched, and remote describes it for the final event.
+	fetching bool
+	fetched  chan fetchResult
+	remote   *engine.RemotePrefill
+
+	// KV export (prefill side): set for a KV wire job, which prefills and streams its KV but samples nothing.
+	export *export
 }
 
 // Generate runs req and calls emit for each event from the calling goroutine; see engine.Engine.Generate for
@@ -237,11 +252,18 @@ func (r *Runner) validate(req *Request) error {
 
 func (r *Runner) loop() {
 	defer close(r.stopped)
+	// idle wakes a loop that waits with work outstanding (fetches, a full batch) to look at cancellations.
+	idle := time.NewTicker(50 * time.Millisecond)
+	defer idle.Stop()
 	for {
-		if len(r.active) == 0 && len(r.waiting) == 0 {
+		if !r.computable() {
 			select {
 			case s := <-r.submit:
 				r.enqueue(s)
+			case s := <-r.exports:
+				r.enqueue(s)
+			case <-r.wake:
+			case <-idle.C:
 			case <-r.stop:
 				r.shutdown()
 				return
@@ -251,6 +273,8 @@ func (r *Runner) loop() {
 			select {
 			case s := <-r.submit:
 				r.enqueue(s)
+			case s := <-r.exports:
+				r.enqueue(s)
 			case <-r.stop:
 				r.shutdown()
 				return
@@ -259,11 +283,54 @@ func (r *Runner) loop() {
 			}
 		}
 		r.reap()
+		r.collectFetches()
 		r.admit()
-		if len(r.active) > 0 {
+		if r.computable() {
 			r.step()
 		}
 		r.publish()
+	}
+}
+
+// computable reports whether a step has work: a sequence that is not waiting for a fetch, or one that can be
+// admitted.
+func (r *Runner) computable() bool {
+	for _, s := range r.active {
+		if !s.fetching {
+			return true
+		}
+	}
+	return len(r.waiting) > 0 && len(r.active) < r.cfg.MaxBatch
+}
+
+func (r *Runner) wakeLoop() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// collectFetches moves sequences whose remote prefill ended back into the batch: on success with every
+// position but the last, on failure from their cached prefix (or out, if remote prefill was required).
+func (r *Runner) collectFetches() {
+	for _, s := range slices.Clone(r.active) {
+		if !s.fetching {
+			continue
+		}
+		select {
+		case res := <-s.fetched:
+			s.fetching = false
+			s.remote = res.info
+			switch {
+			case res.err == nil:
+				s.prefilled = len(s.req.Prompt) - 1
+			case s.req.Remote.Required && s.ctx.Err() == nil:
+				r.finish(s, engine.FinishError, engine.Errorf(engine.CodeUnavailable, "remote prefill failed: %v", res.err))
+			case s.ctx.Err() == nil:
+				r.cfg.Logger.Warn("remote prefill failed; prefilling locally", "request", s.req.ID, "error", res.err)
+			}
+		default:
+		}
 	}
 }
 
@@ -286,14 +353,14 @@ func (r *Runner) publish() {
 func (r *Runner) reap() {
 	r.waiting = slices.DeleteFunc(r.waiting, func(s *seq) bool {
 		if s.ctx.Err() != nil {
-			r.finish(s, engine.FinishCancelled, nil)
+			r.endAny(s, engine.FinishCancelled)
 			return true
 		}
 		return false
 	})
 	for _, s := range slices.Clone(r.active) {
-		if s.ctx.Err() != nil {
-			r.finish(s, engine.FinishCancelled, nil)
+		if s.ctx.Err() != nil && !s.fetching { // a fetching sequence ends once its fetch has let go of the cache
+			r.endAny(s, engine.FinishCancelled)
 		}
 	}
 }
@@ -305,11 +372,25 @@ func (r *Runner) admit() {
 		s := r.waiting[0]
 		r.waiting = r.waiting[1:]
 		s.admitted = time.Now()
+		if s.export != nil {
+			if err := r.prepareExport(s); err != nil {
+				r.failExport(s, err)
+				continue
+			}
+			r.active = append(r.active, s)
+			r.exportProgress(s) // positions from the prefix cache go out now; a full hit ends the job here
+			continue
+		}
 		if err := r.prepare(s); err != nil {
 			r.finish(s, engine.FinishError, err)
 			continue
 		}
 		r.active = append(r.active, s)
+		if rm := s.req.Remote; rm != nil && len(rm.Endpoints) > 0 && len(s.req.Prompt)-1-s.cached >= max(rm.Threshold, 1) {
+			s.fetching = true
+			s.fetched = make(chan fetchResult, 1)
+			go r.fetch(s, rm)
+		}
 	}
 }
 
@@ -348,7 +429,7 @@ func (r *Runner) step() {
 	var prefill *seq
 	var chunk int
 	for _, s := range r.active {
-		if s.decoding {
+		if s.decoding && !s.fetching {
 			r.batch = append(r.batch, backend.Seq{Cache: s.cache, Tokens: []int32{s.last}, Logits: s.logits})
 			decoding = append(decoding, s)
 		}
@@ -360,7 +441,7 @@ func (r *Runner) step() {
 		}
 		chunk = min(size, len(p.req.Prompt)-p.prefilled)
 		bs := backend.Seq{Cache: p.cache, Tokens: p.req.Prompt[p.prefilled : p.prefilled+chunk]}
-		if p.prefilled+chunk == len(p.req.Prompt) {
+		if p.prefilled+chunk == len(p.req.Prompt) && p.export == nil {
 			bs.Logits = p.logits
 		}
 		r.batch = append(r.batch, bs)
@@ -375,14 +456,21 @@ func (r *Runner) step() {
 			r.finish(s, engine.FinishError, err)
 		}
 		if prefill != nil {
-			r.finish(prefill, engine.FinishError, err)
+			if prefill.export != nil {
+				r.failExport(prefill, err)
+			} else {
+				r.finish(prefill, engine.FinishError, err)
+			}
 		}
 		return
 	}
 	for _, s := range decoding {
 		r.sample(s)
 	}
-	if p := prefill; p != nil {
+	if p := prefill; p != nil && p.export != nil {
+		p.prefilled += chunk
+		r.exportProgress(p)
+	} else if p != nil {
 		p.prefilled += chunk
 		p.q.push(engine.Event{Progress: &engine.Progress{Done: p.prefilled, Total: len(p.req.Prompt)}})
 		if p.prefilled == len(p.req.Prompt) {
@@ -398,7 +486,7 @@ func (r *Runner) nextPrefill() *seq {
 	n := len(r.active)
 	for i := range n {
 		s := r.active[(r.rr+i)%n]
-		if !s.decoding {
+		if !s.decoding && !s.fetching {
 			r.rr = (r.rr + i + 1) % n
 			return s
 		}
@@ -445,6 +533,15 @@ func (r *Runner) logprob(c sampling.Choice) *engine.Logprob {
 	return lp
 }
 
+// endAny ends a sequence of either kind.
+func (r *Runner) endAny(s *seq, reason engine.FinishReason) {
+	if s.export != nil {
+		r.failExport(s, errShuttingDown)
+		return
+	}
+	r.finish(s, reason, nil)
+}
+
 // finish ends a sequence: its final event, and its cache to the prefix cache (or freed, after an error).
 func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 	r.active = slices.DeleteFunc(r.active, func(x *seq) bool { return x == s })
@@ -461,6 +558,12 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 		f.Timings.Prefill = s.prefillDone.Sub(s.admitted)
 		if s.cached == len(s.req.Prompt)-1 {
 			f.Timings.PrefillSource = engine.PrefillCache
+		}
+	}
+	if s.remote != nil {
+		f.Timings.Remote = s.remote
+		if s.remote.FallbackReason == "" {
+			f.Timings.PrefillSource = engine.PrefillRemote
 		}
 	}
 	if !s.firstToken.IsZero() {
@@ -498,10 +601,24 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 
 func (r *Runner) shutdown() {
 	for _, s := range slices.Clone(r.active) {
-		r.finish(s, engine.FinishCancelled, nil)
+		if s.fetching {
+			s.cancel()
+			<-s.fetched // the fetch lets go of the cache
+			s.fetching = false
+		}
+		r.endAny(s, engine.FinishCancelled)
 	}
 	for _, s := range r.waiting {
-		r.finish(s, engine.FinishCancelled, nil)
+		r.endAny(s, engine.FinishCancelled)
+	}
+	for {
+		select {
+		case s := <-r.exports:
+			r.endAny(s, engine.FinishCancelled)
+			continue
+		default:
+		}
+		break
 	}
 	r.waiting = nil
 	r.prefix.Clear()

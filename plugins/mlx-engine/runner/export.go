@@ -1,0 +1,178 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/duet-ai/duet/sdk/kvwire"
+)
+
+// export is the state of a KV wire prefill job: the loop prefills its tokens like any prompt, and after each
+// prefill step streams the new positions of every layer to the client, so the transfer overlaps the compute.
+type export struct {
+	job      *kvwire.Job
+	w        *kvwire.Writer
+	startPos int // positions the client already holds
+	sent     int // positions streamed so far (absolute)
+	dtype    kvwire.DType
+}
+
+var errShuttingDown = errors.New("the engine is shutting down")
+
+// SubmitExport hands a KV wire job to the loop. It never blocks (it runs on a connection goroutine); false
+// means the queue is full and the caller should answer busy. The job's request must already be checked
+// against this model (id, fingerprint); the loop checks the tokens.
+func (r *Runner) SubmitExport(job *kvwire.Job) bool {
+	ctx := job.Context()
+	s := &seq{
+		req:    Request{ID: job.Request.RequestID, Prompt: job.Request.TokenIDs, Arrived: time.Now()},
+		ctx:    ctx,
+		cancel: func() {},
+		export: &export{job: job, startPos: job.Request.StartPos},
+	}
+	select {
+	case r.exports <- s:
+		return true
+	default:
+		return false
+	}
+}
+
+// prepareExport accepts the job, checks it, and starts its cache from the longest cached prefix: every
+// position is needed, so a full hit means nothing to compute.
+func (r *Runner) prepareExport(s *seq) error {
+	e := s.export
+	w, err := e.job.Accept()
+	if err != nil {
+		return err // the server already answered (the job waited too long)
+	}
+	e.w = w
+	tokens := s.req.Prompt
+	n := len(tokens)
+	switch {
+	case n == 0:
+		return badRequest("token_ids is empty")
+	case n >= r.maxCtx:
+		return badRequest(fmt.Sprintf("%d tokens exceed the model's context of %d", n, r.maxCtx))
+	case e.startPos > n:
+		return badRequest(fmt.Sprintf("start_pos %d is past the %d tokens", e.startPos, n))
+	}
+	for i, t := range tokens {
+		if int(t) >= r.vocab {
+			return badRequest(fmt.Sprintf("token %d (%d) is not in the vocabulary of %d tokens", i, t, r.vocab))
+		}
+	}
+	layout := r.model.KVLayout()
+	if e.dtype, err = kvwire.ParseDType(string(layout.DType)); err != nil {
+		return err
+	}
+	if h, hit := r.prefix.Lookup(tokens, n); h != nil {
+		c, err := h.Value().Clone(hit)
+		h.Release()
+		if err == nil {
+			s.cache, s.cached, s.prefilled = c, hit, hit
+		}
+	}
+	if s.cache == nil {
+		if s.cache, err = r.model.NewCache(); err != nil {
+			return fmt.Errorf("allocate a KV cache: %w", err)
+		}
+	}
+	e.sent = e.startPos
+	if err := w.Header(kvwire.Header{
+		RequestID: e.job.Request.RequestID, ModelID: e.job.Request.ModelID, NumLayers: layout.NumLayers,
+		DType: e.dtype, StartPos: e.startPos, Fingerprint: e.job.Request.Fingerprint,
+	}); err != nil {
+		return err
+	}
+	return nil
+}
+
+type badRequest string
+
+func (b badRequest) Error() string { return string(b) }
+
+// exportChunkTokens bounds one kv_chunk, so that positions from the prefix cache go out in pieces too.
+const exportChunkTokens = 512
+
+var exportBufs sync.Pool // *[]byte
+
+func getBuf(n int) []byte {
+	if p, ok := exportBufs.Get().(*[]byte); ok && cap(*p) >= n {
+		return (*p)[:n]
+	}
+	return make([]byte, n)
+}
+
+func putBuf(b []byte) { exportBufs.Put(&b) }
+
+// exportProgress streams the positions computed since the last call, for every layer, and finishes the job
+// when the whole prompt is out.
+func (r *Runner) exportProgress(s *seq) {
+	e := s.export
+	layout := r.model.KVLayout()
+	tb := layout.TokenBytes()
+	for e.sent < s.prefilled {
+		n := min(exportChunkTokens, s.prefilled-e.sent)
+		for l := range layout.NumLayers {
+			keys, values := getBuf(n*tb), getBuf(n*tb)
+			if err := s.cache.ExportKV(l, e.sent, e.sent+n, keys, values); err != nil {
+				putBuf(keys)
+				putBuf(values)
+				r.failExport(s, err)
+				return
+			}
+			err := e.w.Chunk(kvwire.KVChunk{
+				LayerIdx: l, NumTokens: n, NHeads: layout.NumKVHeads, HeadDim: layout.HeadDim, DType: e.dtype,
+				Keys: keys, Values: values,
+			}, func(c kvwire.KVChunk) { putBuf(c.Keys); putBuf(c.Values) })
+			if err != nil {
+				r.failExport(s, err) // the client left, or the writer failed
+				return
+			}
+		}
+		e.sent += n
+	}
+	if s.prefilled == len(s.req.Prompt) {
+		if err := e.w.Done(len(s.req.Prompt)); err != nil {
+			r.failExport(s, err)
+			return
+		}
+		r.endExport(s)
+	}
+}
+
+// failExport ends a job with an error for the client (when it can still hear one).
+func (r *Runner) failExport(s *seq, err error) {
+	e := s.export
+	code := kvwire.CodeInternal
+	var bad badRequest
+	switch {
+	case errors.As(err, &bad):
+		code = kvwire.CodeBadRequest
+	case errors.Is(err, errShuttingDown):
+		code = kvwire.CodeBusy
+	}
+	switch {
+	case e.w != nil:
+		if !errors.Is(err, kvwire.ErrJobAborted) && !errors.Is(err, context.Canceled) {
+			_ = e.w.Error(code, err.Error())
+		}
+	case !errors.Is(err, kvwire.ErrJobExpired):
+		_ = e.job.Reject(code, err.Error())
+	}
+	r.endExport(s)
+}
+
+// endExport takes a job out of the batch and gives its cache to the prefix cache.
+func (r *Runner) endExport(s *seq) {
+	r.active = slices.DeleteFunc(r.active, func(x *seq) bool { return x == s })
+	if s.cache != nil {
+		r.prefix.Insert(slices.Clone(s.req.Prompt[:s.cache.Len()]), s.cache)
+		s.cache = nil
+	}
+}

@@ -1,0 +1,189 @@
+package runner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/kvwire"
+)
+
+// Remote asks for a request's prompt to be prefilled by another engine over the KV wire.
+type Remote struct {
+	// Endpoints are tried in order; on any failure the next one, then local prefill (unless Required).
+	Endpoints []engine.PrefillEndpoint
+	// Threshold is the least number of uncached prompt tokens worth a remote prefill.
+	Threshold int
+	// Required fails the request instead of prefilling locally when every endpoint failed.
+	Required bool
+	// ModelID and Fingerprint identify this instance's model; KV from a peer that reports another is refused.
+	ModelID, Fingerprint string
+	// Secret authenticates to peers that require it; Checksum asks for per-chunk CRC-32C.
+	Secret   []byte
+	Checksum bool
+	// Timeout bounds each attempt; FrameTimeout bounds the wait for each frame (a stalled peer).
+	Timeout, FrameTimeout time.Duration
+}
+
+// fetchResult is what a fetch goroutine reports to the loop.
+type fetchResult struct {
+	info *engine.RemotePrefill
+	err  error
+}
+
+// fetch runs on its own goroutine while the sequence sits out of the batch: it fetches the KV of the prompt
+// without its last token, positions [s.cached, n), into s.cache, trying each endpoint in turn. The loop does not
+// touch s.cache meanwhile, so the cache is this goroutine's alone.
+func (r *Runner) fetch(s *seq, rm *Remote) {
+	n := len(s.req.Prompt) - 1
+	info := &engine.RemotePrefill{Tokens: n - s.cached}
+	var errs []error
+	for _, ep := range rm.Endpoints {
+		if s.ctx.Err() != nil {
+			break
+		}
+		info.Attempts++
+		info.Endpoint, info.InstanceID = ep.Address, ep.InstanceID
+		start := time.Now()
+		in := &ingest{r: r, s: s, rm: rm, n: n, start: start}
+		ctx, cancel := context.WithTimeout(s.ctx, rm.Timeout)
+		res, err := kvwire.Fetch(ctx, ep.Address, &kvwire.Request{
+			RequestID: s.req.ID, ModelID: rm.ModelID, TokenIDs: s.req.Prompt[:n], StartPos: s.cached,
+			Fingerprint: rm.Fingerprint,
+		}, &kvwire.FetchOptions{Secret: rm.Secret, Checksum: rm.Checksum, FrameTimeout: rm.FrameTimeout, Timeout: rm.Timeout},
+			kvwire.Handler{OnHeader: in.header, OnChunk: in.chunk})
+		cancel()
+		if err == nil {
+			err = in.complete()
+		}
+		info.Bytes += res.TensorBytes
+		info.Transfer, info.Ingest, info.Wait = time.Since(start), in.ingest, in.wait
+		if err == nil {
+			info.FallbackReason = ""
+			s.fetched <- fetchResult{info: info}
+			r.wakeLoop()
+			return
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", ep.Address, err))
+		s.cache.Truncate(s.cached) // drop what this attempt imported
+	}
+	if s.ctx.Err() != nil {
+		errs = append(errs, s.ctx.Err())
+	}
+	err := errors.Join(errs...)
+	if err == nil {
+		err = errors.New("no prefill endpoint")
+	}
+	info.FallbackReason = err.Error()
+	s.fetched <- fetchResult{info: info, err: err}
+	r.wakeLoop()
+}
+
+// ingest checks a peer's KV before trusting it and writes it into the cache as it arrives.
+type ingest struct {
+	r        *Runner
+	s        *seq
+	rm       *Remote
+	n        int // positions wanted: [s.cached, n)
+	start    time.Time
+	dtype    kvwire.DType // the peer's
+	ours     kvwire.DType // the cache's
+	layerPos []int
+	scratchK []byte
+	scratchV []byte
+	ingest   time.Duration
+	wait     time.Duration
+}
+
+func (in *ingest) header(h *kvwire.Header) error {
+	l := in.r.model.KVLayout()
+	switch {
+	case h.Fingerprint != "" && in.rm.Fingerprint != "" && h.Fingerprint != in.rm.Fingerprint:
+		return fmt.Errorf("peer serves another model: fingerprint %s, ours %s", h.Fingerprint, in.rm.Fingerprint)
+	case h.Fingerprint == "" && h.ModelID != "" && h.ModelID != in.rm.ModelID &&
+		!strings.HasSuffix(h.ModelID, "/"+in.rm.ModelID) && !strings.HasSuffix(in.rm.ModelID, "/"+h.ModelID):
+		return fmt.Errorf("peer serves model %q, we asked for %q", h.ModelID, in.rm.ModelID)
+	case h.NumLayers != l.NumLayers:
+		return fmt.Errorf("peer's model has %d layers, ours %d", h.NumLayers, l.NumLayers)
+	case h.StartPos != in.s.cached:
+		return fmt.Errorf("peer starts at position %d, we asked for %d", h.StartPos, in.s.cached)
+	}
+	ours, err := kvwire.ParseDType(string(l.DType))
+	if err != nil {
+		return err
+	}
+	in.dtype, in.ours = h.DType, ours
+	in.layerPos = make([]int, l.NumLayers)
+	for i := range in.layerPos {
+		in.layerPos[i] = in.s.cached
+	}
+	return nil
+}
+
+func (in *ingest) chunk(c *kvwire.KVChunk) error {
+	if in.wait == 0 {
+		in.wait = time.Since(in.start)
+	}
+	l := in.r.model.KVLayout()
+	switch {
+	case c.LayerIdx < 0 || c.LayerIdx >= l.NumLayers:
+		return fmt.Errorf("chunk for layer %d of %d", c.LayerIdx, l.NumLayers)
+	case c.NHeads != l.NumKVHeads || c.HeadDim != l.HeadDim:
+		return fmt.Errorf("chunk of %d heads × %d, our model has %d × %d", c.NHeads, c.HeadDim, l.NumKVHeads, l.HeadDim)
+	case c.DType != in.dtype:
+		return fmt.Errorf("chunk dtype %s differs from the header's %s", c.DType, in.dtype)
+	case in.layerPos[c.LayerIdx]+c.NumTokens > in.n:
+		return fmt.Errorf("chunk for layer %d runs to position %d, past the %d asked for", c.LayerIdx, in.layerPos[c.LayerIdx]+c.NumTokens, in.n)
+	}
+	want := c.NumTokens * c.NHeads * c.HeadDim * c.DType.Size()
+	if len(c.Keys) != want || len(c.Values) != want {
+		return fmt.Errorf("chunk holds %d and %d bytes, want %d each", len(c.Keys), len(c.Values), want)
+	}
+	keys, values := c.Keys, c.Values
+	if c.DType != in.ours {
+		// The peer's cache has another dtype: convert (widening is exact, narrowing rounds to nearest even).
+		size := kvwire.ConvertedLen(len(keys), c.DType, in.ours)
+		in.scratchK, in.scratchV = grow(in.scratchK, size), grow(in.scratchV, size)
+		if err := kvwire.Convert(in.scratchK, in.ours, keys, c.DType); err != nil {
+			return err
+		}
+		if err := kvwire.Convert(in.scratchV, in.ours, values, c.DType); err != nil {
+			return err
+		}
+		keys, values = in.scratchK, in.scratchV
+	}
+	t0 := time.Now()
+	err := in.s.cache.ImportKV(c.LayerIdx, in.layerPos[c.LayerIdx], keys, values)
+	in.ingest += time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("import into the cache: %w", err)
+	}
+	in.layerPos[c.LayerIdx] += c.NumTokens
+	return nil
+}
+
+// complete checks that every layer received every position.
+func (in *ingest) complete() error {
+	if in.layerPos == nil {
+		return errors.New("the peer sent no header")
+	}
+	for l, p := range in.layerPos {
+		if p != in.n {
+			return fmt.Errorf("layer %d ends at position %d, want %d", l, p, in.n)
+		}
+	}
+	if got := in.s.cache.Len(); got != in.n {
+		return fmt.Errorf("the cache holds %d positions after the transfer, want %d", got, in.n)
+	}
+	return nil
+}
+
+func grow(b []byte, n int) []byte {
+	if cap(b) < n {
+		return make([]byte, n)
+	}
+	return b[:n]
+}
