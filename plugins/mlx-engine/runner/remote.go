@@ -99,6 +99,9 @@ type ingest struct {
 }
 
 func (in *ingest) header(h *kvwire.Header) error {
+	if h.NumLayers == 0 {
+		return nil // exo's shape of a failure: an error message follows, and Fetch returns it
+	}
 	l := in.r.model.KVLayout()
 	switch {
 	case h.Fingerprint != "" && in.rm.Fingerprint != "" && h.Fingerprint != in.rm.Fingerprint:
@@ -129,6 +132,8 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 	}
 	l := in.r.model.KVLayout()
 	switch {
+	case in.layerPos == nil:
+		return errors.New("a chunk came before a header with layers")
 	case c.LayerIdx < 0 || c.LayerIdx >= l.NumLayers:
 		return fmt.Errorf("chunk for layer %d of %d", c.LayerIdx, l.NumLayers)
 	case c.NHeads != l.NumKVHeads || c.HeadDim != l.HeadDim:

@@ -1,0 +1,582 @@
+package mlxengine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/cpu"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/enginetest"
+	"github.com/duet-ai/duet/sdk/kvwire"
+	"github.com/duet-ai/duet/sdk/kvwire/kvwiretest"
+)
+
+// The disaggregated-prefill tests run engines as real plugin subprocesses (this test binary re-executed, see
+// TestMain) talking KV wire over loopback, and check the one property that matters: for greedy decoding, a
+// request whose prompt was prefilled by another engine produces exactly the tokens of a local one.
+
+// pdModels are generated once per test binary.
+var (
+	pdModelsOnce sync.Once
+	pdModelsDir  string
+	pdModelsErr  error
+)
+
+func pdModel(t testing.TB, name string) string {
+	t.Helper()
+	pdModelsOnce.Do(func() {
+		pdModelsDir, pdModelsErr = os.MkdirTemp("", "duet-pd-models-")
+		if pdModelsErr != nil {
+			return
+		}
+		variants := map[string]modelgen.Options{}
+		base := modelgen.Tiny()
+		base.DType = dtype.BFloat16
+		variants["llama-bf16"] = base
+		q := modelgen.Tiny()
+		q.Family, q.DType = model.Qwen3, dtype.BFloat16
+		q.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+		variants["qwen3-q4"] = q
+		other := base
+		other.Seed = 99
+		variants["llama-other"] = other
+		for name, o := range variants {
+			if pdModelsErr = modelgen.Generate(filepath.Join(pdModelsDir, name), o); pdModelsErr != nil {
+				return
+			}
+		}
+	})
+	if pdModelsErr != nil {
+		t.Fatal(pdModelsErr)
+	}
+	return filepath.Join(pdModelsDir, name)
+}
+
+// proc is an engine plugin subprocess with one loaded instance.
+type proc struct {
+	e    engine.Engine
+	pid  int
+	desc engine.Description
+	kill func()
+}
+
+func startEngine(t testing.TB, modelDir string, opts map[string]string) *proc {
+	t.Helper()
+	cfg := engine.ClientConfig()
+	cfg.Cmd = enginetest.PluginCommand(t)
+	cfg.AutoMTLS = true
+	cfg.Logger = hclog.NewNullLogger()
+	e, pc, err := engine.Connect(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pc.Kill)
+	desc, err := e.Load(context.Background(), engine.LoadRequest{Model: modelDir, Options: opts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &proc{e: e, pid: pc.ReattachConfig().Pid, desc: desc, kill: pc.Kill}
+}
+
+func (p *proc) endpoint() engine.PrefillEndpoint {
+	return engine.PrefillEndpoint{InstanceID: p.desc.InstanceID, Address: p.desc.PrefillEndpoint}
+}
+
+// gen runs a greedy generation and returns its tokens and final event.
+func gen(t testing.TB, p *proc, prompt []int32, eps ...engine.PrefillEndpoint) ([]int32, *engine.Final) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var toks []int32
+	var fin *engine.Final
+	err := p.e.Generate(ctx, engine.GenerateRequest{InstanceID: p.desc.InstanceID, PromptTokens: prompt, PrefillEndpoints: eps,
+		Sampling: engine.Sampling{MaxTokens: 24, IgnoreEOS: true}}, func(ev engine.Event) error {
+		if ev.Token != nil {
+			toks = append(toks, ev.Token.ID)
+		}
+		if ev.Final != nil {
+			fin = ev.Final
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Generate: %v", err)
+	}
+	if fin.FinishReason == engine.FinishError {
+		t.Fatalf("generation failed: %s", fin.Error)
+	}
+	return toks, fin
+}
+
+func randomPrompt(seed uint64, n, vocab int) []int32 {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(3 + rng.IntN(vocab-3))
+	}
+	return out
+}
+
+func sameTokens(t testing.TB, what string, got, want []int32) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d tokens, want %d\n got %v\nwant %v", what, len(got), len(want), got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("%s: token %d is %d, want %d\n got %v\nwant %v", what, i, got[i], want[i], got, want)
+		}
+	}
+}
+
+func wantRemote(t testing.TB, f *engine.Final, endpoint string) {
+	t.Helper()
+	r := f.Timings.Remote
+	if f.Timings.PrefillSource != engine.PrefillRemote || r == nil || r.Bytes == 0 || r.FallbackReason != "" {
+		t.Fatalf("prefill source %q, remote %+v; want a remote prefill", f.Timings.PrefillSource, r)
+	}
+	if endpoint != "" && r.Endpoint != endpoint {
+		t.Errorf("prefilled by %s, want %s", r.Endpoint, endpoint)
+	}
+}
+
+func wantFallback(t testing.TB, f *engine.Final, reason string) {
+	t.Helper()
+	r := f.Timings.Remote
+	if f.Timings.PrefillSource != engine.PrefillLocal || r == nil || r.FallbackReason == "" {
+		t.Fatalf("prefill source %q, remote %+v; want a local fallback", f.Timings.PrefillSource, r)
+	}
+	if !strings.Contains(r.FallbackReason, reason) {
+		t.Errorf("fallback reason %q does not mention %q", r.FallbackReason, reason)
+	}
+}
+
+// decodeOpts are the options of a decode engine in these tests: remote prefill from 16 uncached tokens on.
+func decodeOpts(extra ...string) map[string]string {
+	o := map[string]string{"remote_prefill_threshold": "16", "kv_frame_timeout": "1s", "remote_prefill_timeout": "10s"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		o[extra[i]] = extra[i+1]
+	}
+	return o
+}
+
+func prefillOpts(extra ...string) map[string]string {
+	o := map[string]string{"kv_listen": "127.0.0.1:0"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		o[extra[i]] = extra[i+1]
+	}
+	return o
+}
+
+func TestPDExact(t *testing.T) {
+	for _, name := range []string{"llama-bf16", "qwen3-q4"} {
+		t.Run(name, func(t *testing.T) {
+			dir := pdModel(t, name)
+			ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
+			p := startEngine(t, dir, prefillOpts())
+			d := startEngine(t, dir, decodeOpts())
+			vocab := d.desc.VocabSize
+
+			t.Run("FreshPrompts", func(t *testing.T) {
+				for i, n := range []int{17, 100, 700} {
+					prompt := randomPrompt(uint64(i), n, vocab)
+					want, _ := gen(t, ref, prompt)
+					got, f := gen(t, d, prompt, p.endpoint())
+					sameTokens(t, fmt.Sprintf("%d-token prompt", n), got, want)
+					wantRemote(t, f, p.desc.PrefillEndpoint)
+					if f.Timings.Remote.Tokens != n-1 {
+						t.Errorf("%d tokens came over the wire, want %d", f.Timings.Remote.Tokens, n-1)
+					}
+				}
+			})
+
+			t.Run("DecodeSidePrefixHit", func(t *testing.T) {
+				a := randomPrompt(100, 400, vocab)
+				gen(t, d, a) // local: d's prefix cache now holds a
+				b := append(append([]int32{}, a[:250]...), randomPrompt(101, 300, vocab)...)
+				want, _ := gen(t, ref, b)
+				got, f := gen(t, d, b, p.endpoint())
+				sameTokens(t, "prompt sharing 250 tokens with a cached one", got, want)
+				wantRemote(t, f, "")
+				if f.Usage.CachedTokens != 250 || f.Timings.Remote.Tokens != len(b)-1-250 {
+					t.Errorf("cached %d, remote %d; want 250 cached (start_pos) and the rest remote", f.Usage.CachedTokens, f.Timings.Remote.Tokens)
+				}
+			})
+
+			t.Run("PrefillSidePrefixHit", func(t *testing.T) {
+				c := randomPrompt(200, 500, vocab)
+				gen(t, p, c) // p computes c locally: its prefix cache holds c
+				before := prefixHits(t, p)
+				want, _ := gen(t, ref, c)
+				got, f := gen(t, d, c, p.endpoint())
+				sameTokens(t, "prompt cached on the prefill side", got, want)
+				wantRemote(t, f, "")
+				if prefixHits(t, p) <= before {
+					t.Errorf("the prefill engine did not use its prefix cache")
+				}
+			})
+		})
+	}
+}
+
+func prefixHits(t testing.TB, p *proc) int64 {
+	t.Helper()
+	st, err := p.e.Stats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range st.Instances {
+		if in.InstanceID == p.desc.InstanceID {
+			return in.PrefixCache.Hits
+		}
+	}
+	return 0
+}
+
+// faultProxy forwards TCP connections to a target and injects faults into what the target sends back.
+type faultProxy struct {
+	addr   string
+	target string
+	// fault is consulted for every server-to-client chunk: it sees the bytes forwarded so far and the next
+	// chunk, and may modify it, stall, or close.
+	fault func(sent int64, b []byte) action
+}
+
+type action int
+
+const (
+	pass action = iota
+	stall
+	cut
+)
+
+func newFaultProxy(t testing.TB, target string, fault func(sent int64, b []byte) action) *faultProxy {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fp := &faultProxy{addr: l.Addr().String(), target: target, fault: fault}
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done); l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go fp.handle(c, done)
+		}
+	}()
+	return fp
+}
+
+func (fp *faultProxy) handle(c net.Conn, done chan struct{}) {
+	defer c.Close()
+	s, err := net.Dial("tcp", fp.target)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	go func() { _, _ = io.Copy(s, c) }()
+	buf := make([]byte, 32<<10)
+	var sent int64
+	for {
+		n, err := s.Read(buf)
+		if n > 0 {
+			switch fp.fault(sent, buf[:n]) {
+			case stall:
+				select {
+				case <-done:
+				case <-time.After(time.Minute):
+				}
+				return
+			case cut:
+				return
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				return
+			}
+			sent += int64(n)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// refKV computes, in this process with the pure-Go backend, the KV of tokens and the layout it has.
+func refKV(t testing.TB, dir string, tokens []int32) (backend.KVLayout, [][2][]byte) {
+	t.Helper()
+	m, err := model.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	bm, err := cpu.Backend{}.Load(m, backend.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bm.Close()
+	c, err := bm.NewCache()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Release()
+	if err := bm.Forward([]backend.Seq{{Cache: c, Tokens: tokens}}); err != nil {
+		t.Fatal(err)
+	}
+	l := bm.KVLayout()
+	out := make([][2][]byte, l.NumLayers)
+	for i := range out {
+		k, v := make([]byte, len(tokens)*l.TokenBytes()), make([]byte, len(tokens)*l.TokenBytes())
+		if err := c.ExportKV(i, 0, len(tokens), k, v); err != nil {
+			t.Fatal(err)
+		}
+		out[i] = [2][]byte{k, v}
+	}
+	return l, out
+}
+
+func wireDType(t testing.TB, d dtype.DType) kvwire.DType {
+	t.Helper()
+	w, err := kvwire.ParseDType(string(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestPDExoPeers checks both directions against exo-shaped peers (plain frames, no duet extensions).
+func TestPDExoPeers(t *testing.T) {
+	dir := pdModel(t, "llama-bf16")
+	ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
+	vocab := ref.desc.VocabSize
+	prompt := randomPrompt(300, 300, vocab)
+	layout, kv := refKV(t, dir, prompt[:len(prompt)-1])
+
+	t.Run("ExoServerToDuetDecoder", func(t *testing.T) {
+		// An exo prefill server sends each layer whole, after its prefill.
+		srv := kvwiretest.NewPlainServer(t, func(req kvwire.Request) kvwiretest.Response {
+			resp := kvwiretest.Response{Header: kvwire.Header{RequestID: req.RequestID, ModelID: req.ModelID,
+				NumLayers: layout.NumLayers, DType: wireDType(t, layout.DType), StartPos: req.StartPos}}
+			n := len(req.TokenIDs) - req.StartPos
+			tb := layout.TokenBytes()
+			for l := range layout.NumLayers {
+				resp.Messages = append(resp.Messages, &kvwire.KVChunk{LayerIdx: l, NumTokens: n, NHeads: layout.NumKVHeads,
+					HeadDim: layout.HeadDim, DType: wireDType(t, layout.DType),
+					Keys: kv[l][0][req.StartPos*tb:], Values: kv[l][1][req.StartPos*tb:]})
+			}
+			resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: len(req.TokenIDs)})
+			return resp
+		})
+		d := startEngine(t, dir, decodeOpts())
+		want, _ := gen(t, ref, prompt)
+		got, f := gen(t, d, prompt, engine.PrefillEndpoint{Address: srv.Addr})
+		sameTokens(t, "KV from an exo-shaped server", got, want)
+		wantRemote(t, f, srv.Addr)
+	})
+
+	t.Run("ExoClientFromDuetServer", func(t *testing.T) {
+		p := startEngine(t, dir, prefillOpts())
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		resp, err := kvwiretest.PlainFetch(ctx, p.desc.PrefillEndpoint, kvwire.Request{
+			RequestID: "exo-1", ModelID: p.desc.ModelID, TokenIDs: prompt[:len(prompt)-1], StartPos: 40})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := resp.Header
+		if h.NumLayers != layout.NumLayers || h.StartPos != 40 || h.DType != wireDType(t, layout.DType) {
+			t.Fatalf("header %+v", h)
+		}
+		tb := layout.TokenBytes()
+		next := make([]int, layout.NumLayers)
+		for i := range next {
+			next[i] = 40
+		}
+		for _, m := range resp.Messages {
+			switch m := m.(type) {
+			case *kvwire.KVChunk:
+				pos := next[m.LayerIdx]
+				wantK := kv[m.LayerIdx][0][pos*tb : (pos+m.NumTokens)*tb]
+				wantV := kv[m.LayerIdx][1][pos*tb : (pos+m.NumTokens)*tb]
+				if string(m.Keys) != string(wantK) || string(m.Values) != string(wantV) {
+					t.Fatalf("layer %d positions [%d, %d): KV differs from the reference", m.LayerIdx, pos, pos+m.NumTokens)
+				}
+				next[m.LayerIdx] += m.NumTokens
+			case *kvwire.Done:
+				if m.TotalTokens != len(prompt)-1 {
+					t.Errorf("done says %d tokens", m.TotalTokens)
+				}
+			case *kvwire.Error:
+				t.Fatalf("error %d: %s", m.Code, m.Message)
+			}
+		}
+		for l, p := range next {
+			if p != len(prompt)-1 {
+				t.Errorf("layer %d: received up to %d, want %d", l, p, len(prompt)-1)
+			}
+		}
+		// A request for another model is refused with 400.
+		_, err = kvwiretest.PlainFetch(ctx, p.desc.PrefillEndpoint, kvwire.Request{ModelID: "someone/else", TokenIDs: prompt[:10]})
+		var re *kvwire.RemoteError
+		if !errors.As(err, &re) || re.Code != kvwire.CodeBadRequest {
+			t.Errorf("another model: %v, want a remote 400", err)
+		}
+	})
+}
+
+func rss(t testing.TB, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Skipf("no /proc: %v", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+// TestPDFaults injects every failure the decode side must survive: each request still completes, with the
+// tokens of a local prefill, within its deadline.
+func TestPDFaults(t *testing.T) {
+	dir := pdModel(t, "llama-bf16")
+	ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
+	p := startEngine(t, dir, prefillOpts())
+	other := startEngine(t, pdModel(t, "llama-other"), prefillOpts())
+	// The decode engine keeps no prefix cache, so every request goes to the wire.
+	d := startEngine(t, dir, decodeOpts("prefix_cache_mb", "0", "kv_checksum", "true"))
+	vocab := d.desc.VocabSize
+	prompt := randomPrompt(400, 600, vocab)
+	want, _ := gen(t, ref, prompt)
+
+	busy := kvwiretest.NewPlainServer(t, func(kvwire.Request) kvwiretest.Response {
+		return kvwiretest.ErrorResponse(kvwire.CodeBusy, "busy")
+	})
+	layout := d.desc.KV
+	badHeads := kvwiretest.NewPlainServer(t, func(req kvwire.Request) kvwiretest.Response {
+		s := kvwiretest.Shape{NumLayers: layout.NumLayers, StartPos: req.StartPos, EndPos: len(req.TokenIDs), ChunkTokens: 64,
+			NHeads: layout.NumKVHeads + 1, HeadDim: layout.HeadDim, DType: kvwire.BFloat16}
+		return s.Response(req)
+	})
+	stalled := newFaultProxy(t, p.desc.PrefillEndpoint, func(sent int64, b []byte) action {
+		if sent > 2000 {
+			return stall
+		}
+		return pass
+	})
+	corrupt := newFaultProxy(t, p.desc.PrefillEndpoint, func(sent int64, b []byte) action {
+		if sent < 5000 && sent+int64(len(b)) > 5000 {
+			b[5000-sent] ^= 0x40 // a bit flip inside tensor bytes: only the checksum can tell
+		}
+		return pass
+	})
+	dead := freeAddr(t)
+
+	cases := []struct {
+		name   string
+		eps    []engine.PrefillEndpoint
+		reason string
+	}{
+		{"Busy503", []engine.PrefillEndpoint{{Address: busy.Addr}}, "503"},
+		{"CorruptChunkShape", []engine.PrefillEndpoint{{Address: badHeads.Addr}}, "heads"},
+		{"CorruptBytes", []engine.PrefillEndpoint{{Address: corrupt.addr}}, "crc32c"},
+		{"Stalled", []engine.PrefillEndpoint{{Address: stalled.addr}}, "time"},
+		{"OtherModel", []engine.PrefillEndpoint{other.endpoint()}, "fingerprint"},
+		{"NothingListening", []engine.PrefillEndpoint{{Address: dead}}, "refused"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			start := time.Now()
+			got, f := gen(t, d, prompt, c.eps...)
+			sameTokens(t, c.name, got, want)
+			wantFallback(t, f, c.reason)
+			t.Logf("%s: fell back after %v: %s", c.name, time.Since(start).Round(time.Millisecond), f.Timings.Remote.FallbackReason)
+		})
+	}
+
+	t.Run("NextEndpointFirst", func(t *testing.T) {
+		got, f := gen(t, d, prompt, engine.PrefillEndpoint{Address: busy.Addr}, engine.PrefillEndpoint{Address: dead}, p.endpoint())
+		sameTokens(t, "third endpoint", got, want)
+		wantRemote(t, f, p.desc.PrefillEndpoint)
+		if f.Timings.Remote.Attempts != 3 {
+			t.Errorf("%d attempts, want 3", f.Timings.Remote.Attempts)
+		}
+	})
+
+	t.Run("KilledMidTransfer", func(t *testing.T) {
+		victim := startEngine(t, dir, prefillOpts())
+		var killed atomic.Bool
+		proxy := newFaultProxy(t, victim.desc.PrefillEndpoint, func(sent int64, b []byte) action {
+			if sent > 3000 && killed.CompareAndSwap(false, true) {
+				_ = syscall.Kill(victim.pid, syscall.SIGKILL)
+				return cut
+			}
+			return pass
+		})
+		got, f := gen(t, d, prompt, engine.PrefillEndpoint{Address: proxy.addr})
+		sameTokens(t, "after the prefill engine died", got, want)
+		wantFallback(t, f, "")
+		if !killed.Load() {
+			t.Errorf("the prefill engine was never killed")
+		}
+	})
+
+	t.Run("MemoryAfter100Failures", func(t *testing.T) {
+		faults := [][]engine.PrefillEndpoint{
+			{{Address: busy.Addr}}, {{Address: badHeads.Addr}}, {{Address: corrupt.addr}}, {other.endpoint()}, {{Address: dead}},
+		}
+		for i := range 5 { // warm up: every path once, so the baseline includes what they allocate
+			gen(t, d, prompt, faults[i]...)
+		}
+		gen(t, d, prompt, p.endpoint())
+		base := rss(t, d.pid)
+		for i := range 100 {
+			got, _ := gen(t, d, prompt, faults[i%len(faults)]...)
+			if i%20 == 0 {
+				sameTokens(t, "under repeated faults", got, want)
+			}
+		}
+		after := rss(t, d.pid)
+		t.Logf("decode engine RSS: %d KiB before, %d KiB after 100 failures (%+.1f%%)", base>>10, after>>10, 100*float64(after-base)/float64(base))
+		if float64(after) > 1.10*float64(base) {
+			t.Errorf("RSS grew from %d to %d bytes, more than 10%%", base, after)
+		}
+	})
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
