@@ -70,8 +70,13 @@ func (d *downloader) download(ctx context.Context, commit string, j *job) error 
 		return d.local(j.Path, "cannot open "+partial, err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return d.local(j.Path, "cannot stat "+partial, err)
+	}
 	v := newVerifier(j.remoteFile)
-	have, err := io.Copy(v, f) // hash what an earlier attempt left; leaves the offset at the end
+	// Hash what an earlier attempt left, which leaves the offset at its end.
+	have, err := io.CopyN(v, f, st.Size())
 	if err != nil {
 		return d.local(j.Path, "cannot read "+partial, err)
 	}

@@ -59,7 +59,7 @@ func (e *Error) Error() string {
 	}
 	if e.Detail != "" {
 		b.WriteString(": ")
-		b.WriteString(e.Detail)
+		b.WriteString(strings.TrimRight(e.Detail, "."))
 	}
 	if e.Err != nil {
 		b.WriteString(": ")

@@ -80,7 +80,7 @@ func (d *downloader) resolve(ctx context.Context) (dir string, err error) {
 		}
 		cached = n
 		d.track.emit(Event{Kind: EventWarning, Message: fmt.Sprintf(
-			"%v; using the cached snapshot %s (set HF_HUB_OFFLINE=1 to skip the hub)", err, filepath.Base(dir))})
+			"hub unreachable (%v); using the cached snapshot %s (set HF_HUB_OFFLINE=1 to skip the hub)", rootCause(err), filepath.Base(dir))})
 		return dir, nil
 	}
 	if err != nil {
@@ -290,4 +290,13 @@ func (d *downloader) notCached(cause error, what string) error {
 		e.Hint = "Check the connection and HF_ENDPOINT (" + d.s.Endpoint + "); " + d.cache.describe()
 	}
 	return e
+}
+
+// rootCause is the error under an *Error, for messages that already say which repository it is about.
+func rootCause(err error) error {
+	var he *Error
+	if errors.As(err, &he) && he.Err != nil {
+		return he.Err
+	}
+	return err
 }

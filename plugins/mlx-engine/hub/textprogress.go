@@ -74,7 +74,11 @@ func (p *TextProgress) Report(e Event) {
 			p.draw(e)
 		}
 	case EventRetry:
-		p.logf("%s: %s: %v; retry %d in %s", name, e.File, e.Err, e.Attempt, e.Wait.Round(time.Millisecond))
+		what := e.File
+		if what == "" {
+			what = "listing"
+		}
+		p.logf("%s: %s: %v; retry %d in %s", name, what, e.Err, e.Attempt, e.Wait.Round(time.Millisecond))
 		p.draw(e)
 	case EventWarning:
 		p.logf("%s: %s", name, e.Message)
@@ -82,7 +86,7 @@ func (p *TextProgress) Report(e Event) {
 	case EventDone:
 		switch {
 		case e.Err != nil:
-			p.logf("%v", e.Err)
+			p.logf("%s", strings.TrimPrefix(e.Err.Error(), "hub: "))
 		case p.start.IsZero():
 			p.logf("%s@%s: cached at %s", name, e.Revision, e.Dir)
 		default:
