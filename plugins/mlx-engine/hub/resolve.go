@@ -169,13 +169,15 @@ func (d *downloader) fetchAll(ctx context.Context, commit string, files []remote
 	if err := os.MkdirAll(snapshot, 0o755); err != nil {
 		return "", d.local("", "cannot create the snapshot", err)
 	}
-	if complete {
+	// The listing and the ref only serve later offline runs: failing to write them (a read-only shared cache
+	// that already has everything) is worth a warning, not a failure.
+	if _, err := os.Stat(d.cache.treePath(commit)); complete && err != nil {
 		if err := d.cache.writeTree(commit, files); err != nil {
 			d.track.emit(Event{Kind: EventWarning, Message: "cannot write the tree listing: " + err.Error()})
 		}
 	}
 	if err := d.cache.writeRef(d.ref.Revision, commit); err != nil {
-		return "", d.local("", "cannot write refs/"+d.ref.Revision, err)
+		d.track.emit(Event{Kind: EventWarning, Message: "cannot record refs/" + d.ref.Revision + ": " + err.Error()})
 	}
 	return snapshot, nil
 }
@@ -207,12 +209,16 @@ func (d *downloader) runJobs(ctx context.Context, commit string, jobs []*job) er
 					fail(err)
 					continue
 				}
+				linked := true
 				for _, p := range append([]string{j.Path}, j.also...) {
 					if err := d.cache.link(commit, p, j.Etag); err != nil {
 						fail(d.local(p, "cannot link the snapshot", err))
+						linked = false
 					}
 				}
-				d.track.emit(Event{Kind: EventFileDone, File: j.Path})
+				if linked {
+					d.track.emit(Event{Kind: EventFileDone, File: j.Path})
+				}
 			}
 		}()
 	}

@@ -58,7 +58,7 @@ func (p *TextProgress) Report(e Event) {
 		p.samples = []sample{{e.Time, 0}}
 		p.files, p.done = e.Files, 0
 		p.logf("%s@%s (commit %.12s): downloading %d file(s), %s%s", name, e.Revision, e.Commit, e.Files,
-			formatBytes(e.Total-e.Bytes), cachedNote(e))
+			formatBytes(e.Total), cachedNote(e))
 		p.draw(e)
 	case EventProgress:
 		p.sample(e)
@@ -138,12 +138,21 @@ func (p *TextProgress) currentRate() int64 {
 
 // status is "1.13 GiB / 2.70 GiB (42%), 35.2 MiB/s, ETA 45s".
 func (p *TextProgress) status(e Event) string {
-	r := p.currentRate()
-	s := fmt.Sprintf("%s / %s (%d%%), %s/s", formatBytes(e.Bytes), formatBytes(e.Total), percent(e.Bytes, e.Total), formatBytes(r))
-	if r > 0 && e.Total > e.Bytes {
-		s += ", ETA " + formatDuration(time.Duration(float64(e.Total-e.Bytes)/float64(r)*float64(time.Second)))
+	s := fmt.Sprintf("%s / %s (%d%%), %s/s", formatBytes(e.Bytes), formatBytes(e.Total), percent(e.Bytes, e.Total), formatBytes(p.currentRate()))
+	if eta := p.eta(e); eta != "" {
+		s += ", ETA " + eta
 	}
 	return s
+}
+
+// eta is the time left at the current rate, in whole seconds, or "" if unknown.
+func (p *TextProgress) eta(e Event) string {
+	r := p.currentRate()
+	if r <= 0 || e.Total <= e.Bytes {
+		return ""
+	}
+	left := time.Duration(float64(e.Total-e.Bytes) / float64(r) * float64(time.Second))
+	return formatDuration(max(left.Round(time.Second), time.Second))
 }
 
 // draw redraws the bar line (terminal mode only).
@@ -151,13 +160,19 @@ func (p *TextProgress) draw(e Event) {
 	if !p.Bar || p.start.IsZero() || e.Total == 0 && e.Kind != EventStart {
 		return
 	}
-	const width = 24
+	// Short enough for an 80-column terminal: a wrapped line cannot be redrawn with "\r".
+	const width = 20
 	fill := int(int64(width) * min(e.Bytes, e.Total) / max(e.Total, 1))
 	bar := strings.Repeat("=", fill)
 	if fill < width {
 		bar += ">" + strings.Repeat(" ", width-fill-1)
 	}
-	line := fmt.Sprintf("%s [%s] %s  %d/%d files", e.Repo, bar, p.status(e), p.done, p.files)
+	line := fmt.Sprintf("[%s] %3d%% %s/%s %s/s", bar, percent(e.Bytes, e.Total), formatBytes(e.Bytes),
+		formatBytes(e.Total), formatBytes(p.currentRate()))
+	if eta := p.eta(e); eta != "" {
+		line += " ETA " + eta
+	}
+	line += fmt.Sprintf(" %d/%d files", p.done, p.files)
 	pad := max(p.barDrawn-len(line), 0)
 	fmt.Fprintf(p.W, "\r%s%s", line, strings.Repeat(" ", pad))
 	p.barDrawn = len(line)
