@@ -86,7 +86,7 @@ func (f *fixture) resolve(t *testing.T, ref string) string {
 }
 
 // env is a Getenv over vars, with HOME in a fresh temporary folder so no real token or cache is seen.
-func env(t *testing.T, vars map[string]string) func(string) string {
+func env(t testing.TB, vars map[string]string) func(string) string {
 	t.Helper()
 	m := map[string]string{"HOME": t.TempDir()}
 	maps.Copy(m, vars)
