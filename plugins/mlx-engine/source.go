@@ -2,6 +2,8 @@ package mlxengine
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -9,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/duet-ai/duet/plugins/mlx-engine/hub"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -80,7 +83,24 @@ func sweepEmbedded() {
 	}
 }
 
-// resolveHub is replaced when the hub package lands.
+// resolveHub downloads (or finds in the cache) a model from the Hugging Face hub. The hub package reads the
+// usual environment (HF_ENDPOINT, HF_HUB_CACHE, HF_HOME, HF_TOKEN, HF_HUB_OFFLINE) and reports progress on
+// stderr, which reaches the gateway's log.
 func resolveHub(ctx context.Context, ref string, log *slog.Logger) (string, error) {
-	return "", engine.Errorf(engine.CodeNotFound, "model %q: downloading from the Hugging Face hub is not available yet", ref)
+	log.Info("resolving model on the Hugging Face hub", "model", ref)
+	dir, err := hub.Resolve(ctx, ref, hub.Options{})
+	if err == nil {
+		return dir, nil
+	}
+	code := engine.CodeInternal
+	switch {
+	case errors.Is(err, hub.ErrRepoNotFound), errors.Is(err, hub.ErrRevisionNotFound), errors.Is(err, hub.ErrFileNotFound),
+		errors.Is(err, hub.ErrNotCached):
+		code = engine.CodeNotFound
+	case errors.Is(err, hub.ErrAuth), errors.Is(err, hub.ErrNoModel):
+		code = engine.CodeInvalidArgument
+	case errors.Is(err, hub.ErrUnreachable):
+		code = engine.CodeUnavailable
+	}
+	return "", &engine.Error{Code: code, Param: "model", Message: fmt.Sprintf("model %s: %v", ref, err)}
 }
