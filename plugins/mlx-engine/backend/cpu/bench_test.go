@@ -25,7 +25,8 @@ import (
 // Decode is memory-bound: each step streams every weight matrix once (the float32 matrices the backend holds,
 // whatever the file's dtype). The copy bandwidth is measured right before each decode measurement, with as
 // many threads as the backend uses, so that the ratio holds even on a machine whose load changes. Metrics:
-// tok/s, bound-tok/s, of-bound (the ratio; the target is >= 0.5 for float32), copy-GB/s, weights-MB and
+// tok/s, bound-tok/s, of-bound (the ratio; the target is >= 0.5 for float32), copy-GB/s, weights-MB,
+// GMAC/cpu-s (matrix work per CPU-second over all threads: efficiency independent of machine load) and
 // peak-RSS-MB (the process's resident high-water mark during that sub-benchmark: weights, caches,
 // activations and the Go runtime; Linux only).
 //
@@ -55,6 +56,7 @@ func BenchmarkModel(b *testing.B) {
 			}
 			defer bm.Close()
 			weights := weightBytesPerToken(bm.(*cpuModel))
+			macs := float64(weights / 4) // multiply-adds per token in the matrix products
 			p := prompt(tc.prefill, bm.VocabSize(), 1)
 			logits := make([]float32, bm.VocabSize())
 
@@ -62,6 +64,7 @@ func BenchmarkModel(b *testing.B) {
 				c, _ := bm.NewCache()
 				defer c.Release()
 				resetPeakRSS()
+				cpu0 := processCPUTime()
 				b.ResetTimer()
 				for i := 0; i < b.N; i++ {
 					c.Truncate(0)
@@ -70,6 +73,7 @@ func BenchmarkModel(b *testing.B) {
 					}
 				}
 				b.ReportMetric(float64(tc.prefill*b.N)/b.Elapsed().Seconds(), "tok/s")
+				reportCPU(b, cpu0, float64(tc.prefill*b.N)*macs)
 				b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 			})
 			for _, batch := range []int{1, 8} {
@@ -87,6 +91,7 @@ func BenchmarkModel(b *testing.B) {
 					}
 					copyBW := copyBandwidth(runtime.GOMAXPROCS(0))
 					resetPeakRSS()
+					cpu0 := processCPUTime()
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
 						if err := bm.Forward(seqs); err != nil {
@@ -98,6 +103,7 @@ func BenchmarkModel(b *testing.B) {
 					}
 					tps := float64(batch*b.N) / b.Elapsed().Seconds()
 					b.ReportMetric(tps, "tok/s")
+					reportCPU(b, cpu0, float64(batch*b.N)*macs)
 					if batch == 1 {
 						bound := copyBW / float64(weights)
 						b.ReportMetric(bound, "bound-tok/s")
@@ -109,6 +115,14 @@ func BenchmarkModel(b *testing.B) {
 				})
 			}
 		})
+	}
+}
+
+// reportCPU reports the matrix multiply-adds done per second of CPU time (all threads): how efficiently the
+// backend computes, independent of how much of a shared machine it got.
+func reportCPU(b *testing.B, cpu0 time.Duration, macs float64) {
+	if cpu := processCPUTime() - cpu0; cpu > 0 {
+		b.ReportMetric(macs/cpu.Seconds()/1e9, "GMAC/cpu-s")
 	}
 }
 

@@ -5,3 +5,5 @@ package cpu
 import "time"
 
 func threadCPUTime() time.Duration { return 0 }
+
+func processCPUTime() time.Duration { return 0 }

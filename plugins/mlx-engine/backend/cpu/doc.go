@@ -4,8 +4,9 @@
 //
 // Design, and why:
 //   - float32 math throughout. Float32 weights stored aligned in the safetensors file are used in place from the
-//     memory map; float16/bfloat16 weights are widened, and MLX-quantized ones dequantized, once at load. (A
-//     quantized kernel would save memory but, in scalar Go, costs more per weight than reading float32.)
+//     memory map; float16/bfloat16 weights are widened, and MLX-quantized ones dequantized, once at load.
+//     (BenchmarkWeightFormats: widening bfloat16 or unpacking 4-bit in the inner loop costs 30–70% more CPU per
+//     weight; with few cores per memory channel float32 is faster, with many it would not be.)
 //   - One worker pool of GOMAXPROCS goroutines runs every parallel loop; work is cut into chunks claimed with an
 //     atomic counter. Matrix products are parallel over weight rows, attention over (token, KV head) pairs.
 //   - The matrix kernels compute 8 dot products at a time (8 weight rows × 1 token for decode, 4 × 2 for

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"math"
 	"runtime"
-	"time"
 	"testing"
+	"time"
 )
 
 func BenchmarkMatmulKernel(b *testing.B) {
