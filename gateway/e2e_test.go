@@ -595,3 +595,39 @@ func TestDefaultModel(t *testing.T) {
 		t.Errorf("streamed %q (err %v), want %q", b.String(), err, text)
 	}
 }
+
+// TestDisaggregatedPrefill runs two gateways on the embedded model: one whose engine serves KV, and one that
+// sends long prompts there (--prefill). The disaggregated answer equals the local one, token for token.
+func TestDisaggregatedPrefill(t *testing.T) {
+	kvAddr := freeAddr(t)
+	prefill := startDuet(t, "--engine-opt", "kv_listen="+kvAddr)
+	decode := startDuet(t, "--prefill", kvAddr, "--engine-opt", "remote_prefill_threshold=32")
+	prompt := strings.Repeat("The lighthouse keeper counted the waves that broke on the rocks below. ", 12)
+	body := fmt.Sprintf(`{"model":"embedded","temperature":0,"max_tokens":24,"messages":[{"role":"user","content":%q}]}`, prompt)
+	ask := func(g *gateway) (string, map[string]any) {
+		resp, err := http.Post(g.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out struct {
+			Choices []struct {
+				Message struct{ Content string } `json:"message"`
+			} `json:"choices"`
+			Timings map[string]any `json:"timings"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
+			t.Fatalf("status %d: %v", resp.StatusCode, err)
+		}
+		return out.Choices[0].Message.Content, out.Timings
+	}
+	local, lt := ask(prefill)
+	remote, rt := ask(decode)
+	if lt["prefill_source"] != "local" || rt["prefill_source"] != "remote" {
+		t.Fatalf("prefill sources: %v and %v; want local and remote (remote: %v)", lt["prefill_source"], rt["prefill_source"], rt["remote_prefill"])
+	}
+	if local != remote {
+		t.Errorf("disaggregated answer differs:\n local %q\nremote %q", local, remote)
+	}
+	t.Logf("remote prefill: %v", rt["remote_prefill"])
+}

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"strings"
 	"time"
@@ -52,7 +53,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		}
 		return def
 	}
-	var apiKey, apiKeyFile, engineOpts string
+	var apiKey, apiKeyFile, engineOpts, prefill string
 	var envErrs []error
 	intVar := func(p *int, name, envName, usage string) {
 		fs.Func(name, fmt.Sprintf("%s [%s] (default %d)", usage, envName, *p), func(s string) error {
@@ -85,6 +86,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&apiKeyFile, "api-key-file", env("DUET_API_KEY_FILE", ""), "file with one API key per line [DUET_API_KEY_FILE]")
 	fs.StringVar(&c.Engine, "engine", env("DUET_ENGINE", DefaultEngine), "engine plugin: a built-in name or a path to a plugin binary [DUET_ENGINE]")
 	fs.StringVar(&engineOpts, "engine-opt", env("DUET_ENGINE_OPTS", ""), "engine load options, comma-separated key=value pairs [DUET_ENGINE_OPTS]")
+	fs.StringVar(&prefill, "prefill", env("DUET_PREFILL", ""), "KV wire endpoints (host:port, comma-separated, in order) of engines that prefill long prompts for this gateway's instances, until cluster routing provides them [DUET_PREFILL]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
 	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", "local"), "this gateway's node id in the cluster [DUET_NODE_ID]")
 	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
@@ -117,6 +119,14 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 			return c, err
 		}
 		c.Server.APIKeys = append(c.Server.APIKeys, keys...)
+	}
+	for _, ep := range strings.Split(prefill, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			if _, _, err := net.SplitHostPort(ep); err != nil {
+				return c, fmt.Errorf("--prefill %q: %v", ep, err)
+			}
+			c.Server.PrefillEndpoints = append(c.Server.PrefillEndpoints, ep)
+		}
 	}
 	for _, kv := range strings.Split(engineOpts, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {

@@ -76,6 +76,7 @@ func (s *Server) route(ctx context.Context, g *generation, requestID string) (*I
 	}
 	snap := s.reg.Snapshot()
 	if len(candidates) == 1 && len(snap.InstanceLinks) == 0 {
+		s.staticPrefill(g)
 		return candidates[0], nil
 	}
 	r, _, err := s.routers.Get()
@@ -96,7 +97,17 @@ func (s *Server) route(ctx context.Context, g *generation, requestID string) (*I
 	for _, pe := range d.PrefillEndpoints {
 		g.request.PrefillEndpoints = append(g.request.PrefillEndpoints, engine.PrefillEndpoint{InstanceID: pe.InstanceID, Address: pe.Address, Node: pe.Node})
 	}
+	if len(g.request.PrefillEndpoints) == 0 {
+		s.staticPrefill(g)
+	}
 	return in, nil
+}
+
+// staticPrefill offers the configured prefill endpoints.
+func (s *Server) staticPrefill(g *generation) {
+	for _, addr := range s.cfg.PrefillEndpoints {
+		g.request.PrefillEndpoints = append(g.request.PrefillEndpoints, engine.PrefillEndpoint{Address: addr})
+	}
 }
 
 func (s *Server) serve(c *fiber.Ctx, g generation) error {

@@ -38,7 +38,10 @@ type Config struct {
 	QueueTimeout          time.Duration
 	// Heartbeat is the interval of SSE comments on an idle stream.
 	Heartbeat time.Duration
-	Logger    *slog.Logger
+	// PrefillEndpoints are static KV wire endpoints offered to the engine for every request the router gives
+	// none (the engine decides by prompt length whether to use them).
+	PrefillEndpoints []string
+	Logger           *slog.Logger
 }
 
 // DefaultConfig returns the defaults the duet flags start from.
