@@ -3,6 +3,7 @@ package dtype
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/duet-ai/duet/sdk/kvwire"
 	"math"
 )
 
@@ -95,77 +96,18 @@ func Decode(d DType, dst []float32, src []byte) error {
 	return nil
 }
 
+// The scalar conversions are the KV wire protocol's (sdk/kvwire), so that the bytes a backend stores and the
+// bytes the wire carries are rounded by one and the same code.
+
 // BF16ToF32 widens a bfloat16 (the top half of a float32) exactly.
-func BF16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
+func BF16ToF32(h uint16) float32 { return kvwire.BFloat16ToFloat32(h) }
 
 // F32ToBF16 rounds a float32 to bfloat16, to nearest with ties to even; NaN stays a quiet NaN.
-func F32ToBF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	if b&0x7fffffff > 0x7f800000 { // NaN: keep the sign, force a quiet payload
-		return uint16(b>>16) | 0x0040
-	}
-	b += 0x7fff + (b>>16)&1
-	return uint16(b >> 16)
-}
+func F32ToBF16(f float32) uint16 { return kvwire.Float32ToBFloat16(f) }
 
 // F16ToF32 widens an IEEE 754 binary16 exactly, subnormals included.
-func F16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	man := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0x7f800000 | man<<13)
-	case exp != 0: // normal
-		return math.Float32frombits(sign | (exp+112)<<23 | man<<13)
-	case man == 0:
-		return math.Float32frombits(sign)
-	}
-	// subnormal: value = man * 2^-24; normalise it into a float32
-	e := uint32(113)
-	for man&0x400 == 0 {
-		man <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (man&0x3ff)<<13)
-}
+func F16ToF32(h uint16) float32 { return kvwire.Float16ToFloat32(h) }
 
 // F32ToF16 rounds a float32 to IEEE 754 binary16, to nearest with ties to even; overflow gives an infinity,
 // tiny values become subnormals or zero, NaN stays a quiet NaN.
-func F32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int32(b>>23) & 0xff
-	man := b & 0x7fffff
-	if exp == 0xff {
-		if man != 0 {
-			return sign | 0x7e00 | uint16(man>>13)
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15 // rebias
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		// subnormal or zero in binary16: shift the full significand (with its hidden bit) into place
-		if e < -10 {
-			return sign // rounds to zero (below half the smallest subnormal)
-		}
-		m := man | 0x800000
-		shift := uint32(14 - e) // 13 + (1 - e)
-		half := uint32(1) << (shift - 1)
-		r := m >> shift
-		rem := m & (1<<shift - 1)
-		if rem > half || (rem == half && r&1 == 1) {
-			r++
-		}
-		return sign | uint16(r)
-	}
-	r := uint32(e)<<10 | man>>13
-	rem := man & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && r&1 == 1) {
-		r++ // may carry into the exponent, which is exactly right (up to infinity)
-	}
-	return sign | uint16(r)
-}
+func F32ToF16(f float32) uint16 { return kvwire.Float32ToFloat16(f) }
