@@ -3,8 +3,9 @@ package dtype
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/duet-ai/duet/sdk/kvwire"
 	"math"
+
+	"github.com/duet-ai/duet/sdk/kvwire"
 )
 
 // DType is an element type, spelled as the KV wire protocol and MLX spell it.
