@@ -12,7 +12,6 @@ package enginetest
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/internal/selfexec"
 )
 
 // Config says what to load and how hard to push.
@@ -111,24 +111,14 @@ const pluginEnv = "DUET_ENGINETEST_PLUGIN"
 //		os.Exit(m.Run())
 //	}
 func ServePluginIfRequested(newEngine func() engine.Engine) {
-	if os.Getenv(pluginEnv) != "1" {
-		return
-	}
-	engine.Serve(newEngine())
-	os.Exit(0)
+	selfexec.ServeIfMarked(pluginEnv, func() { engine.Serve(newEngine()) })
 }
 
 // PluginCommand returns a command that re-executes the running test binary as an engine plugin (see
 // ServePluginIfRequested).
 func PluginCommand(t testing.TB) *exec.Cmd {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), pluginEnv+"=1")
-	return cmd
+	return selfexec.Command(t, pluginEnv)
 }
 
 // testWriter sends a plugin's stderr to the test log until the test ends.

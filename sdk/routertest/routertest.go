@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"reflect"
 	"sync"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/duet-ai/duet/sdk/internal/selfexec"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -61,23 +61,13 @@ const pluginEnv = "DUET_ROUTERTEST_PLUGIN"
 // ServePluginIfRequested serves the router newRouter returns and exits, when this process was started by
 // PluginCommand. Call it first thing in TestMain.
 func ServePluginIfRequested(newRouter func() router.Router) {
-	if os.Getenv(pluginEnv) != "1" {
-		return
-	}
-	router.Serve(newRouter())
-	os.Exit(0)
+	selfexec.ServeIfMarked(pluginEnv, func() { router.Serve(newRouter()) })
 }
 
 // PluginCommand re-executes the running test binary as a router plugin (see ServePluginIfRequested).
 func PluginCommand(t testing.TB) *exec.Cmd {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), pluginEnv+"=1")
-	return cmd
+	return selfexec.Command(t, pluginEnv)
 }
 
 // Cluster builds a snapshot for tests: nodes n1..nN all alive, each linked to each other over ethernet.
