@@ -172,7 +172,7 @@ func wantFallback(t testing.TB, f *engine.Final, reason string) {
 
 // decodeOpts are the options of a decode engine in these tests: remote prefill from 16 uncached tokens on.
 func decodeOpts(extra ...string) map[string]string {
-	o := map[string]string{"remote_prefill_threshold": "16", "kv_frame_timeout": "1s", "remote_prefill_timeout": "10s"}
+	o := map[string]string{"remote_prefill_threshold": "16", "kv_frame_timeout": "30s", "remote_prefill_timeout": "60s"}
 	for i := 0; i+1 < len(extra); i += 2 {
 		o[extra[i]] = extra[i+1]
 	}
@@ -471,6 +471,8 @@ func TestPDFaults(t *testing.T) {
 	other := startEngine(t, pdModel(t, "llama-other"), prefillOpts())
 	// The decode engine keeps no prefix cache, so every request goes to the wire.
 	d := startEngine(t, dir, decodeOpts("prefix_cache_mb", "0", "kv_checksum", "true"))
+	// A stall is noticed by the frame deadline; this engine's is short.
+	dStall := startEngine(t, dir, decodeOpts("prefix_cache_mb", "0", "kv_frame_timeout", "1s"))
 	vocab := d.desc.VocabSize
 	prompt := randomPrompt(400, 600, vocab)
 	want, _ := gen(t, ref, prompt)
@@ -502,18 +504,23 @@ func TestPDFaults(t *testing.T) {
 		name   string
 		eps    []engine.PrefillEndpoint
 		reason string
+		d      *proc
 	}{
-		{"Busy503", []engine.PrefillEndpoint{{Address: busy.Addr}}, "503"},
-		{"CorruptChunkShape", []engine.PrefillEndpoint{{Address: badHeads.Addr}}, "heads"},
-		{"CorruptBytes", []engine.PrefillEndpoint{{Address: corrupt.addr}}, "crc32c"},
-		{"Stalled", []engine.PrefillEndpoint{{Address: stalled.addr}}, "time"},
-		{"OtherModel", []engine.PrefillEndpoint{other.endpoint()}, "fingerprint"},
-		{"NothingListening", []engine.PrefillEndpoint{{Address: dead}}, "refused"},
+		{"Busy503", []engine.PrefillEndpoint{{Address: busy.Addr}}, "503", nil},
+		{"CorruptChunkShape", []engine.PrefillEndpoint{{Address: badHeads.Addr}}, "heads", nil},
+		{"CorruptBytes", []engine.PrefillEndpoint{{Address: corrupt.addr}}, "crc32c", nil},
+		{"Stalled", []engine.PrefillEndpoint{{Address: stalled.addr}}, "time", dStall},
+		{"OtherModel", []engine.PrefillEndpoint{other.endpoint()}, "fingerprint", nil},
+		{"NothingListening", []engine.PrefillEndpoint{{Address: dead}}, "refused", nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			start := time.Now()
-			got, f := gen(t, d, prompt, c.eps...)
+			de := d
+			if c.d != nil {
+				de = c.d
+			}
+			got, f := gen(t, de, prompt, c.eps...)
 			sameTokens(t, c.name, got, want)
 			wantFallback(t, f, c.reason)
 			t.Logf("%s: fell back after %v: %s", c.name, time.Since(start).Round(time.Millisecond), f.Timings.Remote.FallbackReason)
@@ -548,6 +555,8 @@ func TestPDFaults(t *testing.T) {
 	})
 
 	t.Run("MemoryAfter100Failures", func(t *testing.T) {
+		prompt := prompt[:300]
+		want, _ := gen(t, ref, prompt)
 		faults := [][]engine.PrefillEndpoint{
 			{{Address: busy.Addr}}, {{Address: badHeads.Addr}}, {{Address: corrupt.addr}}, {other.endpoint()}, {{Address: dead}},
 		}
