@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	_ "net/http/pprof"
 	"os"
 	"os/exec"
 	"os/signal"
@@ -81,6 +83,10 @@ func newLogger(cfg config.Config) *slog.Logger {
 func run(ctx context.Context, cfg config.Config) error {
 	log := newLogger(cfg)
 	cfg.Server.Logger = log
+	if addr := os.Getenv("DUET_PPROF"); addr != "" {
+		// Profiling on a separate listener, only when asked for (net/http/pprof registers on the default mux).
+		go func() { log.Warn("pprof stopped", "error", http.ListenAndServe(addr, nil)) }()
+	}
 	reg := server.NewRegistry(cfg.NodeID)
 
 	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines)

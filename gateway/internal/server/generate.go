@@ -112,27 +112,17 @@ func (s *Server) staticPrefill(g *generation) {
 
 func (s *Server) serve(c *fiber.Ctx, g generation) error {
 	requestID := requestIDOf(c)
-	watch := watchDisconnect(c.Context().Conn())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
-	stopWatch := func() {
-		watch.stop()
-		if watch.pipelined {
-			c.Context().SetConnectionClose()
-		}
-	}
+	watch := watchDisconnect(c.Context().Conn(), cancel)
 	// Until the response is committed, the handler owns the watch; a stream hands it over to its writer.
 	handedOver := false
 	defer func() {
 		if !handedOver {
-			stopWatch()
+			watch.stop()
+			if watch.pipelined {
+				c.Context().SetConnectionClose()
+			}
 			cancel()
-		}
-	}()
-	go func() {
-		select {
-		case <-watch.gone:
-			cancel()
-		case <-ctx.Done():
 		}
 	}()
 
@@ -148,30 +138,15 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 	meta := openai.Meta{
 		ID: g.idPrefix + requestID, Created: time.Now().Unix(), Model: g.model, Fingerprint: fingerprint(in.Desc),
 	}
-	r := s.start(ctx, cancel, in, g.request)
-
-	// Errors before the first event are HTTP errors with their own status.
-	first, ok := <-r.events
-	if !ok {
-		return s.runError(ctx, watch, r.err)
-	}
-	if first.Final != nil {
-		if apiErr := openai.FinalError(first.Final); apiErr != nil {
-			drain(r)
-			return apiErr
-		}
-	}
 
 	if !g.stream {
+		// Generate on this goroutine: nothing is committed until the whole answer is there.
 		var res openai.Result
-		res.Add(first)
-		for ev := range r.events {
-			res.Add(ev)
-		}
-		if r.err != nil {
-			return s.runError(ctx, watch, r.err)
-		}
-		if res.Final == nil {
+		err := s.generate(ctx, in, g.request, func(ev engine.Event) error { res.Add(ev); return nil })
+		switch {
+		case err != nil:
+			return s.runError(ctx, watch, err)
+		case res.Final == nil:
 			return openai.Internal("the engine ended the generation without a final event")
 		}
 		if apiErr := openai.FinalError(res.Final); apiErr != nil {
@@ -184,6 +159,18 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 		return c.Send(openai.AppendChatCompletion(nil, meta, &res, g.logprobs))
 	}
 
+	r := s.start(ctx, cancel, in, g.request)
+	// Errors before the first event are HTTP errors with their own status.
+	first, ok := <-r.events
+	if !ok {
+		return s.runError(ctx, watch, r.err)
+	}
+	if first.Final != nil {
+		if apiErr := openai.FinalError(first.Final); apiErr != nil {
+			drain(r)
+			return apiErr
+		}
+	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
@@ -230,19 +217,31 @@ func fingerprint(d engine.Description) string {
 
 // start calls the engine in a goroutine. The run's channel is buffered so that the engine rarely waits on the
 // HTTP side; when it does, that is the backpressure of a slow client.
+// generate runs a generation on the engine, counting it against the instance's load and the admission slot
+// the caller acquired, which it releases.
+func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, emit func(engine.Event) error) error {
+	in.inFlight.Add(1)
+	defer in.inFlight.Add(-1)
+	defer s.limiter.release()
+	e, gen, err := s.engines.Get()
+	if err != nil {
+		return openai.Unavailable("the engine is unavailable: " + err.Error())
+	}
+	err = e.Generate(ctx, req, emit)
+	if ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
+		// The plugin may have died under the request: say so, with its last words.
+		err = s.engines.Explain(gen, err)
+	}
+	return err
+}
+
+// start runs a generation on its own goroutine, for a stream: its events arrive on a buffered channel, so the
+// engine rarely waits on the HTTP side; when it does, that is the backpressure of a slow client.
 func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest) *run {
 	r := &run{events: make(chan engine.Event, 256), cancel: cancel}
-	in.inFlight.Add(1)
 	go func() {
 		defer close(r.events)
-		defer in.inFlight.Add(-1)
-		defer s.limiter.release()
-		e, gen, err := s.engines.Get()
-		if err != nil {
-			r.err = openai.Unavailable("the engine is unavailable: " + err.Error())
-			return
-		}
-		err = e.Generate(ctx, req, func(ev engine.Event) error {
+		r.err = s.generate(ctx, in, req, func(ev engine.Event) error {
 			select {
 			case r.events <- ev:
 				return nil
@@ -250,11 +249,6 @@ func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Insta
 				return ctx.Err()
 			}
 		})
-		if ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
-			// The plugin may have died under the request: say so, with its last words.
-			err = s.engines.Explain(gen, err)
-		}
-		r.err = err
 	}()
 	return r
 }

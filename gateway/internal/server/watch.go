@@ -11,16 +11,18 @@ import (
 // a connection while a handler runs, so the watcher reads it instead: a read that returns EOF or a reset means
 // the client is gone. stop ends the watch with a read deadline before fasthttp reads the connection again.
 type disconnectWatcher struct {
-	conn net.Conn
-	gone chan struct{}
-	done chan struct{}
+	conn   net.Conn
+	onGone func()
+	gone   chan struct{}
+	done   chan struct{}
 	// pipelined is set when the client sent bytes of a next request, which the watcher consumed: the
 	// connection must not be reused.
 	pipelined bool
 }
 
-func watchDisconnect(conn net.Conn) *disconnectWatcher {
-	w := &disconnectWatcher{conn: conn, gone: make(chan struct{}), done: make(chan struct{})}
+// watchDisconnect starts watching conn; onGone runs (on the watcher's goroutine) when the client leaves.
+func watchDisconnect(conn net.Conn, onGone func()) *disconnectWatcher {
+	w := &disconnectWatcher{conn: conn, onGone: onGone, gone: make(chan struct{}), done: make(chan struct{})}
 	if conn == nil {
 		close(w.done)
 		return w
@@ -35,6 +37,7 @@ func watchDisconnect(conn net.Conn) *disconnectWatcher {
 		case errors.Is(err, os.ErrDeadlineExceeded):
 		default:
 			close(w.gone)
+			w.onGone()
 		}
 	}()
 	return w
