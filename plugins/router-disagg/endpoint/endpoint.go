@@ -1,0 +1,83 @@
+// Package endpoint turns a prefill instance's KV endpoint into the address its decode instance should dial.
+//
+// An engine advertises its KV wire server as host:port, where the host is whatever it bound or guessed (often
+// an unspecified address such as 0.0.0.0, or one interface of several). The cluster's link state knows better
+// which address of the prefill node the decode node reaches best (Thunderbolt before Ethernet before Wi-Fi,
+// as exo's find_ip_prioritised), so across nodes that host wins and the endpoint keeps only its port.
+package endpoint
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+)
+
+// Valid reports whether kv is host:port with a port in 1..65535.
+func Valid(kv string) bool {
+	_, _, err := split(kv)
+	return err == nil
+}
+
+func split(kv string) (host string, port string, err error) {
+	host, port, err = net.SplitHostPort(kv)
+	if err != nil {
+		return "", "", fmt.Errorf("KV endpoint %q: %w", kv, err)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return "", "", fmt.Errorf("KV endpoint %q: port %q is not in 1..65535", kv, port)
+	}
+	return host, port, nil
+}
+
+// Resolve returns the address for the KV endpoint kv of a prefill instance. linkAddress is the address of the
+// prefill node that the decode node should use (router.Link.Address from the decode node to the prefill node,
+// a bare host or host:port; empty when unknown), and sameNode says both instances share a node.
+//
+// Across nodes, a known link address replaces kv's host. On the same node kv stands, except that an
+// unspecified host (0.0.0.0, ::, empty) becomes loopback. An unspecified host with no link address to replace
+// it cannot be dialled from another node and is an error.
+func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
+	host, port, err := split(kv)
+	if err != nil {
+		return "", err
+	}
+	if !sameNode && linkAddress != "" {
+		h := linkAddress
+		if lh, _, err := net.SplitHostPort(linkAddress); err == nil {
+			h = lh
+		} else if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+			h = h[1 : len(h)-1]
+		}
+		if h != "" {
+			return net.JoinHostPort(h, port), nil
+		}
+	}
+	if !unspecified(host) {
+		return kv, nil
+	}
+	if sameNode {
+		if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+			return net.JoinHostPort("::1", port), nil
+		}
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	return "", fmt.Errorf("KV endpoint %q: unspecified host and no link address for its node", kv)
+}
+
+func unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsUnspecified()
+}
+
+// Dialable reports whether Resolve would succeed, without building the address.
+func Dialable(kv string, sameNode bool, linkAddress string) bool {
+	host, _, err := split(kv)
+	if err != nil {
+		return false
+	}
+	return sameNode || linkAddress != "" || !unspecified(host)
+}
