@@ -124,7 +124,7 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	if snap == nil {
 		return router.Decision{}, fmt.Errorf("%w: model %q: no snapshot", router.ErrNoCandidate, req.Model)
 	}
-	r.routes.Add(1)
+	n := r.routes.Add(1) - 1
 	v := r.views.Get(snap)
 	s := r.scratch.Get().(*scratch)
 	defer r.scratch.Put(s)
@@ -134,13 +134,14 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	c.Prefix = r.affinity.Match(req.PrefixHashes, s.hits)
 	s.hits = c.Prefix.Hits
 
-	dres := r.decode.Run(c, v.Instances(req.Model), 1, &s.decode)
+	timed := r.cfg.LatencySampleEvery > 0 && n%uint64(r.cfg.LatencySampleEvery) == 0
+	dres := r.decode.Run(c, v.Instances(req.Model), 1, &s.decode, timed)
 	if len(dres.Ranked) == 0 {
 		return router.Decision{}, noCandidate(req.Model, r.decode, &dres)
 	}
 	win := dres.Ranked[0]
 	dec := win.Instance
-	cachedTokens := c.Prefix.Cached(dec.ID) * r.cfg.BlockTokens
+	cachedTokens := c.Prefix.Cached(dec.AffinityID) * r.cfg.BlockTokens
 	verdict := r.decider.Decide(req.PromptTokens, cachedTokens)
 
 	d := router.Decision{DecodeInstance: dec.ID, DecodeNode: dec.Node, Scores: make(map[string]float64, 10)}
@@ -156,11 +157,11 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	ranPrefill := verdict.Remote && r.cfg.MaxPrefillEndpoints > 0
 	if ranPrefill {
 		c.Decode = dec
-		pres = r.prefill.Run(c, v.Instances(req.Model), r.cfg.MaxPrefillEndpoints, &s.prefill)
+		pres = r.prefill.Run(c, v.Instances(req.Model), r.cfg.MaxPrefillEndpoints, &s.prefill, timed)
 		for _, rk := range pres.Ranked {
 			p := rk.Instance
 			var linkAddr string
-			if l, ok := v.Link(dec.Node, p.Node); ok {
+			if l, ok := v.LinkBetween(dec, p); ok {
 				linkAddr = l.Address
 			}
 			addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, linkAddr)
@@ -177,7 +178,7 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 			d.Scores[ScorePrefillTotal] = best.Total
 		}
 	}
-	r.affinity.Record(req.PrefixHashes, dec.ID)
+	r.affinity.Record(req.PrefixHashes, dec.AffinityID)
 
 	s.reason = r.explain(s.reason[:0], v, &dres, &pres, ranPrefill, verdict, req.PromptTokens, d.PrefillEndpoints)
 	d.Reason = string(s.reason)

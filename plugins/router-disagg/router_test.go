@@ -525,7 +525,7 @@ func TestConcurrent(t *testing.T) {
 
 func TestStats(t *testing.T) {
 	t.Parallel()
-	r := newRouter(t, nil)
+	r := newRouter(t, func(c *routerdisagg.Config) { c.LatencySampleEvery = 1 })
 	snap := cluster(2, inst("d", "n1", "decode"), inst("p", "n2", "prefill"))
 	for range 3 {
 		route(t, r, router.Request{Model: "m", PromptTokens: 4000}, snap)

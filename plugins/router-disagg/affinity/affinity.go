@@ -8,12 +8,16 @@
 // per doubling of the length (a depth is known to within about 6%). The sampled positions are the same for
 // every request, so a prefix recorded by one is found by the next.
 //
+// Instances are kept as 64-bit hashes of their ids (ID), so that the table holds no pointers: the garbage
+// collector need not scan it and updates need no write barriers.
+//
 // Record touches a prompt's positions from the longest to the shortest, so a shorter prefix is never less
 // recent than a longer one, and presence is monotone along a prompt: Match finds the deepest remembered
 // position by binary search, then walks down from it collecting instances.
 package affinity
 
 import (
+	"hash/maphash"
 	"math/bits"
 	"sort"
 	"sync"
@@ -30,9 +34,22 @@ const (
 	MaxHits = 32
 )
 
+// ID identifies an instance in the index: a hash of its id (IDOf). 0 is no instance.
+type ID uint64
+
+var idSeed = maphash.MakeSeed()
+
+// IDOf returns the index's ID for an instance id. It is stable for the life of the process.
+func IDOf(instance string) ID {
+	if instance == "" {
+		return 0
+	}
+	return ID(maphash.String(idSeed, instance) | 1) // never 0
+}
+
 // Hit is an instance that served the request's prefix: Blocks leading blocks of it, at least.
 type Hit struct {
-	Instance string
+	Instance ID
 	Blocks   int
 }
 
@@ -45,7 +62,7 @@ type Match struct {
 }
 
 // Cached is how many leading blocks the instance likely holds (0 when the index knows nothing of it).
-func (m Match) Cached(instance string) int {
+func (m Match) Cached(instance ID) int {
 	for _, h := range m.Hits {
 		if h.Instance == instance {
 			return h.Blocks
@@ -55,7 +72,7 @@ func (m Match) Cached(instance string) int {
 }
 
 // Fraction is the share of the request's blocks the instance likely holds, in [0, 1].
-func (m Match) Fraction(instance string) float64 {
+func (m Match) Fraction(instance ID) float64 {
 	if m.Blocks == 0 {
 		return 0
 	}
@@ -77,7 +94,7 @@ type Index struct {
 type node struct {
 	hash       uint64
 	prev, next int32
-	inst       [Ways]string
+	inst       [Ways]ID
 }
 
 // New returns an index of at most capacity prefix hashes that looks at the first maxBlocks blocks of a
@@ -130,8 +147,8 @@ func (x *Index) Len() int {
 }
 
 // Record remembers that instance was sent a prompt with these block hashes.
-func (x *Index) Record(hashes []uint64, instance string) {
-	if x == nil || len(hashes) == 0 || instance == "" {
+func (x *Index) Record(hashes []uint64, instance ID) {
+	if x == nil || len(hashes) == 0 || instance == 0 {
 		return
 	}
 	ps := x.sampled(len(hashes))
@@ -144,7 +161,7 @@ func (x *Index) Record(hashes []uint64, instance string) {
 
 // touch moves the hash's entry to the front, creating it (evicting the least recently used when full), and
 // puts instance first among its instances.
-func (x *Index) touch(h uint64, instance string) {
+func (x *Index) touch(h uint64, instance ID) {
 	i, ok := x.slots[h]
 	switch {
 	case ok:
@@ -162,16 +179,18 @@ func (x *Index) touch(h uint64, instance string) {
 	}
 	n := &x.nodes[i]
 	n.hash = h
-	// Move instance to the front, dropping its older place or the oldest instance.
-	last := Ways - 1
-	for k, s := range n.inst {
-		if s == instance || s == "" {
-			last = k
-			break
+	if n.inst[0] != instance {
+		// Move instance to the front, dropping its older place or the oldest instance.
+		last := Ways - 1
+		for k, s := range n.inst {
+			if s == instance || s == 0 {
+				last = k
+				break
+			}
 		}
+		copy(n.inst[1:last+1], n.inst[:last])
+		n.inst[0] = instance
 	}
-	copy(n.inst[1:last+1], n.inst[:last])
-	n.inst[0] = instance
 	x.pushFront(i)
 }
 
@@ -224,7 +243,7 @@ func (x *Index) Match(hashes []uint64, dst []Hit) Match {
 		}
 	next:
 		for _, s := range x.nodes[i].inst {
-			if s == "" {
+			if s == 0 {
 				break
 			}
 			for _, h := range m.Hits {

@@ -13,13 +13,8 @@ import (
 	"strconv"
 )
 
-// Valid reports whether kv is host:port with a port in 1..65535.
-func Valid(kv string) bool {
-	_, _, err := split(kv)
-	return err == nil
-}
-
-func split(kv string) (host string, port string, err error) {
+// Parse splits a KV endpoint into host and port, and checks that the port is in 1..65535.
+func Parse(kv string) (host string, port string, err error) {
 	host, port, err = net.SplitHostPort(kv)
 	if err != nil {
 		return "", "", fmt.Errorf("KV endpoint %q: %w", kv, err)
@@ -38,7 +33,7 @@ func split(kv string) (host string, port string, err error) {
 // unspecified host (0.0.0.0, ::, empty) becomes loopback. An unspecified host with no link address to replace
 // it cannot be dialled from another node and is an error.
 func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
-	host, port, err := split(kv)
+	host, port, err := Parse(kv)
 	if err != nil {
 		return "", err
 	}
@@ -53,7 +48,7 @@ func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
 			return net.JoinHostPort(h, port), nil
 		}
 	}
-	if !unspecified(host) {
+	if !Unspecified(host) {
 		return kv, nil
 	}
 	if sameNode {
@@ -65,19 +60,12 @@ func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
 	return "", fmt.Errorf("KV endpoint %q: unspecified host and no link address for its node", kv)
 }
 
-func unspecified(host string) bool {
+// Unspecified reports whether host is empty or an unspecified address (0.0.0.0, ::): a server bound to all
+// interfaces, which says nothing about where to reach it.
+func Unspecified(host string) bool {
 	if host == "" {
 		return true
 	}
 	a, err := netip.ParseAddr(host)
 	return err == nil && a.IsUnspecified()
-}
-
-// Dialable reports whether Resolve would succeed, without building the address.
-func Dialable(kv string, sameNode bool, linkAddress string) bool {
-	host, _, err := split(kv)
-	if err != nil {
-		return false
-	}
-	return sameNode || linkAddress != "" || !unspecified(host)
 }

@@ -30,9 +30,6 @@ func TestResolve(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			got, err := Resolve(tc.kv, tc.same, tc.link)
-			if d := Dialable(tc.kv, tc.same, tc.link); d != (err == nil) {
-				t.Errorf("Dialable = %v, but Resolve's error is %v", d, err)
-			}
 			if tc.wantErr {
 				if err == nil {
 					t.Fatalf("Resolve(%q, %v, %q) = %q, want an error", tc.kv, tc.same, tc.link, got)
@@ -46,11 +43,30 @@ func TestResolve(t *testing.T) {
 	}
 }
 
-func TestValid(t *testing.T) {
+func TestParse(t *testing.T) {
 	t.Parallel()
-	for kv, want := range map[string]bool{"h:1": true, "[::1]:65535": true, "h": false, "h:0": false, "": false, "h:-1": false} {
-		if got := Valid(kv); got != want {
-			t.Errorf("Valid(%q) = %v, want %v", kv, got, want)
+	tests := map[string]struct {
+		host, port  string
+		ok, unspecd bool
+	}{
+		"h:1":          {host: "h", port: "1", ok: true},
+		"[::1]:65535":  {host: "::1", port: "65535", ok: true},
+		"0.0.0.0:7000": {host: "0.0.0.0", port: "7000", ok: true, unspecd: true},
+		"[::]:7000":    {host: "::", port: "7000", ok: true, unspecd: true},
+		":7000":        {host: "", port: "7000", ok: true, unspecd: true},
+		"h":            {},
+		"h:0":          {},
+		"h:-1":         {},
+		"h:65536":      {},
+		"":             {},
+	}
+	for kv, tc := range tests {
+		host, port, err := Parse(kv)
+		if (err == nil) != tc.ok || host != tc.host || port != tc.port {
+			t.Errorf("Parse(%q) = %q, %q, %v", kv, host, port, err)
+		}
+		if tc.ok && Unspecified(host) != tc.unspecd {
+			t.Errorf("Unspecified(%q) = %v, want %v", host, !tc.unspecd, tc.unspecd)
 		}
 	}
 }

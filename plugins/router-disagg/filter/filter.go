@@ -9,8 +9,8 @@
 package filter
 
 import (
-	"github.com/duet-ai/duet/plugins/router-disagg/endpoint"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -31,26 +31,26 @@ const (
 
 // Model keeps instances of the requested model.
 func Model() sched.Filter {
-	return sched.Predicate(ModelName, func(c *sched.Cycle, in *router.Instance) bool { return in.Model == c.Request.Model })
+	return sched.Predicate(ModelName, func(c *sched.Cycle, in *view.Instance) bool { return in.Model == c.Request.Model })
 }
 
 // Ready keeps instances whose status is ready (not loading, draining or unavailable).
 func Ready() sched.Filter {
-	return sched.Predicate(ReadyName, func(_ *sched.Cycle, in *router.Instance) bool { return in.Status == router.InstanceReady })
+	return sched.Predicate(ReadyName, func(_ *sched.Cycle, in *view.Instance) bool { return in.Status == router.InstanceReady })
 }
 
 // NodeAlive keeps instances on nodes the snapshot has and says are alive (not suspect, failed or left).
 func NodeAlive() sched.Filter {
-	return sched.Predicate(NodeAliveName, func(c *sched.Cycle, in *router.Instance) bool { return c.View.NodeAlive(in.Node) })
+	return sched.Predicate(NodeAliveName, func(_ *sched.Cycle, in *view.Instance) bool { return in.Alive })
 }
 
 // DecodeRole keeps instances that can decode: role both or decode (an empty role counts as both), and not
 // named only on the prefill side of the instance links, which makes an instance prefill-only whatever its role.
 func DecodeRole() sched.Filter {
-	return sched.Predicate(DecodeRoleName, func(c *sched.Cycle, in *router.Instance) bool {
+	return sched.Predicate(DecodeRoleName, func(_ *sched.Cycle, in *view.Instance) bool {
 		switch in.Role {
 		case router.RoleBoth, router.RoleDecode, "":
-			return !c.View.PrefillOnly(in.ID)
+			return !in.PrefillOnly
 		}
 		return false
 	})
@@ -60,7 +60,7 @@ func DecodeRole() sched.Filter {
 // only when both the instance's context length and the prompt length are known (non-zero); an unknown
 // MaxTokens counts as 0.
 func ContextFits() sched.Filter {
-	return sched.Predicate(ContextFitsName, func(c *sched.Cycle, in *router.Instance) bool {
+	return sched.Predicate(ContextFitsName, func(c *sched.Cycle, in *view.Instance) bool {
 		if in.ContextLength <= 0 || c.Request.PromptTokens <= 0 {
 			return true
 		}
@@ -71,14 +71,14 @@ func ContextFits() sched.Filter {
 // PromptFits keeps instances whose context length holds the prompt: a prefill instance computes the prompt's
 // KV and generates nothing. It applies only when both lengths are known.
 func PromptFits() sched.Filter {
-	return sched.Predicate(PromptFitsName, func(c *sched.Cycle, in *router.Instance) bool {
+	return sched.Predicate(PromptFitsName, func(c *sched.Cycle, in *view.Instance) bool {
 		return in.ContextLength <= 0 || c.Request.PromptTokens <= in.ContextLength
 	})
 }
 
 // PrefillRole keeps instances that can serve prefill: role both or prefill (an empty role counts as both).
 func PrefillRole() sched.Filter {
-	return sched.Predicate(PrefillRoleName, func(_ *sched.Cycle, in *router.Instance) bool {
+	return sched.Predicate(PrefillRoleName, func(_ *sched.Cycle, in *view.Instance) bool {
 		switch in.Role {
 		case router.RoleBoth, router.RolePrefill, "":
 			return true
@@ -89,14 +89,14 @@ func PrefillRole() sched.Filter {
 
 // NotDecode drops the chosen decode instance: it does not prefill for itself over the wire.
 func NotDecode() sched.Filter {
-	return sched.Predicate(NotDecodeName, func(c *sched.Cycle, in *router.Instance) bool { return in.ID != c.Decode.ID })
+	return sched.Predicate(NotDecodeName, func(c *sched.Cycle, in *view.Instance) bool { return in.ID != c.Decode.ID })
 }
 
 // SameFingerprint keeps instances with the decode instance's fingerprint (same weights, dtype and KV layout),
 // whose KV cache the decode instance can ingest. An empty fingerprint matches nothing: compatibility that
 // cannot be checked is not assumed.
 func SameFingerprint() sched.Filter {
-	return sched.Predicate(SameFingerprintName, func(c *sched.Cycle, in *router.Instance) bool {
+	return sched.Predicate(SameFingerprintName, func(c *sched.Cycle, in *view.Instance) bool {
 		return in.Fingerprint != "" && in.Fingerprint == c.Decode.Fingerprint
 	})
 }
@@ -104,8 +104,8 @@ func SameFingerprint() sched.Filter {
 // Linked keeps, when the instance links give the decode instance prefill instances, only those. A decode
 // instance without links may use any prefill instance that passes the other filters.
 func Linked() sched.Filter {
-	return sched.Predicate(LinkedName, func(c *sched.Cycle, in *router.Instance) bool {
-		return !c.View.HasLinkedPrefill(c.Decode.ID) || c.View.Linked(c.Decode.ID, in.ID)
+	return sched.Predicate(LinkedName, func(c *sched.Cycle, in *view.Instance) bool {
+		return !c.View.HasLinkedPrefill(c.Decode) || c.View.Linked(c.Decode, in)
 	})
 }
 
@@ -113,15 +113,15 @@ func Linked() sched.Filter {
 // host that is not unspecified unless the link from the decode node names the prefill node's address (or the
 // two share a node).
 func KVEndpoint() sched.Filter {
-	return sched.Predicate(KVEndpointName, func(c *sched.Cycle, in *router.Instance) bool {
-		same := in.Node == c.Decode.Node
-		var addr string
-		if !same {
-			if l, ok := c.View.Link(c.Decode.Node, in.Node); ok {
-				addr = l.Address
-			}
+	return sched.Predicate(KVEndpointName, func(c *sched.Cycle, in *view.Instance) bool {
+		switch {
+		case !in.KVValid:
+			return false
+		case !in.KVUnspecified || in.Node == c.Decode.Node:
+			return true
 		}
-		return endpoint.Dialable(in.KVEndpoint, same, addr)
+		l, ok := c.View.LinkBetween(c.Decode, in)
+		return ok && l.Address != ""
 	})
 }
 

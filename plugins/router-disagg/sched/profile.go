@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 )
 
 // Weighted is a scorer and its weight in a profile's weighted mean.
@@ -62,7 +62,7 @@ func (p *Profile) Scorers() []Weighted { return p.scorers }
 // Scratch is reusable memory for runs of a profile, so that a run allocates nothing. It is not safe for
 // concurrent use.
 type Scratch struct {
-	cands   []*router.Instance
+	cands   []*view.Instance
 	scores  []float64
 	ranked  []Ranked
 	removed []int
@@ -83,7 +83,7 @@ type Result struct {
 
 // Ranked is a candidate that passed every filter, with its weighted mean score.
 type Ranked struct {
-	Instance *router.Instance
+	Instance *view.Instance
 	// Total is the weighted mean of the scores, in [0, 1]; 0 when the profile has no weighted scorer.
 	Total float64
 	index int
@@ -96,24 +96,57 @@ func (res *Result) Score(r Ranked, j int) float64 { return res.scores[j*res.n+r.
 func (res *Result) Survivors() int { return res.n }
 
 // Run filters the seed candidates (seed itself is not modified), scores the survivors and returns the best
-// top of them, best first. Ties go to the lowest instance id.
-func (p *Profile) Run(c *Cycle, seed []*router.Instance, top int, s *Scratch) Result {
-	cands := append(s.cands[:0], seed...)
-	res := Result{Considered: len(cands)}
-	s.removed = s.removed[:0]
-	t0 := time.Now()
-	for i, f := range p.filters {
-		before := len(cands)
-		if before > 0 {
-			cands = f.Filter(c, cands)
+// top of them, best first. Ties go to the lowest instance id. With timed set, each plugin's time is added to
+// its counters; timing costs a clock read per plugin, so callers time a sample of runs.
+func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, timed bool) Result {
+	res := Result{Considered: len(seed)}
+	s.removed = append(s.removed[:0], make([]int, len(p.filters))...)
+	removed := s.removed
+	var t0 time.Time
+	lap := func(i int) {
+		if timed {
 			t1 := time.Now()
 			p.stats[i].add(t1.Sub(t0))
 			t0 = t1
 		}
-		s.removed = append(s.removed, before-len(cands))
+	}
+	if timed {
+		t0 = time.Now()
+	}
+	cands := s.cands[:0]
+	if timed {
+		// One filter at a time over all candidates, so that each filter's time can be read.
+		cands = append(cands, seed...)
+		for i, f := range p.filters {
+			if len(cands) == 0 {
+				break
+			}
+			kept := cands[:0]
+			for _, in := range cands {
+				if f.Keep(c, in) {
+					kept = append(kept, in)
+				} else {
+					removed[i]++
+				}
+			}
+			cands = kept
+			lap(i)
+		}
+	} else {
+		// Every filter over one candidate at a time: each instance is loaded once.
+	next:
+		for _, in := range seed {
+			for i, f := range p.filters {
+				if !f.Keep(c, in) {
+					removed[i]++
+					continue next
+				}
+			}
+			cands = append(cands, in)
+		}
 	}
 	s.cands = cands
-	res.Removed = s.removed
+	res.Removed = removed
 	n := len(cands)
 	res.n = n
 	if n == 0 || top <= 0 {
@@ -131,9 +164,7 @@ func (p *Profile) Run(c *Cycle, seed []*router.Instance, top int, s *Scratch) Re
 		for i := range out {
 			out[i] = Clamp01(out[i])
 		}
-		t1 := time.Now()
-		p.stats[len(p.filters)+j].add(t1.Sub(t0))
-		t0 = t1
+		lap(len(p.filters) + j)
 	}
 
 	// Keep the best top candidates in a small sorted array: O(n·top), and top is 1 or 2 in practice.
@@ -161,7 +192,7 @@ func (p *Profile) Run(c *Cycle, seed []*router.Instance, top int, s *Scratch) Re
 	}
 	s.ranked = ranked
 	res.Ranked = ranked
-	p.stats[len(p.stats)-1].add(time.Since(t0))
+	lap(len(p.stats) - 1)
 	return res
 }
 
@@ -182,9 +213,10 @@ type PluginStats struct {
 	// Plugin is the filter's or scorer's name, or "pick" for ranking.
 	Plugin Name
 	// Kind is "filter", "scorer" or "pick".
-	Kind  string
+	Kind string
+	// Calls is how many timed runs called the plugin.
 	Calls uint64
-	// Total is the time spent in the plugin, summed over its calls.
+	// Total is the time spent in the plugin, summed over its timed calls.
 	Total time.Duration
 }
 
@@ -196,8 +228,8 @@ func (s PluginStats) Mean() time.Duration {
 	return s.Total / time.Duration(s.Calls)
 }
 
-// Stats returns the counters of every plugin of the profile, in pipeline order. A filter is not called (nor
-// counted) once an earlier one has left no candidate.
+// Stats returns the counters of every plugin of the profile, in pipeline order. Only timed runs count. A
+// filter is not called (nor counted) once an earlier one has left no candidate.
 func (p *Profile) Stats() []PluginStats {
 	out := make([]PluginStats, 0, len(p.stats))
 	for i := range p.stats {

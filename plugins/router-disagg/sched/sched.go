@@ -16,44 +16,38 @@ type Cycle struct {
 	// Prefix is what the prefix-affinity index remembers of the request's leading blocks.
 	Prefix affinity.Match
 	// Decode is the chosen decode instance; set only while the prefill profile runs.
-	Decode *router.Instance
+	Decode *view.Instance
 }
 
-// Filter drops the candidates that cannot serve.
+// Filter drops the candidates that cannot serve. Filters judge one candidate at a time, so that a profile can
+// run them all over each candidate in one pass (each instance is loaded once), or, on timed runs, one filter
+// over all candidates at a time; both give the same survivors and the same counts.
 type Filter interface {
 	Name() Name
-	// Filter returns the candidates that pass, in their order, reusing the backing array of cands.
-	Filter(c *Cycle, cands []*router.Instance) []*router.Instance
+	// Keep reports whether the candidate passes.
+	Keep(c *Cycle, in *view.Instance) bool
 }
 
 // Scorer rates candidates.
 type Scorer interface {
 	Name() Name
 	// Score writes one score in [0, 1] per candidate into out (len(out) == len(cands)); higher is better.
-	Score(c *Cycle, cands []*router.Instance, out []float64)
+	Score(c *Cycle, cands []*view.Instance, out []float64)
 }
 
 // Predicate makes a Filter from a per-candidate test.
-func Predicate(name Name, keep func(c *Cycle, in *router.Instance) bool) Filter {
+func Predicate(name Name, keep func(c *Cycle, in *view.Instance) bool) Filter {
 	return predicate{name: name, keep: keep}
 }
 
 type predicate struct {
 	name Name
-	keep func(*Cycle, *router.Instance) bool
+	keep func(*Cycle, *view.Instance) bool
 }
 
 func (p predicate) Name() Name { return p.name }
 
-func (p predicate) Filter(c *Cycle, cands []*router.Instance) []*router.Instance {
-	out := cands[:0]
-	for _, in := range cands {
-		if p.keep(c, in) {
-			out = append(out, in)
-		}
-	}
-	return out
-}
+func (p predicate) Keep(c *Cycle, in *view.Instance) bool { return p.keep(c, in) }
 
 // Renamed returns s under another name, so that one scorer can serve in two profiles (load and prefill-load)
 // with distinct keys in the decision's scores.

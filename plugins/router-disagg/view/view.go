@@ -1,7 +1,9 @@
 // Package view indexes a router.Snapshot for routing: nodes and instances by id, instances by model, links by
-// (from, to), and what the instance links say (which instances are prefill-only, which prefill instances serve
-// which decode instance). The snapshot's own lookups are linear scans, and a cluster of n nodes has n·(n-1)
-// links, so a router that looks up a link per prefill candidate needs the index to stay in microseconds.
+// (from, to), what the instance links say (which instances are prefill-only, which prefill instances serve
+// which decode instance), and, per instance, the facts every filter asks about (is its node alive, is its KV
+// endpoint well formed). The snapshot's own lookups are linear scans, a cluster of n nodes has n·(n-1) links,
+// and string-keyed maps cost tens of nanoseconds a lookup, so routing over hundreds of instances needs the facts
+// resolved once per snapshot to stay in microseconds.
 //
 // A snapshot is immutable and the gateway hands the same *Snapshot to every request until the cluster
 // changes, so Cache builds the view once per snapshot and keeps the last few.
@@ -11,110 +13,193 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
+	"github.com/duet-ai/duet/plugins/router-disagg/endpoint"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-// View is an indexed, read-only snapshot. Its pointers point into the snapshot, which must not change.
+// Instance is a snapshot instance with what the view resolved about it. The embedded *router.Instance points
+// into the snapshot and must not be modified.
+type Instance struct {
+	*router.Instance
+	// Index is the instance's position among the view's instances (first occurrence of each id).
+	Index int32
+	// NodeInfo is the instance's node, nil when the snapshot does not have it.
+	NodeInfo *router.Node
+	// Alive is true when the instance's node is in the snapshot and alive.
+	Alive bool
+	// PrefillOnly is true when the instance links name the instance only on their prefill side, which makes it
+	// a prefill-only instance whatever its role says.
+	PrefillOnly bool
+	// AffinityID is the instance's id in the prefix-affinity index.
+	AffinityID affinity.ID
+	// KVValid is true when KVEndpoint is host:port with a port in 1..65535; KVUnspecified when its host is
+	// unspecified (empty, 0.0.0.0 or ::) and so needs another address to be dialled from elsewhere.
+	KVValid, KVUnspecified bool
+
+	node int32 // index of NodeInfo, -1 when unknown
+}
+
+// View is an indexed, read-only snapshot.
 type View struct {
 	Snapshot *router.Snapshot
 
-	nodes       map[string]*router.Node
-	links       map[pair]*router.Link
-	instances   map[string]*router.Instance
-	byModel     map[string][]*router.Instance
-	onDecode    map[string]bool // instance ids on the decode side of some instance link
-	onPrefill   map[string]bool // instance ids on the prefill side of some instance link
-	linked      map[pair]bool   // (decode id, prefill id) pairs of the instance links
-	prefillFrom map[string]bool // decode ids that have at least one linked prefill instance
+	nodes     map[string]int32 // node index by id (first occurrence)
+	nodeList  []*router.Node
+	links     map[uint64]*router.Link // by from<<32 | to node indexes
+	instances []Instance
+	byID      map[string]*Instance
+	byModel   map[string][]*Instance
+	linked    map[uint64]bool // (decode << 32 | prefill) instance indexes of the instance links
+	hasLinked []bool          // by instance index: the instance links give it prefill instances
 }
-
-type pair struct{ a, b string }
 
 // New indexes s. When ids repeat, the first wins, as in the snapshot's own lookups.
 func New(s *router.Snapshot) *View {
 	v := &View{
-		Snapshot:  s,
-		nodes:     make(map[string]*router.Node, len(s.Nodes)),
-		links:     make(map[pair]*router.Link, len(s.Links)),
-		instances: make(map[string]*router.Instance, len(s.Instances)),
-		byModel:   map[string][]*router.Instance{},
+		Snapshot: s,
+		nodes:    make(map[string]int32, len(s.Nodes)),
+		links:    make(map[uint64]*router.Link, len(s.Links)),
+		byID:     make(map[string]*Instance, len(s.Instances)),
+		byModel:  map[string][]*Instance{},
 	}
 	for i := range s.Nodes {
 		if _, dup := v.nodes[s.Nodes[i].ID]; !dup {
-			v.nodes[s.Nodes[i].ID] = &s.Nodes[i]
+			v.nodes[s.Nodes[i].ID] = int32(len(v.nodeList))
+			v.nodeList = append(v.nodeList, &s.Nodes[i])
 		}
 	}
 	for i := range s.Links {
-		k := pair{s.Links[i].From, s.Links[i].To}
-		if _, dup := v.links[k]; !dup {
+		from, ok1 := v.nodes[s.Links[i].From]
+		to, ok2 := v.nodes[s.Links[i].To]
+		if !ok1 || !ok2 {
+			continue // a link to or from a node the snapshot does not have leads nowhere routable
+		}
+		if k := key(from, to); v.links[k] == nil {
 			v.links[k] = &s.Links[i]
 		}
 	}
+	v.instances = make([]Instance, 0, len(s.Instances))
 	for i := range s.Instances {
 		in := &s.Instances[i]
-		if _, dup := v.instances[in.ID]; dup {
+		if _, dup := v.byID[in.ID]; dup {
 			continue
 		}
-		v.instances[in.ID] = in
-		v.byModel[in.Model] = append(v.byModel[in.Model], in)
+		e := Instance{Instance: in, Index: int32(len(v.instances)), AffinityID: affinity.IDOf(in.ID), node: -1}
+		if n, ok := v.nodes[in.Node]; ok {
+			e.node, e.NodeInfo = n, v.nodeList[n]
+			e.Alive = e.NodeInfo.Status == router.NodeAlive
+		}
+		e.KVValid, e.KVUnspecified = parseKV(in.KVEndpoint)
+		v.instances = append(v.instances, e)
+		v.byID[in.ID] = nil // reserved; pointers are taken once the slice stops growing
+	}
+	for i := range v.instances {
+		e := &v.instances[i]
+		v.byID[e.ID] = e
+		v.byModel[e.Model] = append(v.byModel[e.Model], e)
 	}
 	if len(s.InstanceLinks) > 0 {
-		v.onDecode, v.onPrefill = map[string]bool{}, map[string]bool{}
-		v.linked, v.prefillFrom = map[pair]bool{}, map[string]bool{}
+		onDecode, onPrefill := map[string]bool{}, map[string]bool{}
+		v.linked = map[uint64]bool{}
+		v.hasLinked = make([]bool, len(v.instances))
 		for _, l := range s.InstanceLinks {
 			for _, d := range l.DecodeInstances {
-				v.onDecode[d] = true
+				onDecode[d] = true
 			}
 			for _, p := range l.PrefillInstances {
-				v.onPrefill[p] = true
+				onPrefill[p] = true
 			}
 			for _, d := range l.DecodeInstances {
+				di, ok := v.byID[d]
+				if !ok {
+					continue
+				}
+				// A link naming prefill instances restricts the decode instance to them, even to ones that
+				// are not in the snapshot (yet): the operator said who serves whom.
+				v.hasLinked[di.Index] = v.hasLinked[di.Index] || len(l.PrefillInstances) > 0
 				for _, p := range l.PrefillInstances {
-					v.linked[pair{d, p}] = true
-					v.prefillFrom[d] = true
+					if pi, ok := v.byID[p]; ok {
+						v.linked[key(di.Index, pi.Index)] = true
+					}
 				}
 			}
+		}
+		for i := range v.instances {
+			e := &v.instances[i]
+			e.PrefillOnly = onPrefill[e.ID] && !onDecode[e.ID]
 		}
 	}
 	return v
 }
 
+func key(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
+
+// parseKV checks a KV endpoint once per snapshot, so that filters need not parse it per request.
+func parseKV(kv string) (valid, unspecified bool) {
+	host, _, err := endpoint.Parse(kv)
+	return err == nil, err == nil && endpoint.Unspecified(host)
+}
+
 // Node returns the node with the given id.
 func (v *View) Node(id string) (*router.Node, bool) {
-	n, ok := v.nodes[id]
-	return n, ok
+	if n, ok := v.nodes[id]; ok {
+		return v.nodeList[n], true
+	}
+	return nil, false
 }
 
 // NodeAlive reports whether the node is in the snapshot and alive.
 func (v *View) NodeAlive(id string) bool {
-	n, ok := v.nodes[id]
+	n, ok := v.Node(id)
 	return ok && n.Status == router.NodeAlive
 }
 
 // Link returns the link from one node to another.
 func (v *View) Link(from, to string) (*router.Link, bool) {
-	l, ok := v.links[pair{from, to}]
+	f, ok1 := v.nodes[from]
+	t, ok2 := v.nodes[to]
+	if !ok1 || !ok2 {
+		return nil, false
+	}
+	l, ok := v.links[key(f, t)]
+	return l, ok
+}
+
+// LinkBetween returns the link from one instance's node to another's, without string lookups.
+func (v *View) LinkBetween(from, to *Instance) (*router.Link, bool) {
+	if from.node < 0 || to.node < 0 {
+		return nil, false
+	}
+	l, ok := v.links[key(from.node, to.node)]
 	return l, ok
 }
 
 // Instance returns the instance with the given id.
-func (v *View) Instance(id string) (*router.Instance, bool) {
-	in, ok := v.instances[id]
+func (v *View) Instance(id string) (*Instance, bool) {
+	in, ok := v.byID[id]
 	return in, ok
 }
 
-// Instances returns the instances of a model, in snapshot order. The slice belongs to the view: do not modify it.
-func (v *View) Instances(model string) []*router.Instance { return v.byModel[model] }
+// All returns every instance of the view, in snapshot order, in a new slice.
+func (v *View) All() []*Instance {
+	out := make([]*Instance, len(v.instances))
+	for i := range v.instances {
+		out[i] = &v.instances[i]
+	}
+	return out
+}
 
-// PrefillOnly reports whether the instance links name the instance only on their prefill side, which makes it
-// a prefill-only instance whatever its role says.
-func (v *View) PrefillOnly(id string) bool { return v.onPrefill[id] && !v.onDecode[id] }
+// Instances returns the instances of a model, in snapshot order. The slice belongs to the view: do not modify it.
+func (v *View) Instances(model string) []*Instance { return v.byModel[model] }
 
 // HasLinkedPrefill reports whether the instance links give the decode instance at least one prefill instance.
-func (v *View) HasLinkedPrefill(decode string) bool { return v.prefillFrom[decode] }
+func (v *View) HasLinkedPrefill(decode *Instance) bool {
+	return v.hasLinked != nil && v.hasLinked[decode.Index]
+}
 
 // Linked reports whether an instance link pairs the decode instance with the prefill instance.
-func (v *View) Linked(decode, prefill string) bool { return v.linked[pair{decode, prefill}] }
+func (v *View) Linked(decode, prefill *Instance) bool { return v.linked[key(decode.Index, prefill.Index)] }
 
 // Cache keeps the views of the last few snapshots it was asked about. It is safe for concurrent use.
 type Cache struct {

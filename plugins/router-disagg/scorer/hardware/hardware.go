@@ -2,7 +2,7 @@ package hardware
 
 import (
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 )
 
 // Name is the scorer's name.
@@ -33,17 +33,16 @@ func New(preferred []string) *Scorer {
 func (*Scorer) Name() sched.Name { return Name }
 
 // Score implements sched.Scorer.
-func (s *Scorer) Score(c *sched.Cycle, cands []*router.Instance, out []float64) {
+func (s *Scorer) Score(_ *sched.Cycle, cands []*view.Instance, out []float64) {
 	for i, in := range cands {
 		out[i] = 0
 		if s.n == 0 {
 			continue
 		}
-		node, ok := c.View.Node(in.Node)
-		if !ok {
+		if in.NodeInfo == nil {
 			continue
 		}
-		if k, ok := s.rank[node.Hardware]; ok {
+		if k, ok := s.rank[in.NodeInfo.Hardware]; ok {
 			out[i] = 1 - float64(k)/float64(s.n)
 		}
 	}

@@ -29,13 +29,13 @@ func TestScore(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			v := view.New(&router.Snapshot{Nodes: []router.Node{{ID: "n1", Hardware: tc.hardware}}})
 			node := tc.node
 			if node == "" {
 				node = "n1"
 			}
+			v := view.New(&router.Snapshot{Nodes: []router.Node{{ID: "n1", Hardware: tc.hardware}}, Instances: []router.Instance{{ID: "p", Node: node}}})
 			out := []float64{-1}
-			New(tc.pref).Score(&sched.Cycle{View: v}, []*router.Instance{{Node: node}}, out)
+			New(tc.pref).Score(&sched.Cycle{View: v}, v.All(), out)
 			if math.Abs(out[0]-tc.want) > 1e-12 {
 				t.Errorf("hardware %q scored %v, want %v", tc.hardware, out[0], tc.want)
 			}

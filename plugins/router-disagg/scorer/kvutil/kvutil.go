@@ -4,7 +4,7 @@ import (
 	"math"
 
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 )
 
 // Name is the scorer's name.
@@ -22,7 +22,7 @@ func New() *Scorer { return &Scorer{} }
 func (*Scorer) Name() sched.Name { return Name }
 
 // Score implements sched.Scorer.
-func (*Scorer) Score(_ *sched.Cycle, cands []*router.Instance, out []float64) {
+func (*Scorer) Score(_ *sched.Cycle, cands []*view.Instance, out []float64) {
 	for i, in := range cands {
 		u := in.Load.KVUtilization
 		if math.IsNaN(u) {

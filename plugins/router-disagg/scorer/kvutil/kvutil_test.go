@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -24,7 +25,7 @@ func TestScore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out := make([]float64, 1)
-			New().Score(nil, []*router.Instance{{Load: router.Load{KVUtilization: tc.util}}}, out)
+			New().Score(nil, view.New(&router.Snapshot{Instances: []router.Instance{{Load: router.Load{KVUtilization: tc.util}}}}).All(), out)
 			if out[0] != tc.want {
 				t.Errorf("KVUtilization %v scored %v, want %v", tc.util, out[0], tc.want)
 			}

@@ -25,20 +25,22 @@ func New() *Scorer { return &Scorer{} }
 func (*Scorer) Name() sched.Name { return Name }
 
 // Score implements sched.Scorer.
-func (*Scorer) Score(c *sched.Cycle, cands []*router.Instance, out []float64) {
+func (*Scorer) Score(c *sched.Cycle, cands []*view.Instance, out []float64) {
 	for i, in := range cands {
-		out[i] = Between(c.View, in.Node, c.Decode.Node)
+		out[i] = Between(c.View, in, c.Decode)
 	}
 }
 
-// Between scores the path from node from to node to.
-func Between(v *view.View, from, to string) float64 {
-	if from == to {
+// Between scores the path from one instance's node to another's.
+func Between(v *view.View, from, to *view.Instance) float64 {
+	if from.Node == to.Node {
 		return 1
 	}
-	l, ok := Path(v, from, to)
+	l, ok := v.LinkBetween(from, to)
 	if !ok {
-		return 0
+		if l, ok = v.LinkBetween(to, from); !ok {
+			return 0
+		}
 	}
 	return Quality(l)
 }

@@ -36,10 +36,15 @@ func TestScore(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			v := view.New(&router.Snapshot{Links: tc.links})
-			c := &sched.Cycle{View: v, Decode: &router.Instance{ID: "d", Node: "n1"}}
+			v := view.New(&router.Snapshot{
+				Nodes:     []router.Node{{ID: "n1"}, {ID: "n2"}},
+				Links:     tc.links,
+				Instances: []router.Instance{{ID: "d", Node: "n1"}, {ID: "p", Node: tc.from}},
+			})
+			d, _ := v.Instance("d")
+			p, _ := v.Instance("p")
 			out := []float64{-1}
-			New().Score(c, []*router.Instance{{ID: "p", Node: tc.from}}, out)
+			New().Score(&sched.Cycle{View: v, Decode: d}, []*view.Instance{p}, out)
 			if math.Abs(out[0]-tc.want) > 1e-9 {
 				t.Errorf("scored %v, want %v", out[0], tc.want)
 			}

@@ -2,7 +2,7 @@ package load
 
 import (
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 )
 
 // Name is the scorer's name in the decode profile.
@@ -23,12 +23,12 @@ func New() *Scorer { return &Scorer{} }
 func (*Scorer) Name() sched.Name { return Name }
 
 // Work is the load the scorer counts for an instance: in-flight plus queued requests.
-func Work(in *router.Instance) int64 {
+func Work(in *view.Instance) int64 {
 	return int64(max(in.Load.InFlight, 0)) + int64(max(in.Load.Queued, 0))
 }
 
 // Score implements sched.Scorer.
-func (*Scorer) Score(_ *sched.Cycle, cands []*router.Instance, out []float64) {
+func (*Scorer) Score(_ *sched.Cycle, cands []*view.Instance, out []float64) {
 	var most int64
 	for _, in := range cands {
 		most = max(most, Work(in))

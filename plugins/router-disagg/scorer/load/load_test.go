@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -24,10 +25,11 @@ func TestScore(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cands := make([]*router.Instance, len(tc.loads))
+			snap := &router.Snapshot{}
 			for i, l := range tc.loads {
-				cands[i] = &router.Instance{Load: l}
+				snap.Instances = append(snap.Instances, router.Instance{ID: string(rune('a' + i)), Load: l})
 			}
+			cands := view.New(snap).All()
 			out := make([]float64, len(cands))
 			New().Score(nil, cands, out)
 			for i := range out {

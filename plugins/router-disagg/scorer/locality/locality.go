@@ -2,7 +2,7 @@ package locality
 
 import (
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 )
 
 // Name is the scorer's name.
@@ -20,7 +20,7 @@ func New() *Scorer { return &Scorer{} }
 func (*Scorer) Name() sched.Name { return Name }
 
 // Score implements sched.Scorer.
-func (*Scorer) Score(c *sched.Cycle, cands []*router.Instance, out []float64) {
+func (*Scorer) Score(c *sched.Cycle, cands []*view.Instance, out []float64) {
 	src := c.Request.SourceNode
 	for i, in := range cands {
 		out[i] = 0

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -24,7 +25,7 @@ func TestScore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out := []float64{0.5}
-			New().Score(&sched.Cycle{Request: &router.Request{SourceNode: tc.source}}, []*router.Instance{{Node: tc.node}}, out)
+			New().Score(&sched.Cycle{Request: &router.Request{SourceNode: tc.source}}, view.New(&router.Snapshot{Instances: []router.Instance{{Node: tc.node}}}).All(), out)
 			if out[0] != tc.want {
 				t.Errorf("source %q, node %q scored %v, want %v", tc.source, tc.node, out[0], tc.want)
 			}

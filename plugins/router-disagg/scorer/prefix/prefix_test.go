@@ -5,6 +5,7 @@ import (
 
 	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -16,14 +17,14 @@ func TestScore(t *testing.T) {
 	}{
 		"no hashes":       {match: affinity.Match{}, want: []float64{0, 0, 0}},
 		"nothing known":   {match: affinity.Match{Blocks: 8}, want: []float64{0, 0, 0}},
-		"whole prompt":    {match: affinity.Match{Blocks: 8, Hits: []affinity.Hit{{Instance: "b", Blocks: 8}}}, want: []float64{0, 1, 0}},
-		"partial and all": {match: affinity.Match{Blocks: 8, Hits: []affinity.Hit{{Instance: "c", Blocks: 8}, {Instance: "a", Blocks: 2}}}, want: []float64{0.25, 0, 1}},
-		"unknown holder":  {match: affinity.Match{Blocks: 4, Hits: []affinity.Hit{{Instance: "z", Blocks: 4}}}, want: []float64{0, 0, 0}},
+		"whole prompt":    {match: affinity.Match{Blocks: 8, Hits: []affinity.Hit{{Instance: affinity.IDOf("b"), Blocks: 8}}}, want: []float64{0, 1, 0}},
+		"partial and all": {match: affinity.Match{Blocks: 8, Hits: []affinity.Hit{{Instance: affinity.IDOf("c"), Blocks: 8}, {Instance: affinity.IDOf("a"), Blocks: 2}}}, want: []float64{0.25, 0, 1}},
+		"unknown holder":  {match: affinity.Match{Blocks: 4, Hits: []affinity.Hit{{Instance: affinity.IDOf("z"), Blocks: 4}}}, want: []float64{0, 0, 0}},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cands := []*router.Instance{{ID: "a"}, {ID: "b"}, {ID: "c"}}
+			cands := view.New(&router.Snapshot{Instances: []router.Instance{{ID: "a"}, {ID: "b"}, {ID: "c"}}}).All()
 			out := make([]float64, len(cands))
 			New().Score(&sched.Cycle{Prefix: tc.match}, cands, out)
 			for i := range out {
