@@ -84,7 +84,9 @@ func inst(id, node, role string, mod ...func(*router.Instance)) router.Instance 
 	return in
 }
 
-func inFlight(n int) func(*router.Instance) { return func(in *router.Instance) { in.Load.InFlight = n } }
+func inFlight(n int) func(*router.Instance) {
+	return func(in *router.Instance) { in.Load.InFlight = n }
+}
 
 func endpointIDs(d router.Decision) []string {
 	var out []string
@@ -280,7 +282,9 @@ func TestDecisions(t *testing.T) {
 			wantDecode: "a",
 		},
 		"load beats locality": {
-			snap:       func() *router.Snapshot { return cluster(2, inst("a", "n1", "both", inFlight(4)), inst("b", "n2", "both", inFlight(1))) },
+			snap: func() *router.Snapshot {
+				return cluster(2, inst("a", "n1", "both", inFlight(4)), inst("b", "n2", "both", inFlight(1)))
+			},
 			req:        func(r router.Request) router.Request { r.PromptTokens = 10; return r },
 			wantDecode: "b",
 		},
@@ -330,8 +334,8 @@ func TestScoresOfTheWinner(t *testing.T) {
 	d := route(t, r, router.Request{Model: "m", PromptTokens: 3000, SourceNode: "n1"}, snap)
 	want := map[string]float64{
 		"load": 0.75, "kv-utilization": 0.75, "prefix": 0, "locality": 1,
-		"decode-total":    (0.75 + 0.5*0.75 + 0 + 0.1) / 2.6,
-		"prefill-load":    1, "link": 0.8, "prefill-total": 0.9,
+		"decode-total": (0.75 + 0.5*0.75 + 0 + 0.1) / 2.6,
+		"prefill-load": 1, "link": 0.8, "prefill-total": 0.9,
 		"uncached-tokens": 3000,
 	}
 	for k, v := range want {

@@ -199,7 +199,9 @@ func (v *View) HasLinkedPrefill(decode *Instance) bool {
 }
 
 // Linked reports whether an instance link pairs the decode instance with the prefill instance.
-func (v *View) Linked(decode, prefill *Instance) bool { return v.linked[key(decode.Index, prefill.Index)] }
+func (v *View) Linked(decode, prefill *Instance) bool {
+	return v.linked[key(decode.Index, prefill.Index)]
+}
 
 // Cache keeps the views of the last few snapshots it was asked about. It is safe for concurrent use.
 type Cache struct {
