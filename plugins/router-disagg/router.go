@@ -135,9 +135,13 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	s.hits = c.Prefix.Hits
 
 	timed := r.cfg.LatencySampleEvery > 0 && n%uint64(r.cfg.LatencySampleEvery) == 0
-	dres := r.decode.Run(c, v.Instances(req.Model), 1, &s.decode, timed)
+	// The view lists each model's instances by the roles that can serve each profile, which is all the filters
+	// would keep of the others; only when nothing passes does the whole chain run over all of the model's
+	// instances, to say which filter removed what.
+	dres := r.decode.Run(c, v.Decoders(req.Model), 1, &s.decode, timed)
 	if len(dres.Ranked) == 0 {
-		return router.Decision{}, noCandidate(req.Model, r.decode, &dres)
+		full := r.decode.Run(c, v.Instances(req.Model), 1, &s.decode, false)
+		return router.Decision{}, noCandidate(req.Model, r.decode, &full)
 	}
 	win := dres.Ranked[0]
 	dec := win.Instance
@@ -157,7 +161,14 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	ranPrefill := verdict.Remote && r.cfg.MaxPrefillEndpoints > 0
 	if ranPrefill {
 		c.Decode = dec
-		pres = r.prefill.Run(c, v.Instances(req.Model), r.cfg.MaxPrefillEndpoints, &s.prefill, timed)
+		seed := v.Prefillers(req.Model)
+		if v.HasLinkedPrefill(dec) {
+			seed = v.LinkedPrefill(dec)
+		}
+		pres = r.prefill.Run(c, seed, r.cfg.MaxPrefillEndpoints, &s.prefill, timed)
+		if len(pres.Ranked) == 0 {
+			pres = r.prefill.Run(c, v.Instances(req.Model), r.cfg.MaxPrefillEndpoints, &s.prefill, false)
+		}
 		for _, rk := range pres.Ranked {
 			p := rk.Instance
 			var linkAddr string

@@ -190,6 +190,15 @@ func TestDecisions(t *testing.T) {
 			wantDecode:  "d",
 			wantPrefill: []string{"p-far"},
 		},
+		"links to a missing prefill instance keep prefill local": {
+			snap: func() *router.Snapshot {
+				s := cluster(2, inst("d", "n1", "decode"), inst("p", "n2", "prefill"))
+				s.InstanceLinks = []router.InstanceLink{{ID: "l", DecodeInstances: []string{"d"}, PrefillInstances: []string{"p-gone"}}}
+				return s
+			},
+			wantDecode: "d",
+			wantReason: []string{"no prefill candidate (2 instances of the model; not-decode removed 1, linked removed 1)"},
+		},
 		"links of another decode instance do not restrict": {
 			snap: func() *router.Snapshot {
 				s := cluster(3, inst("d", "n1", "decode"), inst("e", "n1", "decode", inFlight(3)), inst("p1", "n2", "prefill"), inst("p2", "n3", "prefill"))

@@ -48,11 +48,7 @@ func NodeAlive() sched.Filter {
 // named only on the prefill side of the instance links, which makes an instance prefill-only whatever its role.
 func DecodeRole() sched.Filter {
 	return sched.Predicate(DecodeRoleName, func(_ *sched.Cycle, in *view.Instance) bool {
-		switch in.Role {
-		case router.RoleBoth, router.RoleDecode, "":
-			return !in.PrefillOnly
-		}
-		return false
+		return view.CanDecode(in.Role) && !in.PrefillOnly
 	})
 }
 
@@ -78,13 +74,7 @@ func PromptFits() sched.Filter {
 
 // PrefillRole keeps instances that can serve prefill: role both or prefill (an empty role counts as both).
 func PrefillRole() sched.Filter {
-	return sched.Predicate(PrefillRoleName, func(_ *sched.Cycle, in *view.Instance) bool {
-		switch in.Role {
-		case router.RoleBoth, router.RolePrefill, "":
-			return true
-		}
-		return false
-	})
+	return sched.Predicate(PrefillRoleName, func(_ *sched.Cycle, in *view.Instance) bool { return view.CanPrefill(in.Role) })
 }
 
 // NotDecode drops the chosen decode instance: it does not prefill for itself over the wire.

@@ -19,6 +19,7 @@ type Weighted struct {
 type Profile struct {
 	name      Name
 	filters   []Filter
+	keeps     []func(*Cycle, *view.Instance) bool // the filters' Keep, unwrapped where possible: one call each
 	scorers   []Weighted // only those with a positive weight
 	weightSum float64
 	stats     []counter // filters, then scorers, then the pick
@@ -37,6 +38,13 @@ func (c *counter) add(d time.Duration) {
 // negative, infinite or NaN weight is an error.
 func NewProfile(name Name, filters []Filter, scorers []Weighted) (*Profile, error) {
 	p := &Profile{name: name, filters: filters}
+	for _, f := range filters {
+		if pr, ok := f.(predicate); ok {
+			p.keeps = append(p.keeps, pr.keep)
+		} else {
+			p.keeps = append(p.keeps, f.Keep)
+		}
+	}
 	for _, w := range scorers {
 		if w.Weight < 0 || math.IsInf(w.Weight, 0) || math.IsNaN(w.Weight) {
 			return nil, fmt.Errorf("profile %s: scorer %s: weight %v is not a finite number ≥ 0", name, w.Scorer.Name(), w.Weight)
@@ -117,13 +125,13 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 	if timed {
 		// One filter at a time over all candidates, so that each filter's time can be read.
 		cands = append(cands, seed...)
-		for i, f := range p.filters {
+		for i, keep := range p.keeps {
 			if len(cands) == 0 {
 				break
 			}
 			kept := cands[:0]
 			for _, in := range cands {
-				if f.Keep(c, in) {
+				if keep(c, in) {
 					kept = append(kept, in)
 				} else {
 					removed[i]++
@@ -136,8 +144,8 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 		// Every filter over one candidate at a time: each instance is loaded once.
 	next:
 		for _, in := range seed {
-			for i, f := range p.filters {
-				if !f.Keep(c, in) {
+			for i, keep := range p.keeps {
+				if !keep(c, in) {
 					removed[i]++
 					continue next
 				}

@@ -50,8 +50,21 @@ type View struct {
 	instances []Instance
 	byID      map[string]*Instance
 	byModel   map[string][]*Instance
-	linked    map[uint64]bool // (decode << 32 | prefill) instance indexes of the instance links
-	hasLinked []bool          // by instance index: the instance links give it prefill instances
+	decoders  map[string][]*Instance // by model: CanDecode and not prefill-only
+	prefills  map[string][]*Instance // by model: CanPrefill
+	linked    map[uint64]bool        // (decode << 32 | prefill) instance indexes of the instance links
+	hasLinked []bool                 // by instance index: the instance links give it prefill instances
+	linkedTo  [][]*Instance          // by decode instance index: its linked prefill instances in the snapshot
+}
+
+// CanDecode reports whether an instance role can decode: both or decode (an empty role counts as both).
+func CanDecode(role string) bool {
+	return role == router.RoleBoth || role == router.RoleDecode || role == ""
+}
+
+// CanPrefill reports whether an instance role can serve prefill: both or prefill (an empty role counts as both).
+func CanPrefill(role string) bool {
+	return role == router.RoleBoth || role == router.RolePrefill || role == ""
 }
 
 // New indexes s. When ids repeat, the first wins, as in the snapshot's own lookups.
@@ -62,6 +75,8 @@ func New(s *router.Snapshot) *View {
 		links:    make(map[uint64]*router.Link, len(s.Links)),
 		byID:     make(map[string]*Instance, len(s.Instances)),
 		byModel:  map[string][]*Instance{},
+		decoders: map[string][]*Instance{},
+		prefills: map[string][]*Instance{},
 	}
 	for i := range s.Nodes {
 		if _, dup := v.nodes[s.Nodes[i].ID]; !dup {
@@ -119,8 +134,12 @@ func New(s *router.Snapshot) *View {
 				// are not in the snapshot (yet): the operator said who serves whom.
 				v.hasLinked[di.Index] = v.hasLinked[di.Index] || len(l.PrefillInstances) > 0
 				for _, p := range l.PrefillInstances {
-					if pi, ok := v.byID[p]; ok {
+					if pi, ok := v.byID[p]; ok && !v.linked[key(di.Index, pi.Index)] {
 						v.linked[key(di.Index, pi.Index)] = true
+						if v.linkedTo == nil {
+							v.linkedTo = make([][]*Instance, len(v.instances))
+						}
+						v.linkedTo[di.Index] = append(v.linkedTo[di.Index], pi)
 					}
 				}
 			}
@@ -130,7 +149,21 @@ func New(s *router.Snapshot) *View {
 			e.PrefillOnly = onPrefill[e.ID] && !onDecode[e.ID]
 		}
 	}
+	v.sides() // once PrefillOnly is known
 	return v
+}
+
+// sides sorts each model's instances into those that can decode and those that can prefill.
+func (v *View) sides() {
+	for i := range v.instances {
+		e := &v.instances[i]
+		if CanDecode(e.Role) && !e.PrefillOnly {
+			v.decoders[e.Model] = append(v.decoders[e.Model], e)
+		}
+		if CanPrefill(e.Role) {
+			v.prefills[e.Model] = append(v.prefills[e.Model], e)
+		}
+	}
 }
 
 func key(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
@@ -192,6 +225,24 @@ func (v *View) All() []*Instance {
 
 // Instances returns the instances of a model, in snapshot order. The slice belongs to the view: do not modify it.
 func (v *View) Instances(model string) []*Instance { return v.byModel[model] }
+
+// Decoders returns the instances of a model that can decode by role and are not prefill-only, in snapshot
+// order: the decode profile's candidates before the filters that depend on status and the request. The slice
+// belongs to the view.
+func (v *View) Decoders(model string) []*Instance { return v.decoders[model] }
+
+// Prefillers returns the instances of a model that can prefill by role, in snapshot order. The slice belongs
+// to the view.
+func (v *View) Prefillers(model string) []*Instance { return v.prefills[model] }
+
+// LinkedPrefill returns the prefill instances the instance links give the decode instance and that the
+// snapshot has, each once. The slice belongs to the view.
+func (v *View) LinkedPrefill(decode *Instance) []*Instance {
+	if v.linkedTo == nil {
+		return nil
+	}
+	return v.linkedTo[decode.Index]
+}
 
 // HasLinkedPrefill reports whether the instance links give the decode instance at least one prefill instance.
 func (v *View) HasLinkedPrefill(decode *Instance) bool {

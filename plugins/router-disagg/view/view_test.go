@@ -88,6 +88,22 @@ func TestView(t *testing.T) {
 	if _, ok := v.LinkBetween(in("a"), in("p")); ok {
 		t.Error("LinkBetween to an instance without a node")
 	}
+	names := func(ins []*Instance) string {
+		var s string
+		for _, in := range ins {
+			s += in.ID
+		}
+		return s
+	}
+	if got := names(v.Decoders("m")); got != "abq" { // p is prefill-only by the links
+		t.Errorf("Decoders(m) = %s, want abq", got)
+	}
+	if got := names(v.Prefillers("m")); got != "abpq" {
+		t.Errorf("Prefillers(m) = %s, want abpq", got)
+	}
+	if got := names(v.LinkedPrefill(in("a"))) + "," + names(v.LinkedPrefill(in("q"))) + "," + names(v.LinkedPrefill(in("c"))); got != "p,b," {
+		t.Errorf("LinkedPrefill(a, q, c) = %s, want p,b,", got)
+	}
 	if got := len(v.All()); got != 6-1 {
 		t.Errorf("All has %d instances, want 5 (one duplicate id)", got)
 	}
