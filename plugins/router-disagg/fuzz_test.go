@@ -46,8 +46,8 @@ func fuzzSnapshot(s *bytesource) *router.Snapshot {
 			}
 			snap.Links = append(snap.Links, router.Link{
 				From: fmt.Sprintf("n%d", from), To: fmt.Sprintf("n%d", to),
-				Address: s.pick("", "10.0.0.9", "fe80::1", "[fe80::2]", "10.0.0.3:7946", "bad:addr:ess"),
-				Kind:    s.pick("thunderbolt", "ethernet", "wifi", "loopback", "other", ""),
+				Address:   s.pick("", "10.0.0.9", "fe80::1", "[fe80::2]", "10.0.0.3:7946", "bad:addr:ess"),
+				Kind:      s.pick("thunderbolt", "ethernet", "wifi", "loopback", "other", ""),
 				SpeedMbps: int64(s.next()) * 100, RTT: time.Duration(s.next()) * 100 * time.Microsecond,
 				Quality: float64(s.next()%12) / 10, // up to 1.1: out of range on purpose
 			})

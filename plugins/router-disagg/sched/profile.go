@@ -20,7 +20,7 @@ type Profile struct {
 	name      Name
 	filters   []Filter
 	keeps     []func(*Cycle, *view.Instance) bool // the filters' Keep, unwrapped where possible: one call each
-	scorers   []Weighted // only those with a positive weight
+	scorers   []Weighted                          // only those with a positive weight
 	weightSum float64
 	stats     []counter // filters, then scorers, then the pick
 }
