@@ -37,7 +37,8 @@ type View struct {
 
 	nodes     map[string]int32 // node index by id (first occurrence)
 	nodeList  []*router.Node
-	links     map[uint64]*router.Link // by from<<32 | to node indexes
+	dense     []*router.Link          // by from*len(nodeList)+to node indexes, for up to denseNodes nodes
+	links     map[uint64]*router.Link // by from<<32 | to node indexes, for larger clusters
 	instances []Instance
 	byID      map[string]*Instance
 	byModel   map[string][]*Instance
@@ -63,7 +64,6 @@ func New(s *router.Snapshot) *View {
 	v := &View{
 		Snapshot: s,
 		nodes:    make(map[string]int32, len(s.Nodes)),
-		links:    make(map[uint64]*router.Link, len(s.Links)),
 		byID:     make(map[string]*Instance, len(s.Instances)),
 		byModel:  map[string][]*Instance{},
 		decoders: map[string][]*Instance{},
@@ -75,14 +75,33 @@ func New(s *router.Snapshot) *View {
 			v.nodeList = append(v.nodeList, &s.Nodes[i])
 		}
 	}
+	n := len(v.nodeList)
+	if n <= denseNodes {
+		v.dense = make([]*router.Link, n*n)
+	} else {
+		v.links = make(map[uint64]*router.Link, len(s.Links))
+	}
+	lastFrom, from := "", int32(-1) // links come grouped by their from node: look it up once per group
 	for i := range s.Links {
-		from, ok1 := v.nodes[s.Links[i].From]
-		to, ok2 := v.nodes[s.Links[i].To]
-		if !ok1 || !ok2 {
+		l := &s.Links[i]
+		if l.From != lastFrom || from < 0 {
+			lastFrom = l.From
+			if f, ok := v.nodes[l.From]; ok {
+				from = f
+			} else {
+				from = -1
+			}
+		}
+		to, ok := v.nodes[l.To]
+		if from < 0 || !ok {
 			continue // a link to or from a node the snapshot does not have leads nowhere routable
 		}
-		if k := key(from, to); v.links[k] == nil {
-			v.links[k] = &s.Links[i]
+		if v.dense != nil {
+			if k := int(from)*n + int(to); v.dense[k] == nil {
+				v.dense[k] = l
+			}
+		} else if k := key(from, to); v.links[k] == nil {
+			v.links[k] = l
 		}
 	}
 	v.instances = make([]Instance, 0, len(s.Instances))
@@ -157,6 +176,21 @@ func (v *View) sides() {
 	}
 }
 
+// denseNodes is the largest cluster whose links are indexed in an n×n table (512 KiB of pointers at most);
+// larger ones use a map.
+const denseNodes = 256
+
+// link returns the link between two node indexes.
+func (v *View) link(from, to int32) (*router.Link, bool) {
+	var l *router.Link
+	if v.dense != nil {
+		l = v.dense[int(from)*len(v.nodeList)+int(to)]
+	} else {
+		l = v.links[key(from, to)]
+	}
+	return l, l != nil
+}
+
 func key(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 // parseKV checks a KV endpoint once per snapshot, so that filters need not parse it per request.
@@ -186,8 +220,7 @@ func (v *View) Link(from, to string) (*router.Link, bool) {
 	if !ok1 || !ok2 {
 		return nil, false
 	}
-	l, ok := v.links[key(f, t)]
-	return l, ok
+	return v.link(f, t)
 }
 
 // LinkBetween returns the link from one instance's node to another's, without string lookups.
@@ -195,8 +228,7 @@ func (v *View) LinkBetween(from, to *Instance) (*router.Link, bool) {
 	if from.node < 0 || to.node < 0 {
 		return nil, false
 	}
-	l, ok := v.links[key(from.node, to.node)]
-	return l, ok
+	return v.link(from.node, to.node)
 }
 
 // Instance returns the instance with the given id.

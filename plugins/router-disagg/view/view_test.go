@@ -1,6 +1,7 @@
 package view
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 
@@ -180,4 +181,39 @@ func TestCacheConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestLargeCluster checks the map-indexed links of clusters past the dense table.
+func TestLargeCluster(t *testing.T) {
+	t.Parallel()
+	for _, nodes := range []int{denseNodes, denseNodes + 1} {
+		s := &router.Snapshot{}
+		for i := range nodes {
+			s.Nodes = append(s.Nodes, router.Node{ID: fmt.Sprintf("n%d", i), Status: router.NodeAlive})
+		}
+		for i := range nodes {
+			s.Links = append(s.Links, router.Link{From: fmt.Sprintf("n%d", i), To: fmt.Sprintf("n%d", (i+1)%nodes), SpeedMbps: int64(i)})
+		}
+		s.Links = append(s.Links, router.Link{From: "n0", To: "n1", SpeedMbps: -1}) // a duplicate: the first wins
+		s.Links = append(s.Links, router.Link{From: "n0", To: "nowhere"})
+		s.Instances = []router.Instance{{ID: "a", Node: "n3"}, {ID: "b", Node: "n4"}}
+		v := New(s)
+		for i := range nodes {
+			l, ok := v.Link(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", (i+1)%nodes))
+			if !ok || l.SpeedMbps != int64(i) {
+				t.Fatalf("%d nodes: link n%d → next = %+v, %v", nodes, i, l, ok)
+			}
+		}
+		if _, ok := v.Link("n1", "n0"); ok && nodes > 2 {
+			t.Errorf("%d nodes: a link that is not there", nodes)
+		}
+		if _, ok := v.Link("n0", "nowhere"); ok {
+			t.Errorf("%d nodes: a link to an unknown node", nodes)
+		}
+		a, _ := v.Instance("a")
+		b, _ := v.Instance("b")
+		if l, ok := v.LinkBetween(a, b); !ok || l.SpeedMbps != 3 {
+			t.Errorf("%d nodes: LinkBetween(a, b) = %+v, %v", nodes, l, ok)
+		}
+	}
 }
