@@ -1,0 +1,19 @@
+// Package routerdisagg is duet's prefill/decode (P/D) router: for each request it picks the instance that
+// decodes it and, when the part of the prompt that instance would have to compute is long, an ordered list of
+// prefill instances that compute it and ship the KV cache over the KV wire, as exo's "MLX P/D" does.
+//
+// Routing is filter → score → pick (package sched), in two profiles:
+//
+//   - decode, always: ready instances of the model that can decode, on live nodes, whose context fits;
+//     scored by load, KV utilisation, prefix affinity and locality; the best weighted mean wins, ties to the
+//     lowest instance id.
+//   - prefill, when the decider says the uncached prompt reaches the threshold: ready instances with the
+//     decode instance's model and fingerprint, a dialable KV endpoint, on live nodes, linked to the decode
+//     instance when instance links say who serves whom; scored by load, the link to the decode node and,
+//     optionally, hardware class; the best few are listed so the engine can fall back.
+//
+// The router is pure with respect to the snapshot: it reads it (through an index built once per snapshot,
+// package view) and never does I/O. Its only state is the prefix-affinity index (package affinity), which
+// remembers which instance each recent prompt prefix went to, and its latency counters (Stats). A decision
+// costs microseconds; see the benchmarks and the README for figures.
+package routerdisagg

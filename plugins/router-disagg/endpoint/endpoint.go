@@ -1,0 +1,65 @@
+package endpoint
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+)
+
+// Parse splits a KV endpoint into host and port, and checks that the port is in 1..65535.
+func Parse(kv string) (host string, port string, err error) {
+	host, port, err = net.SplitHostPort(kv)
+	if err != nil {
+		return "", "", fmt.Errorf("KV endpoint %q: %w", kv, err)
+	}
+	if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+		return "", "", fmt.Errorf("KV endpoint %q: port %q is not in 1..65535", kv, port)
+	}
+	return host, port, nil
+}
+
+// Resolve returns the address for the KV endpoint kv of a prefill instance. linkAddress is the address of the
+// prefill node that the decode node should use (router.Link.Address from the decode node to the prefill node,
+// a bare host or host:port; empty when unknown), and sameNode says both instances share a node.
+//
+// Across nodes, a known link address replaces kv's host. On the same node kv stands, except that an
+// unspecified host (0.0.0.0, ::, empty) becomes loopback. An unspecified host with no link address to replace
+// it cannot be dialled from another node and is an error.
+func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
+	host, port, err := Parse(kv)
+	if err != nil {
+		return "", err
+	}
+	if !sameNode && linkAddress != "" {
+		h := linkAddress
+		if lh, _, err := net.SplitHostPort(linkAddress); err == nil {
+			h = lh
+		} else if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
+			h = h[1 : len(h)-1]
+		}
+		if h != "" {
+			return net.JoinHostPort(h, port), nil
+		}
+	}
+	if !Unspecified(host) {
+		return kv, nil
+	}
+	if sameNode {
+		if a, err := netip.ParseAddr(host); err == nil && a.Is6() {
+			return net.JoinHostPort("::1", port), nil
+		}
+		return net.JoinHostPort("127.0.0.1", port), nil
+	}
+	return "", fmt.Errorf("KV endpoint %q: unspecified host and no link address for its node", kv)
+}
+
+// Unspecified reports whether host is empty or an unspecified address (0.0.0.0, ::): a server bound to all
+// interfaces, which says nothing about where to reach it.
+func Unspecified(host string) bool {
+	if host == "" {
+		return true
+	}
+	a, err := netip.ParseAddr(host)
+	return err == nil && a.IsUnspecified()
+}

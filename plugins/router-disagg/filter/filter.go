@@ -1,0 +1,118 @@
+package filter
+
+import (
+	"github.com/duet-ai/duet/plugins/router-disagg/sched"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// Filter names.
+const (
+	ModelName           sched.Name = "model"
+	ReadyName           sched.Name = "ready"
+	NodeAliveName       sched.Name = "node-alive"
+	DecodeRoleName      sched.Name = "decode-role"
+	ContextFitsName     sched.Name = "context-fits"
+	PrefillRoleName     sched.Name = "prefill-role"
+	NotDecodeName       sched.Name = "not-decode"
+	SameFingerprintName sched.Name = "same-fingerprint"
+	LinkedName          sched.Name = "linked"
+	KVEndpointName      sched.Name = "kv-endpoint"
+	PromptFitsName      sched.Name = "prompt-fits"
+)
+
+// Model keeps instances of the requested model.
+func Model() sched.Filter {
+	return sched.Predicate(ModelName, func(c *sched.Cycle, in *view.Instance) bool { return in.Model == c.Request.Model })
+}
+
+// Ready keeps instances whose status is ready (not loading, draining or unavailable).
+func Ready() sched.Filter {
+	return sched.Predicate(ReadyName, func(_ *sched.Cycle, in *view.Instance) bool { return in.Status == router.InstanceReady })
+}
+
+// NodeAlive keeps instances on nodes the snapshot has and says are alive (not suspect, failed or left).
+func NodeAlive() sched.Filter {
+	return sched.Predicate(NodeAliveName, func(_ *sched.Cycle, in *view.Instance) bool { return in.Alive })
+}
+
+// DecodeRole keeps instances that can decode: role both or decode (an empty role counts as both), and not
+// named only on the prefill side of the instance links, which makes an instance prefill-only whatever its role.
+func DecodeRole() sched.Filter {
+	return sched.Predicate(DecodeRoleName, func(_ *sched.Cycle, in *view.Instance) bool {
+		return view.CanDecode(in.Role) && !in.PrefillOnly
+	})
+}
+
+// ContextFits keeps instances whose context length holds the prompt and the tokens to generate. It applies
+// only when both the instance's context length and the prompt length are known (non-zero); an unknown
+// MaxTokens counts as 0.
+func ContextFits() sched.Filter {
+	return sched.Predicate(ContextFitsName, func(c *sched.Cycle, in *view.Instance) bool {
+		if in.ContextLength <= 0 || c.Request.PromptTokens <= 0 {
+			return true
+		}
+		return int64(c.Request.PromptTokens)+int64(max(c.Request.MaxTokens, 0)) <= int64(in.ContextLength)
+	})
+}
+
+// PromptFits keeps instances whose context length holds the prompt: a prefill instance computes the prompt's
+// KV and generates nothing. It applies only when both lengths are known.
+func PromptFits() sched.Filter {
+	return sched.Predicate(PromptFitsName, func(c *sched.Cycle, in *view.Instance) bool {
+		return in.ContextLength <= 0 || c.Request.PromptTokens <= in.ContextLength
+	})
+}
+
+// PrefillRole keeps instances that can serve prefill: role both or prefill (an empty role counts as both).
+func PrefillRole() sched.Filter {
+	return sched.Predicate(PrefillRoleName, func(_ *sched.Cycle, in *view.Instance) bool { return view.CanPrefill(in.Role) })
+}
+
+// NotDecode drops the chosen decode instance: it does not prefill for itself over the wire.
+func NotDecode() sched.Filter {
+	return sched.Predicate(NotDecodeName, func(c *sched.Cycle, in *view.Instance) bool { return in.ID != c.Decode.ID })
+}
+
+// SameFingerprint keeps instances with the decode instance's fingerprint (same weights, dtype and KV layout),
+// whose KV cache the decode instance can ingest. An empty fingerprint matches nothing: compatibility that
+// cannot be checked is not assumed.
+func SameFingerprint() sched.Filter {
+	return sched.Predicate(SameFingerprintName, func(c *sched.Cycle, in *view.Instance) bool {
+		return in.Fingerprint != "" && in.Fingerprint == c.Decode.Fingerprint
+	})
+}
+
+// Linked keeps, when the instance links give the decode instance prefill instances, only those. A decode
+// instance without links may use any prefill instance that passes the other filters.
+func Linked() sched.Filter {
+	return sched.Predicate(LinkedName, func(c *sched.Cycle, in *view.Instance) bool {
+		return !c.View.HasLinkedPrefill(c.Decode) || c.View.Linked(c.Decode, in)
+	})
+}
+
+// KVEndpoint keeps instances whose KV endpoint the decode node can dial: host:port with a valid port, and a
+// host that is not unspecified unless the link from the decode node names the prefill node's address (or the
+// two share a node).
+func KVEndpoint() sched.Filter {
+	return sched.Predicate(KVEndpointName, func(c *sched.Cycle, in *view.Instance) bool {
+		switch {
+		case !in.KVValid:
+			return false
+		case !in.KVUnspecified || in.Node == c.Decode.Node:
+			return true
+		}
+		l, ok := c.View.LinkBetween(c.Decode, in)
+		return ok && l.Address != ""
+	})
+}
+
+// Decode is the decode profile's filter chain, cheapest and most selective first.
+func Decode() []sched.Filter {
+	return []sched.Filter{Model(), Ready(), NodeAlive(), DecodeRole(), ContextFits()}
+}
+
+// Prefill is the prefill profile's filter chain.
+func Prefill() []sched.Filter {
+	return []sched.Filter{Model(), SameFingerprint(), NotDecode(), Ready(), NodeAlive(), PrefillRole(), Linked(), PromptFits(), KVEndpoint()}
+}

@@ -1,0 +1,225 @@
+package routerdisagg
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
+	"github.com/duet-ai/duet/plugins/router-disagg/decider"
+	"github.com/duet-ai/duet/plugins/router-disagg/endpoint"
+	"github.com/duet-ai/duet/plugins/router-disagg/filter"
+	"github.com/duet-ai/duet/plugins/router-disagg/sched"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/hardware"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/kvutil"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/link"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/load"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/locality"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/prefix"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// Profile names.
+const (
+	DecodeProfile  sched.Name = "decode"
+	PrefillProfile sched.Name = "prefill"
+)
+
+// Keys of Decision.Scores besides the scorers' names.
+const (
+	// ScoreDecodeTotal is the decode winner's weighted mean score.
+	ScoreDecodeTotal = "decode-total"
+	// ScorePrefillTotal is the first prefill endpoint's weighted mean score.
+	ScorePrefillTotal = "prefill-total"
+	// ScoreUncachedTokens is the prompt tokens likely not cached on the decode instance (prompt length known).
+	ScoreUncachedTokens = "uncached-tokens"
+)
+
+// Router is the P/D router. It is safe for concurrent use; Route reads the snapshot and never modifies it.
+type Router struct {
+	cfg      Config
+	views    view.Cache
+	affinity *affinity.Index
+	decider  decider.Threshold
+	decode   *sched.Profile
+	prefill  *sched.Profile
+	scratch  sync.Pool
+	routes   atomic.Uint64
+}
+
+var _ router.Router = (*Router)(nil)
+
+// New returns a router with the given configuration (start from DefaultConfig).
+func New(cfg Config) (*Router, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.PrefillHardware = append([]string(nil), cfg.PrefillHardware...)
+	w := cfg.Weights
+	decode, err := sched.NewProfile(DecodeProfile, filter.Decode(), []sched.Weighted{
+		{Scorer: load.New(), Weight: w.Load},
+		{Scorer: kvutil.New(), Weight: w.KVUtilization},
+		{Scorer: prefix.New(), Weight: w.Prefix},
+		{Scorer: locality.New(), Weight: w.Locality},
+	})
+	if err != nil {
+		return nil, err
+	}
+	prefillScorers := []sched.Weighted{
+		{Scorer: sched.Renamed(load.New(), load.PrefillName), Weight: w.PrefillLoad},
+		{Scorer: link.New(), Weight: w.Link},
+	}
+	if len(cfg.PrefillHardware) > 0 {
+		prefillScorers = append(prefillScorers, sched.Weighted{Scorer: hardware.New(cfg.PrefillHardware), Weight: w.Hardware})
+	}
+	prefill, err := sched.NewProfile(PrefillProfile, filter.Prefill(), prefillScorers)
+	if err != nil {
+		return nil, err
+	}
+	r := &Router{
+		cfg:      cfg,
+		affinity: affinity.New(cfg.AffinitySize, cfg.AffinityMaxBlocks),
+		decider:  decider.Threshold{Tokens: cfg.PrefillThreshold, WhenUnknown: cfg.PrefillWhenUnknown},
+		decode:   decode,
+		prefill:  prefill,
+	}
+	r.scratch.New = func() any { return new(scratch) }
+	return r, nil
+}
+
+// FromEnv returns a router configured by the DUET_DISAGG_* environment variables (see ConfigFromEnv).
+func FromEnv() (*Router, error) {
+	cfg, err := ConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	return New(cfg)
+}
+
+// Config returns the router's configuration.
+func (r *Router) Config() Config {
+	c := r.cfg
+	c.PrefillHardware = append([]string(nil), c.PrefillHardware...)
+	return c
+}
+
+// scratch is one Route's reusable memory.
+type scratch struct {
+	req     router.Request
+	cycle   sched.Cycle
+	hits    []affinity.Hit
+	decode  sched.Scratch
+	prefill sched.Scratch
+	reason  []byte
+}
+
+// Route picks the decode instance and, when the uncached prompt is long enough, the prefill endpoints.
+func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Snapshot) (router.Decision, error) {
+	if err := ctx.Err(); err != nil {
+		return router.Decision{}, err
+	}
+	if snap == nil {
+		return router.Decision{}, fmt.Errorf("%w: model %q: no snapshot", router.ErrNoCandidate, req.Model)
+	}
+	n := r.routes.Add(1) - 1
+	v := r.views.Get(snap)
+	s := r.scratch.Get().(*scratch)
+	defer r.scratch.Put(s)
+	s.req = req
+	c := &s.cycle
+	*c = sched.Cycle{Request: &s.req, View: v}
+	c.Prefix = r.affinity.Match(req.PrefixHashes, s.hits)
+	s.hits = c.Prefix.Hits
+
+	timed := r.cfg.LatencySampleEvery > 0 && n%uint64(r.cfg.LatencySampleEvery) == 0
+	// The view lists each model's instances by the roles that can serve each profile, which is all the filters
+	// would keep of the others; only when nothing passes does the whole chain run over all of the model's
+	// instances, to say which filter removed what.
+	dres := r.decode.Run(c, v.Decoders(req.Model), 1, &s.decode, timed)
+	if len(dres.Ranked) == 0 {
+		full := r.decode.Run(c, v.Instances(req.Model), 1, &s.decode, false)
+		return router.Decision{}, noCandidate(req.Model, r.decode, &full)
+	}
+	win := dres.Ranked[0]
+	dec := win.Instance
+	cachedTokens := c.Prefix.Cached(dec.AffinityID) * r.cfg.BlockTokens
+	verdict := r.decider.Decide(req.PromptTokens, cachedTokens)
+
+	d := router.Decision{DecodeInstance: dec.ID, DecodeNode: dec.Node, Scores: make(map[string]float64, 10)}
+	for j, w := range r.decode.Scorers() {
+		d.Scores[string(w.Scorer.Name())] = dres.Score(win, j)
+	}
+	d.Scores[ScoreDecodeTotal] = win.Total
+	if verdict.Known {
+		d.Scores[ScoreUncachedTokens] = float64(verdict.Uncached)
+	}
+
+	var pres sched.Result
+	ranPrefill := verdict.Remote && r.cfg.MaxPrefillEndpoints > 0
+	if ranPrefill {
+		c.Decode = dec
+		seed := v.Prefillers(req.Model)
+		if v.HasLinkedPrefill(dec) {
+			seed = v.LinkedPrefill(dec)
+		}
+		pres = r.prefill.Run(c, seed, r.cfg.MaxPrefillEndpoints, &s.prefill, timed)
+		if len(pres.Ranked) == 0 {
+			pres = r.prefill.Run(c, v.Instances(req.Model), r.cfg.MaxPrefillEndpoints, &s.prefill, false)
+		}
+		for _, rk := range pres.Ranked {
+			p := rk.Instance
+			var linkAddr string
+			if l, ok := v.LinkBetween(dec, p); ok {
+				linkAddr = l.Address
+			}
+			addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, linkAddr)
+			if err != nil {
+				continue // the kv-endpoint filter keeps only dialable endpoints; this is a guard
+			}
+			d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{InstanceID: p.ID, Node: p.Node, Address: addr})
+		}
+		if len(pres.Ranked) > 0 {
+			best := pres.Ranked[0]
+			for j, w := range r.prefill.Scorers() {
+				d.Scores[string(w.Scorer.Name())] = pres.Score(best, j)
+			}
+			d.Scores[ScorePrefillTotal] = best.Total
+		}
+	}
+	r.affinity.Record(req.PrefixHashes, dec.AffinityID)
+
+	s.reason = r.explain(s.reason[:0], v, &dres, &pres, ranPrefill, verdict, req.PromptTokens, d.PrefillEndpoints)
+	d.Reason = string(s.reason)
+	return d, nil
+}
+
+// noCandidate explains an empty decode profile: how many instances of the model there were and what each
+// filter removed.
+func noCandidate(model string, p *sched.Profile, res *sched.Result) error {
+	if res.Considered == 0 {
+		return fmt.Errorf("%w: model %q: no instance of it in the snapshot", router.ErrNoCandidate, model)
+	}
+	return fmt.Errorf("%w: model %q: %s", router.ErrNoCandidate, model, removed(nil, p, res))
+}
+
+// Stats are the router's counters.
+type Stats struct {
+	// Routes is how many Route calls got as far as a snapshot.
+	Routes uint64
+	// Plugins are the per-plugin call counts and times, decode profile first.
+	Plugins []sched.PluginStats
+	// AffinityEntries is how many prefix hashes the affinity index holds.
+	AffinityEntries int
+}
+
+// Stats returns the router's counters. Reading them costs a few atomic loads per plugin.
+func (r *Router) Stats() Stats {
+	return Stats{
+		Routes:          r.routes.Load(),
+		Plugins:         append(r.decode.Stats(), r.prefill.Stats()...),
+		AffinityEntries: r.affinity.Len(),
+	}
+}

@@ -1,0 +1,72 @@
+package sched
+
+import (
+	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// Name names a filter, a scorer or a profile. Scorer names key router.Decision.Scores.
+type Name string
+
+// Cycle is what one routing decision knows. Plugins read it and must not modify anything it points to.
+type Cycle struct {
+	Request *router.Request
+	View    *view.View
+	// Prefix is what the prefix-affinity index remembers of the request's leading blocks.
+	Prefix affinity.Match
+	// Decode is the chosen decode instance; set only while the prefill profile runs.
+	Decode *view.Instance
+}
+
+// Filter drops the candidates that cannot serve. Filters judge one candidate at a time, so that a profile can
+// run them all over each candidate in one pass (each instance is loaded once), or, on timed runs, one filter
+// over all candidates at a time; both give the same survivors and the same counts.
+type Filter interface {
+	Name() Name
+	// Keep reports whether the candidate passes.
+	Keep(c *Cycle, in *view.Instance) bool
+}
+
+// Scorer rates candidates.
+type Scorer interface {
+	Name() Name
+	// Score writes one score in [0, 1] per candidate into out (len(out) == len(cands)); higher is better.
+	Score(c *Cycle, cands []*view.Instance, out []float64)
+}
+
+// Predicate makes a Filter from a per-candidate test.
+func Predicate(name Name, keep func(c *Cycle, in *view.Instance) bool) Filter {
+	return predicate{name: name, keep: keep}
+}
+
+type predicate struct {
+	name Name
+	keep func(*Cycle, *view.Instance) bool
+}
+
+func (p predicate) Name() Name { return p.name }
+
+func (p predicate) Keep(c *Cycle, in *view.Instance) bool { return p.keep(c, in) }
+
+// Renamed returns s under another name, so that one scorer can serve in two profiles (load and prefill-load)
+// with distinct keys in the decision's scores.
+func Renamed(s Scorer, name Name) Scorer { return renamed{Scorer: s, name: name} }
+
+type renamed struct {
+	Scorer
+	name Name
+}
+
+func (r renamed) Name() Name { return r.name }
+
+// Clamp01 maps x into [0, 1]; NaN becomes 0.
+func Clamp01(x float64) float64 {
+	switch {
+	case x > 1:
+		return 1
+	case x >= 0:
+		return x
+	}
+	return 0 // negative or NaN
+}

@@ -1,0 +1,11 @@
+// Package load scores instances by their outstanding work, relative to the other candidates, so that requests
+// spread toward the least busy instance. The router uses it twice: as "load" among decode candidates and as
+// "prefill-load" among prefill candidates.
+//
+// Formula, for candidate i with l_i = InFlight_i + Queued_i (negatives count as 0) and L = max_j l_j:
+//
+//	score_i = 1 − l_i / L    (1 for every candidate when L = 0)
+//
+// The scale is proportional, not min-max: loads 10 and 11 score 0.09 and 0, not 1 and 0, so a small
+// difference cannot outweigh a prefix-cache hit.
+package load

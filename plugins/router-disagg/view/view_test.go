@@ -1,0 +1,219 @@
+package view
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+func snapshot() *router.Snapshot {
+	return &router.Snapshot{
+		Nodes: []router.Node{{ID: "n1", Status: router.NodeAlive}, {ID: "n2", Status: router.NodeFailed}, {ID: "n1", Status: router.NodeFailed}},
+		Links: []router.Link{{From: "n1", To: "n2", Kind: "ethernet"}, {From: "n1", To: "n2", Kind: "wifi"}},
+		Instances: []router.Instance{
+			{ID: "a", Model: "m", Node: "n1"}, {ID: "b", Model: "m", Node: "n2"}, {ID: "c", Model: "o", Node: "n1"},
+			{ID: "a", Model: "o", Node: "n2"}, // a duplicate id: the first wins
+			{ID: "p", Model: "m"}, {ID: "q", Model: "m"},
+		},
+		InstanceLinks: []router.InstanceLink{
+			{ID: "l1", DecodeInstances: []string{"a", "b"}, PrefillInstances: []string{"p"}},
+			{ID: "l2", DecodeInstances: []string{"q"}, PrefillInstances: []string{"b"}},
+			{ID: "l3", DecodeInstances: []string{"c"}},
+		},
+	}
+}
+
+func TestView(t *testing.T) {
+	t.Parallel()
+	v := New(snapshot())
+	if !v.NodeAlive("n1") || v.NodeAlive("n2") || v.NodeAlive("n9") {
+		t.Error("NodeAlive: want n1 only (first n1 wins)")
+	}
+	if l, ok := v.Link("n1", "n2"); !ok || l.Kind != "ethernet" {
+		t.Errorf("Link(n1, n2) = %+v, %v; want the first, ethernet", l, ok)
+	}
+	if _, ok := v.Link("n2", "n1"); ok {
+		t.Error("Link(n2, n1) found; links are directed")
+	}
+	if in, ok := v.Instance("a"); !ok || in.Model != "m" {
+		t.Errorf("Instance(a) = %+v, want the first a", in)
+	}
+	var ids []string
+	for _, in := range v.Instances("m") {
+		ids = append(ids, in.ID)
+	}
+	if got, want := ids, []string{"a", "b", "p", "q"}; len(got) != len(want) || got[0] != "a" || got[1] != "b" || got[2] != "p" || got[3] != "q" {
+		t.Errorf("Instances(m) = %v, want %v", got, want)
+	}
+	if len(v.Instances("none")) != 0 {
+		t.Error("Instances of an unknown model")
+	}
+	in := func(id string) *Instance {
+		t.Helper()
+		i, ok := v.Instance(id)
+		if !ok {
+			t.Fatalf("no instance %s", id)
+		}
+		return i
+	}
+	prefillOnly := map[string]bool{"a": false, "b": false, "p": true, "q": false, "c": false}
+	for id, want := range prefillOnly {
+		if got := in(id).PrefillOnly; got != want {
+			t.Errorf("%s.PrefillOnly = %v, want %v", id, got, want)
+		}
+	}
+	hasLinked := map[string]bool{"a": true, "b": true, "q": true, "c": false, "p": false}
+	for id, want := range hasLinked {
+		if got := v.HasLinkedPrefill(in(id)); got != want {
+			t.Errorf("HasLinkedPrefill(%s) = %v, want %v", id, got, want)
+		}
+	}
+	if !v.Linked(in("a"), in("p")) || !v.Linked(in("b"), in("p")) || !v.Linked(in("q"), in("b")) || v.Linked(in("a"), in("b")) || v.Linked(in("p"), in("a")) {
+		t.Error("Linked: wrong pairs")
+	}
+	// Facts resolved per instance.
+	if a := in("a"); !a.Alive || a.NodeInfo == nil || a.NodeInfo.ID != "n1" {
+		t.Errorf("a: alive %v, node %+v; want alive on n1", a.Alive, a.NodeInfo)
+	}
+	if b := in("b"); b.Alive {
+		t.Error("b is on a failed node but alive")
+	}
+	if p := in("p"); p.Alive || p.NodeInfo != nil {
+		t.Error("p has no node but is alive")
+	}
+	if l, ok := v.LinkBetween(in("a"), in("b")); !ok || l.Kind != "ethernet" {
+		t.Errorf("LinkBetween(a, b) = %+v, %v", l, ok)
+	}
+	if _, ok := v.LinkBetween(in("a"), in("p")); ok {
+		t.Error("LinkBetween to an instance without a node")
+	}
+	names := func(ins []*Instance) string {
+		var s string
+		for _, in := range ins {
+			s += in.ID
+		}
+		return s
+	}
+	if got := names(v.Decoders("m")); got != "abq" { // p is prefill-only by the links
+		t.Errorf("Decoders(m) = %s, want abq", got)
+	}
+	if got := names(v.Prefillers("m")); got != "abpq" {
+		t.Errorf("Prefillers(m) = %s, want abpq", got)
+	}
+	if got := names(v.LinkedPrefill(in("a"))) + "," + names(v.LinkedPrefill(in("q"))) + "," + names(v.LinkedPrefill(in("c"))); got != "p,b," {
+		t.Errorf("LinkedPrefill(a, q, c) = %s, want p,b,", got)
+	}
+	if got := len(v.All()); got != 6-1 {
+		t.Errorf("All has %d instances, want 5 (one duplicate id)", got)
+	}
+}
+
+func TestKVEndpoint(t *testing.T) {
+	t.Parallel()
+	tests := map[string]struct{ valid, unspecified bool }{
+		"10.0.0.2:7000": {true, false},
+		"0.0.0.0:7000":  {true, true},
+		"[::]:7000":     {true, true},
+		":7000":         {true, true},
+		"n2:7000":       {true, false},
+		"n2":            {false, false},
+		"n2:0":          {false, false},
+		"":              {false, false},
+	}
+	for kv, want := range tests {
+		v := New(&router.Snapshot{Instances: []router.Instance{{ID: "a", KVEndpoint: kv}}})
+		in, _ := v.Instance("a")
+		if in.KVValid != want.valid || in.KVUnspecified != want.unspecified {
+			t.Errorf("%q: valid %v unspecified %v, want %v %v", kv, in.KVValid, in.KVUnspecified, want.valid, want.unspecified)
+		}
+	}
+}
+
+func TestEmptySnapshot(t *testing.T) {
+	t.Parallel()
+	v := New(&router.Snapshot{})
+	if v.NodeAlive("x") || len(v.Instances("m")) != 0 || len(v.All()) != 0 {
+		t.Error("empty snapshot answered something")
+	}
+}
+
+func TestCache(t *testing.T) {
+	t.Parallel()
+	var c Cache
+	s1, s2 := snapshot(), snapshot()
+	v1 := c.Get(s1)
+	if c.Get(s1) != v1 {
+		t.Error("second Get built a new view")
+	}
+	v2 := c.Get(s2)
+	if v2 == v1 || v2.Snapshot != s2 {
+		t.Error("another snapshot got the same view")
+	}
+	if c.Get(s1) != v1 {
+		t.Error("the previous snapshot's view was dropped too soon")
+	}
+	for range cacheSize {
+		c.Get(snapshot())
+	}
+	if c.Get(s1) == v1 {
+		t.Error("the cache keeps more than cacheSize views")
+	}
+}
+
+func TestCacheConcurrent(t *testing.T) {
+	t.Parallel()
+	var c Cache
+	snaps := []*router.Snapshot{snapshot(), snapshot(), snapshot()}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				s := snaps[(g+i)%len(snaps)]
+				if v := c.Get(s); v.Snapshot != s {
+					t.Error("view of another snapshot")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestLargeCluster checks the map-indexed links of clusters past the dense table.
+func TestLargeCluster(t *testing.T) {
+	t.Parallel()
+	for _, nodes := range []int{denseNodes, denseNodes + 1} {
+		s := &router.Snapshot{}
+		for i := range nodes {
+			s.Nodes = append(s.Nodes, router.Node{ID: fmt.Sprintf("n%d", i), Status: router.NodeAlive})
+		}
+		for i := range nodes {
+			s.Links = append(s.Links, router.Link{From: fmt.Sprintf("n%d", i), To: fmt.Sprintf("n%d", (i+1)%nodes), SpeedMbps: int64(i)})
+		}
+		s.Links = append(s.Links, router.Link{From: "n0", To: "n1", SpeedMbps: -1}) // a duplicate: the first wins
+		s.Links = append(s.Links, router.Link{From: "n0", To: "nowhere"})
+		s.Instances = []router.Instance{{ID: "a", Node: "n3"}, {ID: "b", Node: "n4"}}
+		v := New(s)
+		for i := range nodes {
+			l, ok := v.Link(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", (i+1)%nodes))
+			if !ok || l.SpeedMbps != int64(i) {
+				t.Fatalf("%d nodes: link n%d → next = %+v, %v", nodes, i, l, ok)
+			}
+		}
+		if _, ok := v.Link("n1", "n0"); ok && nodes > 2 {
+			t.Errorf("%d nodes: a link that is not there", nodes)
+		}
+		if _, ok := v.Link("n0", "nowhere"); ok {
+			t.Errorf("%d nodes: a link to an unknown node", nodes)
+		}
+		a, _ := v.Instance("a")
+		b, _ := v.Instance("b")
+		if l, ok := v.LinkBetween(a, b); !ok || l.SpeedMbps != 3 {
+			t.Errorf("%d nodes: LinkBetween(a, b) = %+v, %v", nodes, l, ok)
+		}
+	}
+}
