@@ -2,6 +2,7 @@ package router
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/hashicorp/go-plugin"
 
@@ -33,3 +34,7 @@ func Connect(cfg *plugin.ClientConfig) (Router, *plugin.Client, error) {
 	}
 	return raw.(Router), client, nil
 }
+
+// Logger returns a logger for router code running as a plugin: records reach the gateway's log at their own
+// level, with their attributes. The level comes from DUET_PLUGIN_LOG_LEVEL (info by default).
+func Logger() *slog.Logger { return pluginrpc.Logger(pluginrpc.LogLevel()) }

@@ -5,11 +5,13 @@ package builtin
 
 import (
 	"fmt"
+	"os"
 	"sort"
 
 	echo "github.com/duet-ai/duet/examples/echo-engine"
 	roundrobin "github.com/duet-ai/duet/examples/roundrobin-router"
 	mlxengine "github.com/duet-ai/duet/plugins/mlx-engine"
+	routerdisagg "github.com/duet-ai/duet/plugins/router-disagg"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -22,6 +24,14 @@ var Engines = map[string]func() engine.Engine{
 
 // Routers are the built-in router plugins by name.
 var Routers = map[string]func() router.Router{
+	"router-disagg": func() router.Router {
+		r, err := routerdisagg.Plugin()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		return r
+	},
 	"roundrobin": func() router.Router { return roundrobin.New() },
 }
 

@@ -34,7 +34,7 @@ type Config struct {
 const (
 	DefaultEngine = "mlx-engine"
 	DefaultModel  = "embedded"
-	DefaultRouter = "roundrobin"
+	DefaultRouter = "router-disagg"
 )
 
 // Parse reads args (without the program name) and the environment through getenv.

@@ -2,15 +2,11 @@ package main
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
-	routerdisagg "github.com/duet-ai/duet/plugins/router-disagg"
-	"github.com/duet-ai/duet/sdk/router"
 	"github.com/duet-ai/duet/sdk/routertest"
 )
 
@@ -60,32 +56,5 @@ func TestBadEnvironment(t *testing.T) {
 				t.Errorf("stderr %q does not name %s", stderr.String(), want)
 			}
 		})
-	}
-}
-
-func TestLogStats(t *testing.T) {
-	cfg := routerdisagg.DefaultConfig()
-	cfg.LatencySampleEvery = 1
-	r, err := routerdisagg.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	snap := routertest.Cluster(2, routertest.Ready("d", "m", "n1", router.RoleDecode), routertest.Ready("p", "m", "n2", router.RolePrefill))
-	if _, err := r.Route(context.Background(), router.Request{Model: "m", PromptTokens: 2000}, snap); err != nil {
-		t.Fatal(err)
-	}
-	var buf bytes.Buffer
-	logStats(r, logger(&buf))
-	var rec map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &rec); err != nil {
-		t.Fatalf("log line %q: %v", buf.String(), err)
-	}
-	for _, k := range []string{"@timestamp", "@level", "@message", "routes", "decode.ready", "decode.load", "prefill.link", "prefill.pick"} {
-		if _, ok := rec[k]; !ok {
-			t.Errorf("log record lacks %q: %s", k, buf.String())
-		}
-	}
-	if rec["@level"] != "info" || rec["routes"] != 1.0 {
-		t.Errorf("record %v: want level info and 1 route", rec)
 	}
 }
