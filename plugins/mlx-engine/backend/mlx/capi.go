@@ -204,3 +204,15 @@ func version() string {
 	}
 	return C.GoString(C.mlx_string_data(s))
 }
+
+// dtFloat32 is MLX's float32, for code (and tests, which cannot use cgo) that needs it by name.
+const dtFloat32 = C.MLX_FLOAT32
+
+// dataAddress is where an evaluated array's elements start (0 for an empty handle): two handles with the same
+// address share a buffer.
+func dataAddress(a C.mlx_array) uintptr {
+	if a.ctx == nil || C.mlx_array_eval(a) != 0 {
+		return 0
+	}
+	return uintptr(unsafe.Pointer(C.mlx_array_data_uint8(a)))
+}
