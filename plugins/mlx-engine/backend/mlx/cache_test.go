@@ -135,7 +135,7 @@ func TestKVTransferAcrossBackends(t *testing.T) {
 			worst, ulps := 0.0, 0
 			for kv := 0; kv < 2; kv++ {
 				for layer := range exported["mlx"][kv] {
-					a, b := decode(t, d, exported["mlx"][kv][layer]), decode(t, d, exported["cpu"][kv][layer])
+					a, b := decodeKV(t, d, exported["mlx"][kv][layer]), decodeKV(t, d, exported["cpu"][kv][layer])
 					var diff, mag float64
 					for i := range a {
 						diff = max(diff, math.Abs(float64(a[i]-b[i])))
@@ -162,7 +162,7 @@ func TestKVTransferAcrossBackends(t *testing.T) {
 	}
 }
 
-func decode(t *testing.T, d dtype.DType, b []byte) []float32 {
+func decodeKV(t *testing.T, d dtype.DType, b []byte) []float32 {
 	t.Helper()
 	out := make([]float32, len(b)/d.Size())
 	if err := dtype.Decode(d, out, b); err != nil {

@@ -23,10 +23,12 @@ type part struct {
 // timing accumulates where Forward's time goes, for the host-overhead benchmark.
 type timing struct {
 	steps int
-	// build is the time spent building graphs in Go (cgo calls included, and scheduling with async_eval);
-	// wait is the time blocked in the final mlx_eval of a step; finish is copying logits out and freeing the
-	// step's arrays.
+	// build is the time spent building a step's graph (cgo calls and async_eval included); wait is the time
+	// blocked in the final mlx_eval of a step; finish is copying logits out and freeing the step's arrays.
 	build, wait, finish time.Duration
+	// inC is the part of build and finish spent inside mlx-c calls that build or free arrays (MLX's own graph
+	// construction), async the part spent in async_eval; measured only when mlxModel.timed is set.
+	inC, async time.Duration
 }
 
 func (m *mlxModel) Forward(batch []backend.Seq) error {
@@ -133,6 +135,7 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	H, KVH, hd := c.NumHeads, c.NumKVHeads, c.HeadDim
 	qDim, kvDim := H*hd, KVH*hd
 	g := newGraph()
+	g.timed = m.timed
 	defer g.free()
 
 	tokens := make([]int32, 0, rows)
@@ -146,6 +149,7 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		}
 	}
 	x := m.embedRows(g, g.int32s(tokens))
+	var async time.Duration
 	last := len(m.layers) - 1
 	outs := make([]C.mlx_array, len(parts))
 	written := make([]C.mlx_array, 0, 2*len(parts))
@@ -162,17 +166,29 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 				kp = g.slice(k, []int{p.row, 0}, []int{p.row + t, kvDim})
 				vp = g.slice(v, []int{p.row, 0}, []int{p.row + t, kvDim})
 			}
-			qp, kp, vp = g.reshape(qp, 1, t, H, hd), g.reshape(kp, 1, t, KVH, hd), g.reshape(vp, 1, t, KVH, hd)
-			if L.qNorm.ctx != nil {
-				qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
+			// [T, heads*head_dim] → [1, heads, T, head_dim]. For one token the transpose is a no-op on the
+			// memory layout, so a reshape does it (two ops fewer per projection, on the decode path).
+			if t == 1 {
+				qp, kp, vp = g.reshape(qp, 1, H, 1, hd), g.reshape(kp, 1, KVH, 1, hd), g.reshape(vp, 1, KVH, 1, hd)
+				if L.qNorm.ctx != nil {
+					qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
+				}
+			} else {
+				qp, kp, vp = g.reshape(qp, 1, t, H, hd), g.reshape(kp, 1, t, KVH, hd), g.reshape(vp, 1, t, KVH, hd)
+				if L.qNorm.ctx != nil {
+					qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
+				}
+				qp, kp, vp = g.transpose(qp, 0, 2, 1, 3), g.transpose(kp, 0, 2, 1, 3), g.transpose(vp, 0, 2, 1, 3)
 			}
-			qp, kp, vp = g.transpose(qp, 0, 2, 1, 3), g.transpose(kp, 0, 2, 1, 3), g.transpose(vp, 0, 2, 1, 3)
 			qp, kp = g.rope(qp, hd, p.pos, m.freqs), g.rope(kp, hd, p.pos, m.freqs)
 			cc := caches[p.seq]
 			keys, values := cc.write(g, li, p.pos, t, kp, vp)
 			written = append(written, cc.layers[li].k, cc.layers[li].v)
 			o := g.attention(qp, keys, values, m.scale, t > 1)
-			outs[i] = g.reshape(g.transpose(o, 0, 2, 1, 3), t, qDim)
+			if t > 1 {
+				o = g.transpose(o, 0, 2, 1, 3)
+			}
+			outs[i] = g.reshape(o, t, qDim)
 		}
 		if li == last && len(logitRows) == 0 {
 			break // the rest of the last layer only feeds the logits
@@ -187,7 +203,9 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		x = g.add(x, m.linear(g, g.multiply(g.multiply(gate, g.sigmoid(gate)), up), &L.down))
 		if m.pipeline && li < last && g.err == nil {
 			// Start computing this layer while the next one is built.
+			ta := time.Now()
 			g.err = asyncEvalArrays(append(written, x)...)
+			async += time.Since(ta)
 		}
 	}
 	// Every layer's cache buffers must be evaluated, not only the last one's: earlier layers are pending
@@ -240,6 +258,8 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	m.timing.build += t1.Sub(t0)
 	m.timing.wait += t2.Sub(t1)
 	m.timing.finish += time.Since(t2)
+	m.timing.inC += g.inC
+	m.timing.async += async
 	return nil
 }
 

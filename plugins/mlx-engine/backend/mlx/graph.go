@@ -27,7 +27,10 @@ static mlx_array duet_null_array(void) {
 */
 import "C"
 
-import "unsafe"
+import (
+	"time"
+	"unsafe"
+)
 
 // graph builds MLX computations lazily. It owns every array it creates (the temporaries of one step) until
 // free, except those handed over with keep; the first failing operation records its error and turns every later
@@ -39,12 +42,26 @@ type graph struct {
 	s   C.mlx_stream
 	tmp []C.mlx_array
 	err error
+	// With timed set (benchmarks), inC accumulates the time spent inside mlx-c calls, from clock to track.
+	timed bool
+	t0    time.Time
+	inC   time.Duration
 }
 
 func newGraph() *graph { return &graph{s: device.stream} }
 
+// clock marks the start of an mlx-c call when the graph is timed.
+func (g *graph) clock() {
+	if g.timed {
+		g.t0 = time.Now()
+	}
+}
+
 // track takes ownership of the result of an mlx-c call.
 func (g *graph) track(op string, rc C.int, r C.mlx_array) C.mlx_array {
+	if g.timed {
+		g.inC += time.Since(g.t0)
+	}
 	if rc != 0 {
 		if g.err == nil {
 			g.err = lastError(op)
@@ -72,10 +89,14 @@ func (g *graph) keep(a C.mlx_array) C.mlx_array {
 
 // free releases every array the graph still owns. Evaluated results the caller kept stay valid.
 func (g *graph) free() {
+	g.clock()
 	for i := range g.tmp {
 		C.mlx_array_free(g.tmp[i])
 	}
 	g.tmp = g.tmp[:0]
+	if g.timed {
+		g.inC += time.Since(g.t0)
+	}
 }
 
 func cints(dst []C.int, v []int) []C.int {
@@ -90,7 +111,11 @@ func (g *graph) data(b []byte, shape []int, d C.mlx_dtype) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	a, err := newArray(b, shape, d)
+	if g.timed {
+		g.inC += time.Since(g.t0)
+	}
 	if err != nil {
 		g.err = err
 		return C.duet_null_array()
@@ -110,6 +135,7 @@ func (g *graph) zeros(shape []int, d C.mlx_dtype) C.mlx_array {
 	}
 	var cs [8]C.int
 	sh := cints(cs[:], shape)
+	g.clock()
 	var r C.mlx_array
 	return g.track("zeros", C.mlx_zeros(&r, &sh[0], C.size_t(len(sh)), d, g.s), r)
 }
@@ -118,6 +144,7 @@ func (g *graph) add(a, b C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("add", C.mlx_add(&r, a, b, g.s), r)
 }
@@ -126,6 +153,7 @@ func (g *graph) multiply(a, b C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("multiply", C.mlx_multiply(&r, a, b, g.s), r)
 }
@@ -134,6 +162,7 @@ func (g *graph) sigmoid(a C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("sigmoid", C.mlx_sigmoid(&r, a, g.s), r)
 }
@@ -143,6 +172,7 @@ func (g *graph) matmul(a, b C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("matmul", C.mlx_matmul(&r, a, b, g.s), r)
 }
@@ -152,6 +182,7 @@ func (g *graph) addmm(c, a, b C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("addmm", C.mlx_addmm(&r, c, a, b, 1, 1, g.s), r)
 }
@@ -161,6 +192,7 @@ func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, groupSize, bit
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("quantized_matmul", C.mlx_quantized_matmul(&r, x, w, scales, biases, true,
 		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, g.s), r)
@@ -171,6 +203,7 @@ func (g *graph) dequantize(w, scales, biases C.mlx_array, groupSize, bits int) C
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("dequantize", C.mlx_dequantize(&r, w, scales, biases, C.duet_some_int(C.int(groupSize)),
 		C.duet_some_int(C.int(bits)), cAffine, C.duet_null_array(), C.duet_no_dtype(), g.s), r)
@@ -181,6 +214,7 @@ func (g *graph) take(a, indices C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("take", C.mlx_take_axis(&r, a, indices, 0, g.s), r)
 }
@@ -191,6 +225,7 @@ func (g *graph) reshape(a C.mlx_array, shape ...int) C.mlx_array {
 	}
 	var cs [8]C.int
 	sh := cints(cs[:], shape)
+	g.clock()
 	var r C.mlx_array
 	return g.track("reshape", C.mlx_reshape(&r, a, &sh[0], C.size_t(len(sh)), g.s), r)
 }
@@ -201,6 +236,7 @@ func (g *graph) transpose(a C.mlx_array, axes ...int) C.mlx_array {
 	}
 	var cs [8]C.int
 	ax := cints(cs[:], axes)
+	g.clock()
 	var r C.mlx_array
 	return g.track("transpose", C.mlx_transpose_axes(&r, a, &ax[0], C.size_t(len(ax)), g.s), r)
 }
@@ -214,6 +250,7 @@ func (g *graph) slice(a C.mlx_array, start, stop []int) C.mlx_array {
 	}
 	var c0, c1 [8]C.int
 	s0, s1 := cints(c0[:], start), cints(c1[:], stop)
+	g.clock()
 	var r C.mlx_array
 	return g.track("slice", C.mlx_slice(&r, a, &s0[0], C.size_t(len(s0)), &s1[0], C.size_t(len(s1)),
 		&ones[0], C.size_t(len(s0)), g.s), r)
@@ -227,6 +264,7 @@ func (g *graph) sliceUpdate(src, update C.mlx_array, start, stop []int) C.mlx_ar
 	}
 	var c0, c1 [8]C.int
 	s0, s1 := cints(c0[:], start), cints(c1[:], stop)
+	g.clock()
 	var r C.mlx_array
 	return g.track("slice_update", C.mlx_slice_update(&r, src, update, &s0[0], C.size_t(len(s0)), &s1[0],
 		C.size_t(len(s1)), &ones[0], C.size_t(len(s0)), g.s), r)
@@ -239,6 +277,7 @@ func (g *graph) astype(a C.mlx_array, d C.mlx_dtype) C.mlx_array {
 	if C.mlx_array_dtype(a) == d {
 		return a
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("astype", C.mlx_astype(&r, a, d, g.s), r)
 }
@@ -247,6 +286,7 @@ func (g *graph) contiguous(a C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("contiguous", C.mlx_contiguous(&r, a, false, g.s), r)
 }
@@ -256,6 +296,7 @@ func (g *graph) concat(axis int, as ...C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	v := C.mlx_vector_array_new_data(&as[0], C.size_t(len(as)))
 	defer C.mlx_vector_array_free(v)
 	var r C.mlx_array
@@ -267,6 +308,7 @@ func (g *graph) rmsNorm(x, w C.mlx_array, eps float32) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("fast_rms_norm", C.mlx_fast_rms_norm(&r, x, w, C.float(eps), g.s), r)
 }
@@ -277,6 +319,7 @@ func (g *graph) rope(x C.mlx_array, dims, offset int, freqs C.mlx_array) C.mlx_a
 	if g.err != nil {
 		return C.duet_null_array()
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("fast_rope", C.mlx_fast_rope(&r, x, C.int(dims), false, C.duet_no_float(), 1, C.int(offset), freqs, g.s), r)
 }
@@ -291,6 +334,7 @@ func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool) C.mlx
 	if causal {
 		mode = cCausal
 	}
+	g.clock()
 	var r C.mlx_array
 	return g.track("fast_scaled_dot_product_attention", C.mlx_fast_scaled_dot_product_attention(&r, q, k, v,
 		C.float(scale), mode, C.duet_null_array(), C.duet_null_array(), g.s), r)

@@ -51,6 +51,8 @@ type mlxModel struct {
 	// pipeline schedules each layer's work (async_eval) as soon as it is built, so MLX computes while Go
 	// builds the next layer.
 	pipeline bool
+	// timed makes steps measure the time spent inside mlx-c (benchmarks).
+	timed bool
 
 	embed  linear
 	lmHead *linear // &embed when the embeddings are tied
