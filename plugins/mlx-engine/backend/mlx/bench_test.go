@@ -51,22 +51,38 @@ func BenchmarkModel(b *testing.B) {
 			p := prompt(tc.prefill+8, bm.VocabSize(), 1)
 			logits := make([]float32, bm.VocabSize())
 
-			b.Run(fmt.Sprintf("prefill-%d", tc.prefill), func(b *testing.B) {
-				c, _ := bm.NewCache()
-				defer c.Release()
-				startMeasure(b, m)
-				for i := 0; i < b.N; i++ {
-					c.Truncate(0)
-					if err := bm.Forward([]backend.Seq{{Cache: c, Tokens: p[:tc.prefill], Logits: logits}}); err != nil {
-						b.Fatal(err)
+			ref := loadCPU(b, src, backend.Options{})
+			var cpuPrefill float64
+			for _, bk := range []struct {
+				suffix string
+				m      backend.Model
+			}{{"-cpu", ref}, {"", bm}} {
+				b.Run(fmt.Sprintf("prefill-%d%s", tc.prefill, bk.suffix), func(b *testing.B) {
+					c, _ := bk.m.NewCache()
+					defer c.Release()
+					if bk.m == bm {
+						startMeasure(b, m)
+					} else {
+						b.ResetTimer()
 					}
-				}
-				b.ReportMetric(float64(tc.prefill*b.N)/b.Elapsed().Seconds(), "tok/s")
-				reportMemory(b)
-			})
+					for i := 0; i < b.N; i++ {
+						c.Truncate(0)
+						if err := bk.m.Forward([]backend.Seq{{Cache: c, Tokens: p[:tc.prefill], Logits: logits}}); err != nil {
+							b.Fatal(err)
+						}
+					}
+					tps := float64(tc.prefill*b.N) / b.Elapsed().Seconds()
+					b.ReportMetric(tps, "tok/s")
+					if bk.m == bm {
+						reportMemory(b)
+						b.ReportMetric(tps/cpuPrefill, "vs-cpu")
+					} else {
+						cpuPrefill = tps
+					}
+				})
+			}
 			var cpuTPS float64
 			b.Run("decode-batch1-cpu", func(b *testing.B) {
-				ref := loadCPU(b, src, backend.Options{})
 				cpuTPS = decodeSteps(b, ref, p, 1)
 			})
 			for _, v := range []struct {

@@ -133,6 +133,9 @@ func newArray(data []byte, shape []int, d C.mlx_dtype) (C.mlx_array, error) {
 	if n != len(data) {
 		return C.mlx_array{}, fmt.Errorf("mlx: %d bytes for shape %v of %d-byte elements", len(data), shape, dtypeSize(d))
 	}
+	if len(shape) > 8 {
+		return C.mlx_array{}, fmt.Errorf("mlx: %d dimensions", len(shape))
+	}
 	var cs [8]C.int
 	for i, s := range shape {
 		cs[i] = C.int(s)

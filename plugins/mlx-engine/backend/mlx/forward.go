@@ -148,7 +148,7 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 			logitSeqs = append(logitSeqs, p.seq)
 		}
 	}
-	x := m.embedRows(g, g.int32s(tokens))
+	x := m.embedRows(g, g.int32s(tokens), rows)
 	var async time.Duration
 	last := len(m.layers) - 1
 	outs := make([]C.mlx_array, len(parts))
@@ -263,13 +263,24 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	return nil
 }
 
-// embedRows looks up the embeddings of the int32 token ids, dequantizing only the rows it gathers.
-func (m *mlxModel) embedRows(g *graph, ids C.mlx_array) C.mlx_array {
+// embedRows looks up the embeddings of rows int32 token ids, dequantizing only the rows it gathers.
+//
+// The gathered rows are unpacked with shifts and masks rather than mlx_dequantize, whose signature changed
+// between mlx-c 0.5 (Homebrew's at the time of writing) and 0.6; the arithmetic is MLX's: scale·q + bias per
+// group, in the compute dtype.
+func (m *mlxModel) embedRows(g *graph, ids C.mlx_array, rows int) C.mlx_array {
 	e := &m.embed
-	if e.quant != nil {
-		return g.dequantize(g.take(e.w, ids), g.take(e.scales, ids), g.take(e.biases, ids), e.quant.GroupSize, e.quant.Bits)
+	if e.quant == nil {
+		return g.take(e.w, ids)
 	}
-	return g.take(e.w, ids)
+	gs, bits := e.quant.GroupSize, e.quant.Bits
+	per, groups := 32/bits, e.in/gs
+	w := g.reshape(g.take(e.w, ids), rows, e.in/per, 1)
+	q := g.bitwiseAnd(g.rightShift(w, m.embShifts), m.embMask) // [rows, in/per, per]: element j of word i is q[i*per+j]
+	q = g.reshape(g.astype(q, m.compute), rows, groups, gs)
+	scales := g.reshape(g.take(e.scales, ids), rows, groups, 1)
+	biases := g.reshape(g.take(e.biases, ids), rows, groups, 1)
+	return g.reshape(g.add(g.multiply(q, scales), biases), rows, e.in)
 }
 
 // linear is x·Wᵀ (+ bias).

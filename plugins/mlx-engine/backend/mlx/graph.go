@@ -15,11 +15,6 @@ static mlx_optional_float duet_no_float(void) {
 	return o;
 }
 
-static mlx_optional_dtype duet_no_dtype(void) {
-	mlx_optional_dtype o = {MLX_FLOAT32, false};
-	return o;
-}
-
 static mlx_array duet_null_array(void) {
 	mlx_array a = {0};
 	return a;
@@ -198,15 +193,23 @@ func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, groupSize, bit
 		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, g.s), r)
 }
 
-// dequantize expands MLX affine-quantized rows into the dtype of scales.
-func (g *graph) dequantize(w, scales, biases C.mlx_array, groupSize, bits int) C.mlx_array {
+// rightShift is a >> b elementwise (unsigned for uint32).
+func (g *graph) rightShift(a, b C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	g.clock()
 	var r C.mlx_array
-	return g.track("dequantize", C.mlx_dequantize(&r, w, scales, biases, C.duet_some_int(C.int(groupSize)),
-		C.duet_some_int(C.int(bits)), cAffine, C.duet_null_array(), C.duet_no_dtype(), g.s), r)
+	return g.track("right_shift", C.mlx_right_shift(&r, a, b, g.s), r)
+}
+
+func (g *graph) bitwiseAnd(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("bitwise_and", C.mlx_bitwise_and(&r, a, b, g.s), r)
 }
 
 // take gathers the rows of a (axis 0) named by the int32 indices.

@@ -59,6 +59,9 @@ type mlxModel struct {
 	layers []layer
 	norm   C.mlx_array
 	freqs  C.mlx_array // RoPE periods 1/θ_i, float32 [head_dim/2]
+	// embShifts and embMask unpack the quantized embedding's words: uint32 [32/bits] shifts 0, bits, 2·bits...
+	// and the scalar 2^bits-1.
+	embShifts, embMask C.mlx_array
 
 	mu     sync.Mutex // one Forward (and cache operation) at a time; guards closed and timing
 	closed bool
@@ -195,6 +198,20 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 			}
 		}
 	}
+	if q := m.embed.quant; q != nil {
+		per := 32 / q.Bits
+		b := make([]byte, 4*per)
+		for i := 0; i < per; i++ {
+			putU32(b[4*i:], uint32(i*q.Bits))
+		}
+		if m.embShifts, err = newArray(b, []int{per}, C.MLX_UINT32); err != nil {
+			return err
+		}
+		putU32(b, uint32(1)<<q.Bits-1)
+		if m.embMask, err = newArray(b[:4], nil, C.MLX_UINT32); err != nil {
+			return err
+		}
+	}
 	periods := ropePeriods(m.cfg.HeadDim, m.cfg.RopeTheta, m.cfg.RopeScaling)
 	b := make([]byte, 4*len(periods))
 	for i, p := range periods {
@@ -290,6 +307,8 @@ func (m *mlxModel) freeWeights() {
 	}
 	free(&m.norm)
 	free(&m.freqs)
+	free(&m.embShifts)
+	free(&m.embMask)
 	m.layers, m.lmHead = nil, nil
 }
 
@@ -339,7 +358,6 @@ func ropePeriods(headDim int, base float64, s *model.RopeScaling) []float32 {
 	return out
 }
 
-func putF32(b []byte, f float32) {
-	u := math.Float32bits(f)
-	b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
-}
+func putF32(b []byte, f float32) { putU32(b, math.Float32bits(f)) }
+
+func putU32(b []byte, u uint32) { b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24) }
