@@ -360,4 +360,6 @@ func ropePeriods(headDim int, base float64, s *model.RopeScaling) []float32 {
 
 func putF32(b []byte, f float32) { putU32(b, math.Float32bits(f)) }
 
-func putU32(b []byte, u uint32) { b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24) }
+func putU32(b []byte, u uint32) {
+	b[0], b[1], b[2], b[3] = byte(u), byte(u>>8), byte(u>>16), byte(u>>24)
+}
