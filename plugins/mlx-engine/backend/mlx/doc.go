@@ -28,9 +28,13 @@
 //     bf16 models and bf16-scaled quantized ones), rounded on write and read back by attention, so KV exported
 //     by either backend and imported by the other continues the same way.
 //   - A Forward call with several sequences runs the projections and the MLP once over all their tokens (each
-//     weight read once per step); RoPE, the cache write and attention run per sequence. Long inputs are split
-//     into steps of at most PrefillChunk tokens (default 2048), evaluated one after the other. Within a step,
+//     weight read once per step); RoPE, the cache write and attention run per sequence (their caches differ in
+//     length, and per-sequence attention needs no padding or masks). Long inputs are split into steps of at
+//     most PrefillChunk tokens (default 2048), evaluated one after the other.
+//   - Pipelining: Forward must return logits, because the engine samples on the host, so one step cannot be
+//     queued before the previous token is known (what mlx-lm does by sampling on the device). Within a step,
 //     each layer is scheduled with async_eval as soon as it is built, so MLX computes while Go builds the rest.
+//   - backend.Options.Threads does not apply: MLX schedules its own threads (OPENBLAS_NUM_THREADS on Linux).
 //   - MLX memory figures (active, peak, cache, limit) come from Memory and from the model's Metrics method; a
 //     memory limit (SetMemoryLimit, DUET_MLX_MEMORY_LIMIT) makes cache growth past it fail with an error.
 package mlx
