@@ -4,9 +4,41 @@ package mlx
 
 /*
 #cgo LDFLAGS: -lmlxc
-#cgo darwin CFLAGS: -I/opt/homebrew/include -I/usr/local/include
-#cgo darwin LDFLAGS: -L/opt/homebrew/lib -L/usr/local/lib -Wl,-rpath,/opt/homebrew/lib -Wl,-rpath,/usr/local/lib
+#cgo darwin,arm64 CFLAGS: -I/opt/homebrew/include
+#cgo darwin,arm64 LDFLAGS: -L/opt/homebrew/lib -Wl,-rpath,/opt/homebrew/lib
 
+// The operations write their result through a pointer to a Go stack variable and keep no pointer; none calls
+// back into Go (the error handler is C).
+#cgo noescape mlx_add
+#cgo nocallback mlx_add
+#cgo noescape mlx_multiply
+#cgo nocallback mlx_multiply
+#cgo noescape mlx_sigmoid
+#cgo nocallback mlx_sigmoid
+#cgo noescape mlx_matmul
+#cgo nocallback mlx_matmul
+#cgo noescape mlx_addmm
+#cgo nocallback mlx_addmm
+#cgo noescape mlx_quantized_matmul
+#cgo nocallback mlx_quantized_matmul
+#cgo noescape mlx_right_shift
+#cgo nocallback mlx_right_shift
+#cgo noescape mlx_bitwise_and
+#cgo nocallback mlx_bitwise_and
+#cgo noescape mlx_take_axis
+#cgo nocallback mlx_take_axis
+#cgo noescape mlx_astype
+#cgo nocallback mlx_astype
+#cgo noescape mlx_contiguous
+#cgo nocallback mlx_contiguous
+#cgo noescape mlx_concatenate_axis
+#cgo nocallback mlx_concatenate_axis
+#cgo noescape mlx_fast_rms_norm
+#cgo nocallback mlx_fast_rms_norm
+#cgo noescape mlx_fast_rope
+#cgo nocallback mlx_fast_rope
+#cgo noescape mlx_fast_scaled_dot_product_attention
+#cgo nocallback mlx_fast_scaled_dot_product_attention
 #cgo noescape mlx_array_new_data
 #cgo nocallback mlx_array_new_data
 #cgo noescape mlx_reshape
