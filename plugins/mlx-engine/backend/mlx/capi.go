@@ -222,12 +222,20 @@ func copyOut(a C.mlx_array, dst []byte) error {
 	return nil
 }
 
-// copyOutFloat32 copies an evaluated float32 array into dst.
-func copyOutFloat32(a C.mlx_array, dst []float32) error {
-	if C.mlx_array_dtype(a) != C.MLX_FLOAT32 {
-		return errors.New("mlx: logits are not float32")
+// float32Data returns the elements of an evaluated, row-contiguous float32 array of n elements, in MLX's
+// memory: valid until the array is freed.
+func float32Data(a C.mlx_array, n int) ([]float32, error) {
+	if C.mlx_array_dtype(a) != C.MLX_FLOAT32 || int(C.mlx_array_size(a)) != n {
+		return nil, fmt.Errorf("mlx: want %d float32 values, have %d of dtype %d", n, int(C.mlx_array_size(a)), int(C.mlx_array_dtype(a)))
 	}
-	return copyOut(a, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(dst))), 4*len(dst)))
+	if n == 0 {
+		return nil, nil
+	}
+	p := C.mlx_array_data_float32(a)
+	if p == nil {
+		return nil, lastError("array_data")
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(p)), n), nil
 }
 
 // version is the MLX version mlx-c was built against.

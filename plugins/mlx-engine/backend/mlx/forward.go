@@ -238,13 +238,12 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	}
 	t2 := time.Now()
 	if len(logitRows) > 0 {
-		n, vocab := len(logitRows), c.VocabSize
-		all := make([]float32, n*vocab)
-		if err := copyOutFloat32(logits, all); err != nil {
+		all, err := float32Data(logits, len(logitRows)*c.VocabSize)
+		if err != nil {
 			return err
 		}
 		for i, s := range logitSeqs {
-			copy(batch[s].Logits, all[i*vocab:(i+1)*vocab])
+			copy(batch[s].Logits, all[i*c.VocabSize:(i+1)*c.VocabSize])
 		}
 	}
 	for _, p := range parts {
