@@ -94,7 +94,6 @@ type loadOptions struct {
 	// float32 on the CPU, where MLX's 16-bit matrix kernels are slow and float32 ones use BLAS, and the model's
 	// dtype on a GPU, as mlx-lm does.
 	computeModelDType bool
-	noPipeline        bool
 }
 
 func defaultLoadOptions() (loadOptions, error) {
@@ -141,7 +140,7 @@ func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel,
 		return nil, err
 	}
 	mm := &mlxModel{cfg: c, kvType: m.DType, kvC: kvC, compute: C.MLX_FLOAT32, maxCtx: maxCtx, chunk: chunk,
-		scale: float32(1 / math.Sqrt(float64(c.HeadDim))), eps: float32(c.RMSNormEps), pipeline: !lo.noPipeline}
+		scale: float32(1 / math.Sqrt(float64(c.HeadDim))), eps: float32(c.RMSNormEps), pipeline: true}
 	if lo.computeModelDType {
 		mm.compute = kvC
 	}
