@@ -1,0 +1,128 @@
+//go:build mlx
+
+package mlx
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
+)
+
+// variants are the generated models the MLX backend is checked on against the pure-Go one: every family in
+// float32, bfloat16 and 4-bit (bfloat16 scales), plus the shapes that exercise the rest of the forward pass
+// (llama3 RoPE scaling, float16, explicit head_dim, MHA, tied embeddings, 8- and 2-bit, per-module overrides,
+// quantized tied embeddings used as the output layer).
+var variants = func() []struct {
+	name string
+	opts modelgen.Options
+} {
+	var vs []struct {
+		name string
+		opts modelgen.Options
+	}
+	add := func(name string, mod func(*modelgen.Options)) {
+		vs = append(vs, struct {
+			name string
+			opts modelgen.Options
+		}{name, tiny(mod)})
+	}
+	for i, f := range model.Families {
+		seed := uint64(3 + i) // the families differ in config, not in weights: give each its own
+		add(fmt.Sprintf("%s/f32", f), func(o *modelgen.Options) { o.Family, o.Seed = f, seed })
+		add(fmt.Sprintf("%s/bf16", f), func(o *modelgen.Options) { o.Family, o.Seed, o.DType = f, seed, dtype.BFloat16 })
+		add(fmt.Sprintf("%s/bf16/q4g32", f), func(o *modelgen.Options) {
+			o.Family, o.Seed, o.DType = f, seed, dtype.BFloat16
+			o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+		})
+	}
+	add("llama/bf16/rope-llama3", func(o *modelgen.Options) {
+		o.DType = dtype.BFloat16
+		o.RopeScaling = &model.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 64}
+	})
+	add("llama/f16/sharded", func(o *modelgen.Options) { o.DType = dtype.Float16; o.Shards = 3 })
+	add("qwen2/bf16/tied", func(o *modelgen.Options) { o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.BFloat16, true })
+	add("qwen3/f32/head_dim", func(o *modelgen.Options) { o.Family, o.HeadDim = model.Qwen3, 32 })
+	add("qwen3/f16/mha", func(o *modelgen.Options) { o.Family, o.DType, o.NumKVHeads = model.Qwen3, dtype.Float16, 4 })
+	add("llama/f32/q4g64", func(o *modelgen.Options) { o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 64} })
+	add("llama/bf16/q8g64", func(o *modelgen.Options) {
+		o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Bits: 8, GroupSize: 64}
+	})
+	add("qwen3/bf16/q4g64/overrides", func(o *modelgen.Options) {
+		o.Family, o.DType = model.Qwen3, dtype.BFloat16
+		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{
+			"lm_head":                      nil,
+			"model.layers.1.mlp.down_proj": {Bits: 8, GroupSize: 32},
+		}}
+	})
+	add("qwen2/f16/q2g32/tied", func(o *modelgen.Options) {
+		o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.Float16, true
+		o.Quantization = &modelgen.Quantization{Bits: 2, GroupSize: 32}
+	})
+	add("mistral/f32/q8g128", func(o *modelgen.Options) {
+		o.Family, o.HiddenSize, o.IntermediateSize = model.Mistral, 128, 256
+		o.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 128}
+	})
+	return vs
+}()
+
+// Tolerances of MLX against the pure-Go backend, as max |Δlogit| relative to max(1, max |logit|). Both
+// compute in float32 but sum in different orders (BLAS, MLX's kernels, float32 RoPE angles): measured under
+// 1e-6 with float32 caches. 16-bit caches round keys and values to 8 or 11 bits, so a float32 difference that
+// straddles a rounding boundary moves an element by one ulp of the 16-bit type: measured up to 7e-5.
+func tolerance(d dtype.DType) float64 {
+	if d == dtype.Float32 {
+		return 2e-5
+	}
+	return 1e-3
+}
+
+const greedySteps = 64
+
+// TestAgreesWithCPU runs every variant on both backends, for two prompts: 30 tokens prefilled in chunks of 7,
+// then 64 greedy steps decoded by each backend on its own. The tokens must be identical and the logits close
+// at every step.
+func TestAgreesWithCPU(t *testing.T) {
+	for _, v := range variants {
+		for _, seed := range []int{1, 2} {
+			t.Run(fmt.Sprintf("%s/prompt%d", v.name, seed), func(t *testing.T) {
+				agree(t, v.opts, seed)
+			})
+		}
+	}
+}
+
+func agree(t *testing.T, opts modelgen.Options, seed int) {
+	t.Helper()
+	mod := generate(t, opts)
+	ml := loadFloat32(t, mod, backend.Options{PrefillChunk: 7})
+	ref := loadCPU(t, mod, backend.Options{})
+	p := prompt(30, mod.Config.VocabSize, seed)
+	mc, rc := newCache(t, ml), newCache(t, ref)
+	mlTokens, mlLogits := greedy(t, ml, mc, forward(t, ml, mc, p...), greedySteps)
+	refTokens, refLogits := greedy(t, ref, rc, forward(t, ref, rc, p...), greedySteps)
+	worst := 0.0
+	for i := range mlLogits {
+		worst = max(worst, relDiff(mlLogits[i], refLogits[i]))
+	}
+	t.Logf("max relative |Δlogit| over %d steps = %.2e (tolerance %.0e); %d distinct tokens",
+		len(mlLogits), worst, tolerance(mod.DType), distinct(refTokens))
+	if worst > tolerance(mod.DType) {
+		t.Errorf("MLX differs from the pure-Go backend by %.3e > %.0e", worst, tolerance(mod.DType))
+	}
+	if !slices.Equal(mlTokens, refTokens) {
+		t.Errorf("greedy tokens differ:\nmlx %v\ncpu %v", mlTokens, refTokens)
+	}
+}
+
+func distinct(toks []int32) int {
+	seen := map[int32]bool{}
+	for _, t := range toks {
+		seen[t] = true
+	}
+	return len(seen)
+}

@@ -1,0 +1,40 @@
+// Package mlx is the MLX backend ("mlx"): the engine's forward pass and KV cache on Apple's MLX through its C
+// API, mlx-c, with cgo. It is compiled only with the build tag mlx (go build -tags mlx) against an installed
+// mlx-c; without the tag this package is empty, the engine runs on the pure-Go backend (backend/cpu), and asking
+// for backend=mlx fails with a message that says how to build it. See plugins/mlx-engine/README.md for building
+// mlx-c and linking against it.
+//
+// Design, and why:
+//   - This package is the only place that touches C. Every MLX call runs on one goroutine locked to one OS
+//     thread for the life of the process (MLX keeps per-thread state: default streams, Metal command encoders);
+//     other goroutines hand it closures. A Forward call is one closure, so the hand-over costs one channel round
+//     trip per step.
+//   - MLX's default error handler prints and calls exit. A C handler installed at start records the message
+//     instead, and lastError turns it into a Go error at one choke point, right after the failing call.
+//   - Explicit ownership, no finalizers: weights belong to the model (freed by Close), K/V buffers to their cache
+//     (freed by Release), and every other array to the graph of the step that built it (freed when the step
+//     ends). A step that writes a cache frees the cache's old handle before evaluating, so slice_update writes
+//     in place instead of copying the cache.
+//   - The forward pass uses MLX's fused ops: quantized_matmul (affine) for quantized layers and a gather +
+//     dequantize of only the needed rows for quantized embeddings, fast rms_norm, fast rope (the Hugging Face
+//     non-traditional layout, with the per-pair periods passed explicitly so Llama 3 scaling is exact), and fast
+//     scaled_dot_product_attention with native GQA, causal when a sequence feeds several tokens (its queries are
+//     the last ones of the keys), unmasked for one. Qwen2 biases, Qwen3 q/k norms and tied embeddings included.
+//   - Weights are copied from the tensors package model already validated (names, shards, tied embeddings and
+//     quantization overrides resolved there) into MLX arrays and evaluated once at load.
+//   - Compute dtype: float32 on the CPU, where MLX's float32 matrix products go to BLAS and its 16-bit ones do
+//     not, and which makes the backend agree with the pure-Go one; the model's dtype on a GPU (Metal, CUDA), as
+//     mlx-lm does. DUET_MLX_COMPUTE=float32|model overrides. Caches always hold the model's dtype (bfloat16 for
+//     bf16 models and bf16-scaled quantized ones), rounded on write and read back by attention, so KV exported
+//     by either backend and imported by the other continues the same way.
+//   - A Forward call with several sequences runs the projections and the MLP once over all their tokens (each
+//     weight read once per step); RoPE, the cache write and attention run per sequence (their caches differ in
+//     length, and per-sequence attention needs no padding or masks). Long inputs are split into steps of at
+//     most PrefillChunk tokens (default 2048), evaluated one after the other.
+//   - Pipelining: Forward must return logits, because the engine samples on the host, so one step cannot be
+//     queued before the previous token is known (what mlx-lm does by sampling on the device). Within a step,
+//     each layer is scheduled with async_eval as soon as it is built, so MLX computes while Go builds the rest.
+//   - backend.Options.Threads does not apply: MLX schedules its own threads (OPENBLAS_NUM_THREADS on Linux).
+//   - MLX memory figures (active, peak, cache, limit) come from Memory and from the model's Metrics method; a
+//     memory limit (SetMemoryLimit, DUET_MLX_MEMORY_LIMIT) makes cache growth past it fail with an error.
+package mlx

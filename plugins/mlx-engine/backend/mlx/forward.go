@@ -1,0 +1,298 @@
+//go:build mlx
+
+package mlx
+
+// #include "mlx/c/mlx.h"
+import "C"
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+)
+
+// part is the slice of one sequence's tokens that a step processes.
+type part struct {
+	seq      int
+	from, to int // token indices
+	pos      int // position of Tokens[from]
+	row      int // row of Tokens[from] in the step
+}
+
+// timing accumulates where Forward's time goes, for the host-overhead benchmark.
+type timing struct {
+	steps int
+	// build is the time spent building a step's graph (cgo calls and async_eval included); wait is the time
+	// blocked in the final mlx_eval of a step; finish is copying logits out and freeing the step's arrays.
+	build, wait, finish time.Duration
+	// inC is the part of build and finish spent inside mlx-c calls that build or free arrays (MLX's own graph
+	// construction), async the part spent in async_eval; measured only when mlxModel.timed is set.
+	inC, async time.Duration
+}
+
+func (m *mlxModel) Forward(batch []backend.Seq) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return errClosed
+	}
+	caches := make([]*cache, len(batch))
+	starts := make([]int, len(batch))
+	seen := map[*cache]bool{}
+	for i, s := range batch {
+		c, ok := s.Cache.(*cache)
+		if !ok || c == nil || c.m != m {
+			return fmt.Errorf("mlx: sequence %d: cache does not belong to this model", i)
+		}
+		if err := c.usable(); err != nil {
+			return fmt.Errorf("mlx: sequence %d: %w", i, err)
+		}
+		if seen[c] {
+			return fmt.Errorf("mlx: sequence %d: the same cache appears twice in one batch", i)
+		}
+		seen[c] = true
+		if len(s.Tokens) == 0 {
+			return fmt.Errorf("mlx: sequence %d has no tokens", i)
+		}
+		for _, t := range s.Tokens {
+			if t < 0 || int(t) >= m.cfg.VocabSize {
+				return fmt.Errorf("mlx: sequence %d: token %d out of range [0, %d)", i, t, m.cfg.VocabSize)
+			}
+		}
+		if s.Logits != nil && len(s.Logits) != m.cfg.VocabSize {
+			return fmt.Errorf("mlx: sequence %d: logits buffer holds %d values, want %d", i, len(s.Logits), m.cfg.VocabSize)
+		}
+		n, err := c.uniformLen()
+		if err != nil {
+			return fmt.Errorf("sequence %d: %w", i, err)
+		}
+		if n+len(s.Tokens) > m.maxCtx {
+			return fmt.Errorf("mlx: sequence %d: %d cached + %d new positions exceed the context limit %d", i, n, len(s.Tokens), m.maxCtx)
+		}
+		caches[i], starts[i] = c, n
+	}
+	return do(func() error { return m.forward(batch, caches, starts) })
+}
+
+// forward runs on the MLX thread.
+func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) error {
+	// Capacity for the whole call first, so that a memory-limit error changes nothing.
+	var more int64
+	for i, c := range caches {
+		if need := starts[i] + len(batch[i].Tokens); need > c.layers[0].cap {
+			more += c.bytesFor(need) - c.bytesFor(c.layers[0].cap)
+		}
+	}
+	if err := checkMemory(more); err != nil {
+		return err
+	}
+	g := newGraph()
+	for i, c := range caches {
+		for l := range c.layers {
+			c.grow(g, l, starts[i]+len(batch[i].Tokens))
+		}
+	}
+	g.free() // the grown buffers are kept by their caches and evaluated with the first step
+	if g.err != nil {
+		return g.err
+	}
+	// Steps of at most m.chunk tokens: sequences in batch order, long inputs split across steps.
+	done := make([]int, len(batch))
+	for {
+		var parts []part
+		budget, rows := m.chunk, 0
+		for i, s := range batch {
+			if budget == 0 {
+				break
+			}
+			if take := min(len(s.Tokens)-done[i], budget); take > 0 {
+				parts = append(parts, part{seq: i, from: done[i], to: done[i] + take, pos: starts[i] + done[i], row: rows})
+				done[i] += take
+				budget -= take
+				rows += take
+			}
+		}
+		if len(parts) == 0 {
+			return nil
+		}
+		if err := m.step(batch, caches, parts, rows); err != nil {
+			// Positions written by earlier steps of this call are dropped again: Len is back where it was.
+			for i, c := range caches {
+				c.Truncate(starts[i])
+			}
+			return err
+		}
+	}
+}
+
+// step runs the model over the rows of parts (each row one token of one sequence; a sequence appears at most
+// once). The weights are read once for all rows: the projections and the MLP run on all rows together, RoPE,
+// the cache update and attention per sequence.
+func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows int) error {
+	t0 := time.Now()
+	c := &m.cfg
+	H, KVH, hd := c.NumHeads, c.NumKVHeads, c.HeadDim
+	qDim, kvDim := H*hd, KVH*hd
+	g := newGraph()
+	g.timed = m.timed
+	defer g.free()
+
+	tokens := make([]int32, 0, rows)
+	var logitRows []int32
+	var logitSeqs []int
+	for _, p := range parts {
+		tokens = append(tokens, batch[p.seq].Tokens[p.from:p.to]...)
+		if p.to == len(batch[p.seq].Tokens) && batch[p.seq].Logits != nil {
+			logitRows = append(logitRows, int32(p.row+p.to-p.from-1))
+			logitSeqs = append(logitSeqs, p.seq)
+		}
+	}
+	x := m.embedRows(g, g.int32s(tokens), rows)
+	var async time.Duration
+	last := len(m.layers) - 1
+	outs := make([]C.mlx_array, len(parts))
+	written := make([]C.mlx_array, 0, 2*len(parts))
+	for li := range m.layers {
+		L := &m.layers[li]
+		h := g.rmsNorm(x, L.inNorm, m.eps)
+		q, k, v := m.linear(g, h, &L.q), m.linear(g, h, &L.k), m.linear(g, h, &L.v)
+		written = written[:0]
+		for i, p := range parts {
+			t := p.to - p.from
+			qp, kp, vp := q, k, v
+			if len(parts) > 1 {
+				qp = g.slice(q, []int{p.row, 0}, []int{p.row + t, qDim})
+				kp = g.slice(k, []int{p.row, 0}, []int{p.row + t, kvDim})
+				vp = g.slice(v, []int{p.row, 0}, []int{p.row + t, kvDim})
+			}
+			// [T, heads*head_dim] → [1, heads, T, head_dim]. For one token the transpose is a no-op on the
+			// memory layout, so a reshape does it (two ops fewer per projection, on the decode path).
+			if t == 1 {
+				qp, kp, vp = g.reshape(qp, 1, H, 1, hd), g.reshape(kp, 1, KVH, 1, hd), g.reshape(vp, 1, KVH, 1, hd)
+				if L.qNorm.ctx != nil {
+					qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
+				}
+			} else {
+				qp, kp, vp = g.reshape(qp, 1, t, H, hd), g.reshape(kp, 1, t, KVH, hd), g.reshape(vp, 1, t, KVH, hd)
+				if L.qNorm.ctx != nil {
+					qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
+				}
+				qp, kp, vp = g.transpose(qp, 0, 2, 1, 3), g.transpose(kp, 0, 2, 1, 3), g.transpose(vp, 0, 2, 1, 3)
+			}
+			qp, kp = g.rope(qp, hd, p.pos, m.freqs), g.rope(kp, hd, p.pos, m.freqs)
+			cc := caches[p.seq]
+			keys, values := cc.write(g, li, p.pos, t, kp, vp)
+			written = append(written, cc.layers[li].k, cc.layers[li].v)
+			o := g.attention(qp, keys, values, m.scale, t > 1)
+			if t > 1 {
+				o = g.transpose(o, 0, 2, 1, 3)
+			}
+			outs[i] = g.reshape(o, t, qDim)
+		}
+		if li == last && len(logitRows) == 0 {
+			break // the rest of the last layer only feeds the logits
+		}
+		att := outs[0]
+		if len(parts) > 1 {
+			att = g.concat(0, outs...)
+		}
+		x = g.add(x, m.linear(g, att, &L.o))
+		h = g.rmsNorm(x, L.postNorm, m.eps)
+		gate, up := m.linear(g, h, &L.gate), m.linear(g, h, &L.up)
+		x = g.add(x, m.linear(g, g.multiply(g.multiply(gate, g.sigmoid(gate)), up), &L.down))
+		if m.pipeline && li < last && g.err == nil {
+			// Start computing this layer while the next one is built.
+			ta := time.Now()
+			g.err = asyncEvalArrays(append(written, x)...)
+			async += time.Since(ta)
+		}
+	}
+	// Every layer's cache buffers must be evaluated, not only the last one's: earlier layers are pending
+	// unless they were scheduled above.
+	outputs := make([]C.mlx_array, 0, 2*len(parts)*len(m.layers)+1)
+	for _, p := range parts {
+		for li := range m.layers {
+			l := &caches[p.seq].layers[li]
+			outputs = append(outputs, l.k, l.v)
+		}
+	}
+	var logits C.mlx_array
+	if len(logitRows) > 0 {
+		xl := x
+		if len(logitRows) != rows {
+			xl = g.take(x, g.int32s(logitRows))
+		}
+		logits = g.astype(m.linear(g, g.rmsNorm(xl, m.norm, m.eps), m.lmHead), C.MLX_FLOAT32)
+		outputs = append(outputs, logits)
+	}
+	if g.err != nil {
+		return g.err
+	}
+	t1 := time.Now()
+	if err := evalArrays(outputs...); err != nil {
+		for _, p := range parts {
+			caches[p.seq].broken = fmt.Errorf("mlx: the cache is unusable after a failed evaluation: %w", err)
+		}
+		return err
+	}
+	t2 := time.Now()
+	if len(logitRows) > 0 {
+		all, err := float32Data(logits, len(logitRows)*c.VocabSize)
+		if err != nil {
+			return err
+		}
+		for i, s := range logitSeqs {
+			copy(batch[s].Logits, all[i*c.VocabSize:(i+1)*c.VocabSize])
+		}
+	}
+	for _, p := range parts {
+		for li := range caches[p.seq].layers {
+			l := &caches[p.seq].layers[li]
+			l.n = max(l.n, p.pos+p.to-p.from)
+		}
+	}
+	g.free()
+	m.timing.steps++
+	m.timing.build += t1.Sub(t0)
+	m.timing.wait += t2.Sub(t1)
+	m.timing.finish += time.Since(t2)
+	m.timing.inC += g.inC
+	m.timing.async += async
+	return nil
+}
+
+// embedRows looks up the embeddings of rows int32 token ids, dequantizing only the rows it gathers.
+//
+// The gathered rows are unpacked with shifts and masks rather than mlx_dequantize, whose signature changed
+// between mlx-c 0.5 (Homebrew's at the time of writing) and 0.6; the arithmetic is MLX's: scale·q + bias per
+// group, in the compute dtype.
+func (m *mlxModel) embedRows(g *graph, ids C.mlx_array, rows int) C.mlx_array {
+	e := &m.embed
+	if e.quant == nil {
+		return g.take(e.w, ids)
+	}
+	gs, bits := e.quant.GroupSize, e.quant.Bits
+	per, groups := 32/bits, e.in/gs
+	w := g.reshape(g.take(e.w, ids), rows, e.in/per, 1)
+	q := g.bitwiseAnd(g.rightShift(w, m.embShifts), m.embMask) // [rows, in/per, per]: element j of word i is q[i*per+j]
+	q = g.reshape(g.astype(q, m.compute), rows, groups, gs)
+	scales := g.reshape(g.take(e.scales, ids), rows, groups, 1)
+	biases := g.reshape(g.take(e.biases, ids), rows, groups, 1)
+	return g.reshape(g.add(g.multiply(q, scales), biases), rows, e.in)
+}
+
+// linear is x·Wᵀ (+ bias).
+func (m *mlxModel) linear(g *graph, x C.mlx_array, l *linear) C.mlx_array {
+	if l.quant != nil {
+		y := g.quantizedMatmul(x, l.w, l.scales, l.biases, l.quant.GroupSize, l.quant.Bits)
+		if l.bias.ctx != nil {
+			y = g.add(y, l.bias)
+		}
+		return y
+	}
+	if l.bias.ctx != nil {
+		return g.addmm(l.bias, x, l.wT)
+	}
+	return g.matmul(x, l.wT)
+}

@@ -1,0 +1,365 @@
+//go:build mlx
+
+package mlx
+
+/*
+#include "mlx/c/mlx.h"
+
+static mlx_optional_int duet_some_int(int v) {
+	mlx_optional_int o = {v, true};
+	return o;
+}
+
+static mlx_optional_float duet_no_float(void) {
+	mlx_optional_float o = {0, false};
+	return o;
+}
+
+static mlx_array duet_null_array(void) {
+	mlx_array a = {0};
+	return a;
+}
+*/
+import "C"
+
+import (
+	"time"
+	"unsafe"
+)
+
+// graph builds MLX computations lazily. It owns every array it creates (the temporaries of one step) until
+// free, except those handed over with keep; the first failing operation records its error and turns every later
+// operation into a no-op, so building code reads straight and checks g.err once.
+//
+// Ownership rule of the package: an array handle has exactly one owner. Weights belong to the model, the K/V
+// buffers to their cache, everything else to the graph of the step that made it.
+type graph struct {
+	s   C.mlx_stream
+	tmp []C.mlx_array
+	err error
+	// With timed set (benchmarks), inC accumulates the time spent inside mlx-c calls, from clock to track.
+	timed bool
+	t0    time.Time
+	inC   time.Duration
+}
+
+func newGraph() *graph { return &graph{s: device.stream} }
+
+// clock marks the start of an mlx-c call when the graph is timed.
+func (g *graph) clock() {
+	if g.timed {
+		g.t0 = time.Now()
+	}
+}
+
+// track takes ownership of the result of an mlx-c call.
+func (g *graph) track(op string, rc C.int, r C.mlx_array) C.mlx_array {
+	if g.timed {
+		g.inC += time.Since(g.t0)
+	}
+	if rc != 0 {
+		if g.err == nil {
+			g.err = lastError(op)
+		}
+		if r.ctx != nil {
+			C.mlx_array_free(r)
+		}
+		return C.duet_null_array()
+	}
+	g.tmp = append(g.tmp, r)
+	return r
+}
+
+// keep hands a to the caller, who becomes responsible for freeing it.
+func (g *graph) keep(a C.mlx_array) C.mlx_array {
+	for i := len(g.tmp) - 1; i >= 0; i-- {
+		if g.tmp[i].ctx == a.ctx {
+			g.tmp[i] = g.tmp[len(g.tmp)-1]
+			g.tmp = g.tmp[:len(g.tmp)-1]
+			break
+		}
+	}
+	return a
+}
+
+// free releases every array the graph still owns. Evaluated results the caller kept stay valid.
+func (g *graph) free() {
+	g.clock()
+	for i := range g.tmp {
+		C.mlx_array_free(g.tmp[i])
+	}
+	g.tmp = g.tmp[:0]
+	if g.timed {
+		g.inC += time.Since(g.t0)
+	}
+}
+
+func cints(dst []C.int, v []int) []C.int {
+	for i, x := range v {
+		dst[i] = C.int(x)
+	}
+	return dst[:len(v)]
+}
+
+// data copies raw bytes into a new array owned by the graph.
+func (g *graph) data(b []byte, shape []int, d C.mlx_dtype) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	a, err := newArray(b, shape, d)
+	if g.timed {
+		g.inC += time.Since(g.t0)
+	}
+	if err != nil {
+		g.err = err
+		return C.duet_null_array()
+	}
+	g.tmp = append(g.tmp, a)
+	return a
+}
+
+// int32s is a 1-D int32 array of v.
+func (g *graph) int32s(v []int32) C.mlx_array {
+	return g.data(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(v))), 4*len(v)), []int{len(v)}, C.MLX_INT32)
+}
+
+func (g *graph) zeros(shape []int, d C.mlx_dtype) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var cs [8]C.int
+	sh := cints(cs[:], shape)
+	g.clock()
+	var r C.mlx_array
+	return g.track("zeros", C.mlx_zeros(&r, &sh[0], C.size_t(len(sh)), d, g.s), r)
+}
+
+func (g *graph) add(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("add", C.mlx_add(&r, a, b, g.s), r)
+}
+
+func (g *graph) multiply(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("multiply", C.mlx_multiply(&r, a, b, g.s), r)
+}
+
+func (g *graph) sigmoid(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("sigmoid", C.mlx_sigmoid(&r, a, g.s), r)
+}
+
+// matmul is a·b.
+func (g *graph) matmul(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("matmul", C.mlx_matmul(&r, a, b, g.s), r)
+}
+
+// addmm is c + a·b.
+func (g *graph) addmm(c, a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("addmm", C.mlx_addmm(&r, c, a, b, 1, 1, g.s), r)
+}
+
+// quantizedMatmul is x·dequantize(w)ᵀ for MLX affine-quantized w.
+func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, groupSize, bits int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("quantized_matmul", C.mlx_quantized_matmul(&r, x, w, scales, biases, true,
+		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, g.s), r)
+}
+
+// rightShift is a >> b elementwise (unsigned for uint32).
+func (g *graph) rightShift(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("right_shift", C.mlx_right_shift(&r, a, b, g.s), r)
+}
+
+func (g *graph) bitwiseAnd(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("bitwise_and", C.mlx_bitwise_and(&r, a, b, g.s), r)
+}
+
+// take gathers the rows of a (axis 0) named by the int32 indices.
+func (g *graph) take(a, indices C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("take", C.mlx_take_axis(&r, a, indices, 0, g.s), r)
+}
+
+func (g *graph) reshape(a C.mlx_array, shape ...int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var cs [8]C.int
+	sh := cints(cs[:], shape)
+	g.clock()
+	var r C.mlx_array
+	return g.track("reshape", C.mlx_reshape(&r, a, &sh[0], C.size_t(len(sh)), g.s), r)
+}
+
+func (g *graph) transpose(a C.mlx_array, axes ...int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var cs [8]C.int
+	ax := cints(cs[:], axes)
+	g.clock()
+	var r C.mlx_array
+	return g.track("transpose", C.mlx_transpose_axes(&r, a, &ax[0], C.size_t(len(ax)), g.s), r)
+}
+
+var ones = [8]C.int{1, 1, 1, 1, 1, 1, 1, 1}
+
+// slice is a[start:stop] with unit strides.
+func (g *graph) slice(a C.mlx_array, start, stop []int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var c0, c1 [8]C.int
+	s0, s1 := cints(c0[:], start), cints(c1[:], stop)
+	g.clock()
+	var r C.mlx_array
+	return g.track("slice", C.mlx_slice(&r, a, &s0[0], C.size_t(len(s0)), &s1[0], C.size_t(len(s1)),
+		&ones[0], C.size_t(len(s0)), g.s), r)
+}
+
+// sliceUpdate is a copy of src with src[start:stop] = update. MLX writes in place when src is referenced by
+// nothing but this operation, which is why caches drop their handle to the old buffer before evaluating.
+func (g *graph) sliceUpdate(src, update C.mlx_array, start, stop []int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var c0, c1 [8]C.int
+	s0, s1 := cints(c0[:], start), cints(c1[:], stop)
+	g.clock()
+	var r C.mlx_array
+	return g.track("slice_update", C.mlx_slice_update(&r, src, update, &s0[0], C.size_t(len(s0)), &s1[0],
+		C.size_t(len(s1)), &ones[0], C.size_t(len(s0)), g.s), r)
+}
+
+func (g *graph) astype(a C.mlx_array, d C.mlx_dtype) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	if C.mlx_array_dtype(a) == d {
+		return a
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("astype", C.mlx_astype(&r, a, d, g.s), r)
+}
+
+func (g *graph) contiguous(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("contiguous", C.mlx_contiguous(&r, a, false, g.s), r)
+}
+
+// concat joins arrays along axis.
+func (g *graph) concat(axis int, as ...C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	v := C.mlx_vector_array_new_data(&as[0], C.size_t(len(as)))
+	defer C.mlx_vector_array_free(v)
+	var r C.mlx_array
+	return g.track("concatenate", C.mlx_concatenate_axis(&r, v, C.int(axis), g.s), r)
+}
+
+// rmsNorm normalises the last axis of x and scales it by w.
+func (g *graph) rmsNorm(x, w C.mlx_array, eps float32) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("fast_rms_norm", C.mlx_fast_rms_norm(&r, x, w, C.float(eps), g.s), r)
+}
+
+// rope rotates x [B, heads, T, head_dim] for positions offset..offset+T-1 in the Hugging Face layout (element i
+// pairs with i+head_dim/2), with the given per-pair periods (1/θ_i).
+func (g *graph) rope(x C.mlx_array, dims, offset int, freqs C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("fast_rope", C.mlx_fast_rope(&r, x, C.int(dims), false, C.duet_no_float(), 1, C.int(offset), freqs, g.s), r)
+}
+
+// attention is softmax(q·kᵀ·scale)·v with as many KV heads as k and v have (GQA), causal when asked: q holds the
+// last T of the S positions of k and v.
+func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	mode := cNoMask
+	if causal {
+		mode = cCausal
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("fast_scaled_dot_product_attention", C.mlx_fast_scaled_dot_product_attention(&r, q, k, v,
+		C.float(scale), mode, C.duet_null_array(), C.duet_null_array(), g.s), r)
+}
+
+// Constant C strings, allocated once.
+var (
+	cAffine = C.CString("affine")
+	cCausal = C.CString("causal")
+	cNoMask = C.CString("")
+)
+
+// shape returns the dimensions of a.
+func shape(a C.mlx_array) []int {
+	n := int(C.mlx_array_ndim(a))
+	if n == 0 {
+		return nil
+	}
+	p := unsafe.Slice(C.mlx_array_shape(a), n)
+	out := make([]int, n)
+	for i, d := range p {
+		out[i] = int(d)
+	}
+	return out
+}
