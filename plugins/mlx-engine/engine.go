@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"runtime"
+	"runtime/metrics"
 	"strconv"
 	"strings"
 	"sync"
@@ -69,6 +70,7 @@ type options struct {
 	maxQueue         int
 	prefillChunk     int
 	prefixCacheBytes int64
+	memoryLimit      int64
 	pd               pdOptions
 }
 
@@ -98,8 +100,12 @@ func parseOptions(in map[string]string) (options, error) {
 			var mb int
 			mb, err = strconv.Atoi(v)
 			o.prefixCacheBytes = int64(mb) << 20
+		case "memory_limit_mb":
+			var mb int
+			mb, err = strconv.Atoi(v)
+			o.memoryLimit = int64(mb) << 20
 		default:
-			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
+			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, memory_limit_mb, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
 		}
 		if err != nil {
 			return o, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
@@ -212,7 +218,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	bm, err := b.Load(m, backend.Options{Threads: threads})
+	bm, err := b.Load(m, backend.Options{Threads: threads, MemoryLimit: opts.memoryLimit})
 	if err != nil {
 		m.Close()
 		return nil, engine.Errorf(engine.CodeInternal, "load model onto backend %s: %v", b.Name(), err)
@@ -384,12 +390,16 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 func (e *Engine) Stats(context.Context) (engine.Stats, error) {
 	e.mu.RLock()
 	defer e.mu.RUnlock()
-	var st engine.Stats
+	st := engine.Stats{Metrics: runtimeMetrics()}
 	for id, in := range e.instances {
 		rs := in.runner.Stats()
 		pc := rs.PrefixCache
+		var metrics map[string]float64
+		if mm, ok := in.bmodel.(interface{ Metrics() map[string]float64 }); ok {
+			metrics = mm.Metrics() // backend memory figures, e.g. MLX's active, peak and cache bytes
+		}
 		st.Instances = append(st.Instances, engine.InstanceStats{
-			InstanceID: id, InFlight: rs.Active, Queued: rs.Waiting, KVBytes: rs.KVBytes,
+			InstanceID: id, InFlight: rs.Active, Queued: rs.Waiting, KVBytes: rs.KVBytes, Metrics: metrics,
 			PrefixCache: engine.PrefixCacheStats{
 				Hits: pc.Hits, Misses: pc.Misses, HitTokens: pc.HitTokens, Entries: pc.Entries, Bytes: pc.Bytes,
 				CapacityBytes: pc.CapacityBytes, Evictions: pc.Evictions,
@@ -414,3 +424,24 @@ func (a tokenizerAdapter) TokenText(id int32) (string, []byte) {
 
 // modelIDFor names a local model directory: its base name.
 func modelIDFor(dir string) string { return filepath.Base(filepath.Clean(dir)) }
+
+var runtimeSamples = []metrics.Sample{
+	{Name: "/memory/classes/heap/objects:bytes"},
+	{Name: "/memory/classes/total:bytes"},
+	{Name: "/sched/goroutines:goroutines"},
+}
+
+// runtimeMetrics are the engine process's own figures: Go heap, memory from the OS, goroutines.
+func runtimeMetrics() map[string]float64 {
+	s := make([]metrics.Sample, len(runtimeSamples))
+	copy(s, runtimeSamples)
+	metrics.Read(s)
+	out := map[string]float64{}
+	names := []string{"go_heap_objects_bytes", "go_memory_total_bytes", "go_goroutines"}
+	for i, v := range s {
+		if v.Value.Kind() == metrics.KindUint64 {
+			out[names[i]] = float64(v.Value.Uint64())
+		}
+	}
+	return out
+}

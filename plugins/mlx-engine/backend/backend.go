@@ -37,6 +37,9 @@ type Options struct {
 	// PrefillChunk is the most tokens one step of a forward pass processes; longer prompts are prefilled in
 	// chunks, which bounds activation memory. Results do not depend on it.
 	PrefillChunk int
+	// MemoryLimit, when positive, caps the memory the backend's allocator may hold (bytes); allocations past
+	// it fail the request that needs them instead of swapping. Backends without their own allocator ignore it.
+	MemoryLimit int64
 }
 
 // Backend loads models for one kind of hardware.

@@ -118,6 +118,11 @@ func defaultLoadOptions() (loadOptions, error) {
 // than read again with mlx_load_safetensors: the names, shards, tied embeddings and quantization overrides are
 // resolved there, and a copy from the memory map is as fast as MLX's own reader.
 func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error) {
+	if opts.MemoryLimit > 0 {
+		if err := SetMemoryLimit(uint64(opts.MemoryLimit)); err != nil {
+			return nil, err
+		}
+	}
 	lo, err := defaultLoadOptions()
 	if err != nil {
 		return nil, err
