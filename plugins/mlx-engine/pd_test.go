@@ -3,9 +3,9 @@ package mlxengine_test
 import (
 	"context"
 	"errors"
-	"math"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net"
 	"os"
