@@ -112,7 +112,7 @@ func BenchmarkPDTTFT(b *testing.B) {
 			b.ReportMetric(float64(remote.Milliseconds())/nb, "pd-ttft-ms")
 			b.ReportMetric(float64(remote)/float64(local), "ttft-ratio")
 			b.ReportMetric(float64(bytes)/nb/(1<<20), "MiB-moved")
-			b.ReportMetric(float64(bytes)/(1<<20)/transfer.Seconds(), "MiB/s")
+			b.ReportMetric(float64(bytes)/(1<<20)/transfer.Seconds(), "MiB/s-over-prefill")
 			// What the transfer adds beyond the prefill it overlaps: the decode side's TTFT minus the
 			// prefill alone.
 			b.ReportMetric(float64((remote-local).Milliseconds())/nb, "exposed-ms")
