@@ -107,6 +107,7 @@ type Runner struct {
 	active  []*seq
 	rr      int // round robin over prefilling sequences
 	batch   []backend.Seq
+	pace    pacer
 }
 
 // New starts the loop of a model instance. Close stops it.
@@ -437,7 +438,7 @@ func (r *Runner) step() {
 	if p := r.nextPrefill(); p != nil {
 		size := r.cfg.PrefillChunkIdle
 		if len(decoding) > 0 {
-			size = r.cfg.PrefillChunk
+			size = r.pace.chunk(r.cfg.PrefillChunk)
 		}
 		chunk = min(size, len(p.req.Prompt)-p.prefilled)
 		bs := backend.Seq{Cache: p.cache, Tokens: p.req.Prompt[p.prefilled : p.prefilled+chunk]}
@@ -450,7 +451,10 @@ func (r *Runner) step() {
 	if len(r.batch) == 0 {
 		return
 	}
-	if err := r.model.Forward(r.batch); err != nil {
+	began := time.Now()
+	err := r.model.Forward(r.batch)
+	r.pace.observe(time.Since(began), len(decoding), chunk)
+	if err != nil {
 		r.cfg.Logger.Error("forward pass failed", "error", err)
 		for _, s := range decoding {
 			r.finish(s, engine.FinishError, err)
