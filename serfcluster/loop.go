@@ -300,7 +300,7 @@ func (c *Cluster) bad(what string, err error) {
 func (c *Cluster) applyRemote(d decodedEntry, sender NodeID) {
 	rev := d.rev()
 	if rev.LTime > uint64(c.clock.Time())+maxClockJump {
-		c.bad("entry from "+string(sender), errors.New("Lamport time implausibly far ahead"))
+		c.bad("entry from "+string(sender), errors.New("lamport time implausibly far ahead"))
 		return
 	}
 	c.clock.Witness(serf.LamportTime(rev.LTime))

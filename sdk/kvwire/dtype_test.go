@@ -190,7 +190,7 @@ func TestNarrowingRoundsToNearestEven(t *testing.T) {
 
 func TestConvert(t *testing.T) {
 	t.Parallel()
-	vals := []float32{0, 1, -2.5, 3.140625, 65504, 1e-5, -0.0, 7, 1e-7, -65520, 0.333}
+	vals := []float32{0, 1, -2.5, 3.140625, 65504, 1e-5, float32(math.Copysign(0, -1)), 7, 1e-7, -65520, 0.333}
 	enc := func(d kvwire.DType) []byte {
 		b := make([]byte, len(vals)*d.Size())
 		for i, v := range vals {

@@ -177,7 +177,7 @@ func (d *downloader) getFrom(ctx context.Context, commit string, j *job, f *os.F
 				"the server sends %d bytes, the listing says %d", resp.ContentLength, j.Size)}
 		}
 	case http.StatusRequestedRangeNotSatisfiable: // our partial file does not fit the remote one
-		if have, err = restart(f, v); err != nil {
+		if _, err = restart(f, v); err != nil {
 			return 0, d.local(j.Path, "cannot truncate the partial download", err)
 		}
 		d.account(j, 0)

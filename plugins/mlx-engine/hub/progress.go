@@ -136,14 +136,6 @@ func (t *tracker) start(files, cached int, total, onDisk int64, interval time.Du
 	}()
 }
 
-// add records n bytes received (negative when a server ignored a Range and the file restarts).
-func (t *tracker) add(n int64) {
-	t.bytes.Add(n)
-	if n > 0 {
-		t.moved.Add(n)
-	}
-}
-
 // finish stops the ticker and sends a last EventProgress, so consumers see the final count before Done.
 func (t *tracker) finish() {
 	if t.stop == nil {
