@@ -99,6 +99,10 @@ type Cache interface {
 // ErrReleased is returned when a released cache is used.
 var ErrReleased = errors.New("backend: cache has been released")
 
+// ErrForeignCache is returned (wrapped, naming the sequence) when a Forward batch holds a cache that another
+// model made, or none.
+var ErrForeignCache = errors.New("backend: cache does not belong to this model")
+
 var (
 	registryMu sync.Mutex
 	registry   = map[string]Backend{}

@@ -15,11 +15,12 @@ import (
 type cache struct {
 	m        *cpuModel
 	layers   []kvLayer
+	lens     backend.LayerLengths // positions held, per layer
 	released bool
 }
 
 type kvLayer struct {
-	n, cap   int // positions held, positions allocated
+	cap      int // positions allocated
 	k32, v32 []float32
 	k16, v16 []uint16
 }
@@ -30,53 +31,29 @@ func (m *cpuModel) NewCache() (backend.Cache, error) {
 	if m.closed.Load() {
 		return nil, errClosed
 	}
-	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers)}, nil
+	return m.newCache(), nil
 }
 
-func (c *cache) Len() int {
-	if c.released || len(c.layers) == 0 {
-		return 0
-	}
-	n := c.layers[0].n
-	for i := range c.layers {
-		n = min(n, c.layers[i].n)
-	}
-	return n
+func (m *cpuModel) newCache() *cache {
+	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers), lens: make(backend.LayerLengths, m.cfg.NumLayers)}
 }
 
-// uniformLen is the common length of all layers, or an error when an import left them uneven.
-func (c *cache) uniformLen() (int, error) {
-	n := c.layers[0].n
-	for i := range c.layers {
-		if c.layers[i].n != n {
-			return 0, fmt.Errorf("cpu: cache layers hold different numbers of positions (layer 0: %d, layer %d: %d); finish importing first", n, i, c.layers[i].n)
-		}
-	}
-	return n, nil
-}
+func (c *cache) Len() int { return c.lens.Len() }
 
-func (c *cache) Truncate(n int) {
-	if c.released {
-		return
-	}
-	n = max(n, 0)
-	for i := range c.layers {
-		c.layers[i].n = min(c.layers[i].n, n)
-	}
-}
+func (c *cache) Truncate(n int) { c.lens.Truncate(n) }
 
 func (c *cache) Clone(n int) (backend.Cache, error) {
 	if c.released {
 		return nil, backend.ErrReleased
 	}
-	if n < 0 || n > c.Len() {
-		return nil, fmt.Errorf("cpu: clone of %d positions from a cache holding %d", n, c.Len())
+	if err := c.lens.CheckClone(n); err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
 	}
-	out := &cache{m: c.m, layers: make([]kvLayer, len(c.layers))}
+	out := c.m.newCache()
 	for i := range c.layers {
 		out.grow(i, n)
 		c.copyPositions(&c.layers[i], &out.layers[i], n)
-		out.layers[i].n = n
+		out.lens[i] = n
 	}
 	return out, nil
 }
@@ -103,14 +80,14 @@ func (c *cache) grow(i, need int) {
 	}
 	newCap := max(need, min(2*l.cap, c.m.maxCtx), 16)
 	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
-	nl := kvLayer{n: l.n, cap: newCap}
+	nl := kvLayer{cap: newCap}
 	if c.m.kvType == dtype.Float32 {
 		nl.k32, nl.v32 = make([]float32, heads*newCap*hd), make([]float32, heads*newCap*hd)
 	} else {
 		nl.k16, nl.v16 = make([]uint16, heads*newCap*hd), make([]uint16, heads*newCap*hd)
 	}
 	if l.cap > 0 {
-		c.copyPositions(l, &nl, l.n)
+		c.copyPositions(l, &nl, c.lens[i])
 	}
 	*l = nl
 }
@@ -184,28 +161,14 @@ var f16Table = func() *[1 << 16]float32 {
 	return &t
 }()
 
-func (c *cache) checkLayer(layer int) error {
+func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 	if c.released {
 		return backend.ErrReleased
 	}
-	if layer < 0 || layer >= len(c.layers) {
-		return fmt.Errorf("cpu: layer %d out of range (model has %d)", layer, len(c.layers))
-	}
-	return nil
-}
-
-func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
-	if err := c.checkLayer(layer); err != nil {
-		return err
+	if err := c.lens.CheckExport(c.m.KVLayout(), layer, from, to, keys, values); err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	l := &c.layers[layer]
-	if from < 0 || from > to || to > l.n {
-		return fmt.Errorf("cpu: export of positions [%d, %d) from layer %d holding %d", from, to, layer, l.n)
-	}
-	tb := c.m.KVLayout().TokenBytes()
-	if len(keys) != (to-from)*tb || len(values) != (to-from)*tb {
-		return fmt.Errorf("cpu: export of %d positions needs %d-byte buffers, got %d and %d", to-from, (to-from)*tb, len(keys), len(values))
-	}
 	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
 	for t := from; t < to; t++ {
 		for h := 0; h < heads; h++ {
@@ -228,23 +191,15 @@ func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 }
 
 func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
-	if err := c.checkLayer(layer); err != nil {
-		return err
+	if c.released {
+		return backend.ErrReleased
 	}
-	l := &c.layers[layer]
-	tb := c.m.KVLayout().TokenBytes()
-	if len(keys) != len(values) || len(keys)%tb != 0 {
-		return fmt.Errorf("cpu: import of %d key and %d value bytes: want equal multiples of %d bytes per token", len(keys), len(values), tb)
-	}
-	n := len(keys) / tb
-	if from < 0 || from > l.n {
-		return fmt.Errorf("cpu: import at position %d into layer %d holding %d would leave a gap", from, layer, l.n)
-	}
-	if from+n > c.m.maxCtx {
-		return fmt.Errorf("cpu: import of positions [%d, %d) exceeds the context limit %d", from, from+n, c.m.maxCtx)
+	n, err := c.lens.CheckImport(c.m.KVLayout(), c.m.maxCtx, layer, from, keys, values)
+	if err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	c.grow(layer, from+n)
-	l = &c.layers[layer]
+	l := &c.layers[layer]
 	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
 	for t := 0; t < n; t++ {
 		for h := 0; h < heads; h++ {
@@ -263,7 +218,7 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 			}
 		}
 	}
-	l.n = max(l.n, from+n)
+	c.lens[layer] = max(c.lens[layer], from+n)
 	return nil
 }
 
@@ -278,5 +233,5 @@ func (c *cache) Bytes() int64 {
 
 func (c *cache) Release() {
 	c.released = true
-	c.layers = nil
+	c.layers, c.lens = nil, nil
 }

@@ -77,11 +77,7 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 		chunk = DefaultPrefillChunk
 	}
 	c := m.Config
-	maxCtx := c.MaxContext()
-	if maxCtx <= 0 {
-		maxCtx = 1 << 20 // no limit in config.json: bound by memory only
-	}
-	cm := &cpuModel{src: m, cfg: c, kvType: m.DType, maxCtx: maxCtx, chunk: chunk, pool: newPool(threads),
+	cm := &cpuModel{src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
 		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
 	cm.work = make([]workerScratch, cm.pool.workers)
 	var err error

@@ -48,40 +48,9 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 	if m.closed.Load() {
 		return errClosed
 	}
-	caches := make([]*cache, len(batch))
-	starts := make([]int, len(batch))
-	seen := map[*cache]bool{}
-	for i, s := range batch {
-		c, ok := s.Cache.(*cache)
-		if !ok || c == nil || c.m != m {
-			return fmt.Errorf("cpu: sequence %d: cache does not belong to this model", i)
-		}
-		if c.released {
-			return fmt.Errorf("cpu: sequence %d: %w", i, backend.ErrReleased)
-		}
-		if seen[c] {
-			return fmt.Errorf("cpu: sequence %d: the same cache appears twice in one batch", i)
-		}
-		seen[c] = true
-		if len(s.Tokens) == 0 {
-			return fmt.Errorf("cpu: sequence %d has no tokens", i)
-		}
-		for _, t := range s.Tokens {
-			if t < 0 || int(t) >= m.cfg.VocabSize {
-				return fmt.Errorf("cpu: sequence %d: token %d out of range [0, %d)", i, t, m.cfg.VocabSize)
-			}
-		}
-		if s.Logits != nil && len(s.Logits) != m.cfg.VocabSize {
-			return fmt.Errorf("cpu: sequence %d: logits buffer holds %d values, want %d", i, len(s.Logits), m.cfg.VocabSize)
-		}
-		n, err := c.uniformLen()
-		if err != nil {
-			return fmt.Errorf("sequence %d: %w", i, err)
-		}
-		if n+len(s.Tokens) > m.maxCtx {
-			return fmt.Errorf("cpu: sequence %d: %d cached + %d new positions exceed the context limit %d", i, n, len(s.Tokens), m.maxCtx)
-		}
-		caches[i], starts[i] = c, n
+	caches, starts, err := backend.CheckBatch(batch, m.cfg.VocabSize, m.maxCtx, m.own)
+	if err != nil {
+		return fmt.Errorf("cpu: %w", err)
 	}
 	for i, c := range caches {
 		for l := range c.layers {
@@ -108,6 +77,18 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 		}
 		m.step(batch, caches, parts)
 	}
+}
+
+// own returns c as one of this model's caches that may be used (CheckBatch).
+func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
+	cc, ok := c.(*cache)
+	if !ok || cc == nil || cc.m != m {
+		return nil, nil, backend.ErrForeignCache
+	}
+	if cc.released {
+		return nil, nil, backend.ErrReleased
+	}
+	return cc, cc.lens, nil
 }
 
 // step runs the model over the rows of parts (each row one token of one sequence).
@@ -171,8 +152,8 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 			}
 		})
 		for _, p := range parts {
-			l := &caches[p.seq].layers[li]
-			l.n = max(l.n, p.pos+p.to-p.from)
+			lens := caches[p.seq].lens
+			lens[li] = max(lens[li], p.pos+p.to-p.from)
 		}
 		m.attention(li, caches)
 		m.matmul(s.att, rows, mm{s.tmp, &L.o})

@@ -25,14 +25,15 @@ import (
 type cache struct {
 	m        *mlxModel
 	layers   []kvLayer
+	lens     backend.LayerLengths // positions held, per layer
 	released bool
 	// broken is set when an evaluation that wrote this cache failed; the contents are then unknown.
 	broken error
 }
 
 type kvLayer struct {
-	n, cap int
-	k, v   C.mlx_array // zero handles while cap == 0
+	cap  int
+	k, v C.mlx_array // zero handles while cap == 0
 }
 
 var _ backend.Cache = (*cache)(nil)
@@ -43,30 +44,14 @@ func (m *mlxModel) NewCache() (backend.Cache, error) {
 	if m.closed {
 		return nil, errClosed
 	}
-	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers)}, nil
+	return m.newCache(), nil
 }
 
-func (c *cache) Len() int {
-	if c.released || len(c.layers) == 0 {
-		return 0
-	}
-	n := c.layers[0].n
-	for i := range c.layers {
-		n = min(n, c.layers[i].n)
-	}
-	return n
+func (m *mlxModel) newCache() *cache {
+	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers), lens: make(backend.LayerLengths, m.cfg.NumLayers)}
 }
 
-// uniformLen is the common length of all layers, or an error when an import left them uneven.
-func (c *cache) uniformLen() (int, error) {
-	n := c.layers[0].n
-	for i := range c.layers {
-		if c.layers[i].n != n {
-			return 0, fmt.Errorf("mlx: cache layers hold different numbers of positions (layer 0: %d, layer %d: %d); finish importing first", n, i, c.layers[i].n)
-		}
-	}
-	return n, nil
-}
+func (c *cache) Len() int { return c.lens.Len() }
 
 func (c *cache) usable() error {
 	if c.released {
@@ -75,15 +60,7 @@ func (c *cache) usable() error {
 	return c.broken
 }
 
-func (c *cache) Truncate(n int) {
-	if c.released {
-		return
-	}
-	n = max(n, 0)
-	for i := range c.layers {
-		c.layers[i].n = min(c.layers[i].n, n)
-	}
-}
+func (c *cache) Truncate(n int) { c.lens.Truncate(n) }
 
 // capacityFor is the buffer size that holds need positions.
 func (c *cache) capacityFor(need int) int {
@@ -140,10 +117,10 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	if n < 0 || n > c.Len() {
-		return nil, fmt.Errorf("mlx: clone of %d positions from a cache holding %d", n, c.Len())
+	if err := c.lens.CheckClone(n); err != nil {
+		return nil, fmt.Errorf("mlx: %w", err)
 	}
-	out := &cache{m: c.m, layers: make([]kvLayer, len(c.layers))}
+	out := c.m.newCache()
 	if n == 0 {
 		return out, nil
 	}
@@ -166,7 +143,7 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 			}
 			free(&dst.k)
 			free(&dst.v)
-			dst.k, dst.v, dst.n = g.keep(k), g.keep(v), n
+			dst.k, dst.v, out.lens[i] = g.keep(k), g.keep(v), n
 			results = append(results, dst.k, dst.v)
 		}
 		if g.err == nil {
@@ -188,28 +165,14 @@ func (c *cache) bytesFor(n int) int64 {
 	return int64(c.capacityFor(n)) * int64(c.m.KVLayout().TokenBytes()) * 2 * int64(len(c.layers))
 }
 
-func (c *cache) checkLayer(layer int) error {
+func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	if layer < 0 || layer >= len(c.layers) {
-		return fmt.Errorf("mlx: layer %d out of range (model has %d)", layer, len(c.layers))
-	}
-	return nil
-}
-
-func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
-	if err := c.checkLayer(layer); err != nil {
-		return err
+	if err := c.lens.CheckExport(c.m.KVLayout(), layer, from, to, keys, values); err != nil {
+		return fmt.Errorf("mlx: %w", err)
 	}
 	l := &c.layers[layer]
-	if from < 0 || from > to || to > l.n {
-		return fmt.Errorf("mlx: export of positions [%d, %d) from layer %d holding %d", from, to, layer, l.n)
-	}
-	tb := c.m.KVLayout().TokenBytes()
-	if len(keys) != (to-from)*tb || len(values) != (to-from)*tb {
-		return fmt.Errorf("mlx: export of %d positions needs %d-byte buffers, got %d and %d", to-from, (to-from)*tb, len(keys), len(values))
-	}
 	if from == to {
 		return nil
 	}
@@ -235,21 +198,15 @@ func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 }
 
 func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
-	if err := c.checkLayer(layer); err != nil {
+	if err := c.usable(); err != nil {
 		return err
+	}
+	n, err := c.lens.CheckImport(c.m.KVLayout(), c.m.maxCtx, layer, from, keys, values)
+	if err != nil {
+		return fmt.Errorf("mlx: %w", err)
 	}
 	l := &c.layers[layer]
 	tb := c.m.KVLayout().TokenBytes()
-	if len(keys) != len(values) || len(keys)%tb != 0 {
-		return fmt.Errorf("mlx: import of %d key and %d value bytes: want equal multiples of %d bytes per token", len(keys), len(values), tb)
-	}
-	n := len(keys) / tb
-	if from < 0 || from > l.n {
-		return fmt.Errorf("mlx: import at position %d into layer %d holding %d would leave a gap", from, layer, l.n)
-	}
-	if from+n > c.m.maxCtx {
-		return fmt.Errorf("mlx: import of positions [%d, %d) exceeds the context limit %d", from, from+n, c.m.maxCtx)
-	}
 	if n == 0 {
 		return nil
 	}
@@ -279,7 +236,7 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 			c.broken = fmt.Errorf("mlx: the cache is unusable after a failed import: %w", err)
 			return err
 		}
-		l.n = max(l.n, from+n)
+		c.lens[layer] = max(c.lens[layer], from+n)
 		return nil
 	})
 }
@@ -302,7 +259,7 @@ func (c *cache) Release() {
 		c.free()
 		return nil
 	})
-	c.layers = nil
+	c.layers, c.lens = nil, nil
 }
 
 // free drops the buffers; it runs on the MLX thread.
@@ -311,6 +268,7 @@ func (c *cache) free() {
 		l := &c.layers[i]
 		free(&l.k)
 		free(&l.v)
-		l.n, l.cap = 0, 0
+		l.cap = 0
+		c.lens[i] = 0
 	}
 }

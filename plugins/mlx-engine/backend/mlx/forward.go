@@ -37,42 +37,23 @@ func (m *mlxModel) Forward(batch []backend.Seq) error {
 	if m.closed {
 		return errClosed
 	}
-	caches := make([]*cache, len(batch))
-	starts := make([]int, len(batch))
-	seen := map[*cache]bool{}
-	for i, s := range batch {
-		c, ok := s.Cache.(*cache)
-		if !ok || c == nil || c.m != m {
-			return fmt.Errorf("mlx: sequence %d: cache does not belong to this model", i)
-		}
-		if err := c.usable(); err != nil {
-			return fmt.Errorf("mlx: sequence %d: %w", i, err)
-		}
-		if seen[c] {
-			return fmt.Errorf("mlx: sequence %d: the same cache appears twice in one batch", i)
-		}
-		seen[c] = true
-		if len(s.Tokens) == 0 {
-			return fmt.Errorf("mlx: sequence %d has no tokens", i)
-		}
-		for _, t := range s.Tokens {
-			if t < 0 || int(t) >= m.cfg.VocabSize {
-				return fmt.Errorf("mlx: sequence %d: token %d out of range [0, %d)", i, t, m.cfg.VocabSize)
-			}
-		}
-		if s.Logits != nil && len(s.Logits) != m.cfg.VocabSize {
-			return fmt.Errorf("mlx: sequence %d: logits buffer holds %d values, want %d", i, len(s.Logits), m.cfg.VocabSize)
-		}
-		n, err := c.uniformLen()
-		if err != nil {
-			return fmt.Errorf("sequence %d: %w", i, err)
-		}
-		if n+len(s.Tokens) > m.maxCtx {
-			return fmt.Errorf("mlx: sequence %d: %d cached + %d new positions exceed the context limit %d", i, n, len(s.Tokens), m.maxCtx)
-		}
-		caches[i], starts[i] = c, n
+	caches, starts, err := backend.CheckBatch(batch, m.cfg.VocabSize, m.maxCtx, m.own)
+	if err != nil {
+		return fmt.Errorf("mlx: %w", err)
 	}
 	return do(func() error { return m.forward(batch, caches, starts) })
+}
+
+// own returns c as one of this model's caches that may be used (CheckBatch).
+func (m *mlxModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
+	cc, ok := c.(*cache)
+	if !ok || cc == nil || cc.m != m {
+		return nil, nil, backend.ErrForeignCache
+	}
+	if err := cc.usable(); err != nil {
+		return nil, nil, err
+	}
+	return cc, cc.lens, nil
 }
 
 // forward runs on the MLX thread.
@@ -247,9 +228,9 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		}
 	}
 	for _, p := range parts {
-		for li := range caches[p.seq].layers {
-			l := &caches[p.seq].layers[li]
-			l.n = max(l.n, p.pos+p.to-p.from)
+		lens := caches[p.seq].lens
+		for li := range lens {
+			lens[li] = max(lens[li], p.pos+p.to-p.from)
 		}
 	}
 	g.free()

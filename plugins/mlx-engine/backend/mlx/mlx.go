@@ -136,15 +136,11 @@ func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel,
 	if chunk <= 0 {
 		chunk = DefaultPrefillChunk
 	}
-	maxCtx := c.MaxContext()
-	if maxCtx <= 0 {
-		maxCtx = 1 << 20
-	}
 	kvC, err := mlxDType(string(m.DType))
 	if err != nil {
 		return nil, err
 	}
-	mm := &mlxModel{cfg: c, kvType: m.DType, kvC: kvC, compute: C.MLX_FLOAT32, maxCtx: maxCtx, chunk: chunk,
+	mm := &mlxModel{cfg: c, kvType: m.DType, kvC: kvC, compute: C.MLX_FLOAT32, maxCtx: backend.ContextLimit(c), chunk: chunk,
 		scale: float32(1 / math.Sqrt(float64(c.HeadDim))), eps: float32(c.RMSNormEps), pipeline: true}
 	if lo.computeModelDType {
 		mm.compute = kvC

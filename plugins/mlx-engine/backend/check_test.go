@@ -1,0 +1,192 @@
+package backend_test
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+)
+
+// wantErr fails unless err is nil for want == "" and otherwise an error whose message is want.
+func wantErr(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Errorf("unexpected error %v", err)
+	case want != "" && (err == nil || err.Error() != want):
+		t.Errorf("error %v, want %q", err, want)
+	}
+}
+
+func TestContextLimit(t *testing.T) {
+	if got := backend.ContextLimit(model.Config{MaxPositionEmbeddings: 4096}); got != 4096 {
+		t.Errorf("ContextLimit = %d, want 4096", got)
+	}
+	if got := backend.ContextLimit(model.Config{}); got != backend.NoContextLimit {
+		t.Errorf("ContextLimit without a limit = %d, want %d", got, backend.NoContextLimit)
+	}
+}
+
+func TestCheckSeq(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		seq  backend.Seq
+		want string
+	}{
+		{"ok", backend.Seq{Tokens: []int32{0, 9}, Logits: make([]float32, 10)}, ""},
+		{"no logits", backend.Seq{Tokens: []int32{3}}, ""},
+		{"no tokens", backend.Seq{}, "sequence 2 has no tokens"},
+		{"token too large", backend.Seq{Tokens: []int32{1, 10}}, "sequence 2: token 10 out of range [0, 10)"},
+		{"negative token", backend.Seq{Tokens: []int32{-1}}, "sequence 2: token -1 out of range [0, 10)"},
+		{"short logits", backend.Seq{Tokens: []int32{1}, Logits: make([]float32, 3)}, "sequence 2: logits buffer holds 3 values, want 10"},
+		{"empty logits", backend.Seq{Tokens: []int32{1}, Logits: []float32{}}, "sequence 2: logits buffer holds 0 values, want 10"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantErr(t, backend.CheckSeq(2, tc.seq, 10), tc.want)
+		})
+	}
+}
+
+func TestLayerLengths(t *testing.T) {
+	even, uneven := backend.LayerLengths{5, 5, 5}, backend.LayerLengths{5, 7, 6}
+	if even.Len() != 5 || uneven.Len() != 5 || backend.LayerLengths(nil).Len() != 0 {
+		t.Errorf("Len: %d, %d, %d", even.Len(), uneven.Len(), backend.LayerLengths(nil).Len())
+	}
+	for _, tc := range []struct {
+		name      string
+		p         backend.LayerLengths
+		n, limit  int
+		wantStart int
+		want      string
+	}{
+		{"even", even, 3, 8, 5, ""},
+		{"empty cache", backend.LayerLengths{0, 0}, 8, 8, 0, ""},
+		{"no layers", nil, 1, 8, 0, ""},
+		{"context full", even, 4, 8, 0, "5 cached + 4 new positions exceed the context limit 8"},
+		{"uneven", uneven, 1, 100, 0, "cache layers hold different numbers of positions (layer 0: 5, layer 1: 7); finish importing first"},
+	} {
+		t.Run("CheckForward/"+tc.name, func(t *testing.T) {
+			start, err := tc.p.CheckForward(tc.n, tc.limit)
+			wantErr(t, err, tc.want)
+			if start != tc.wantStart {
+				t.Errorf("start = %d, want %d", start, tc.wantStart)
+			}
+		})
+	}
+
+	p := slices.Clone(uneven)
+	p.Truncate(6)
+	if !slices.Equal(p, backend.LayerLengths{5, 6, 6}) {
+		t.Errorf("Truncate(6) = %v", p)
+	}
+	p.Truncate(-1)
+	if !slices.Equal(p, backend.LayerLengths{0, 0, 0}) {
+		t.Errorf("Truncate(-1) = %v", p)
+	}
+
+	wantErr(t, uneven.CheckClone(5), "")
+	wantErr(t, uneven.CheckClone(0), "")
+	wantErr(t, uneven.CheckClone(6), "clone of 6 positions from a cache holding 5")
+	wantErr(t, uneven.CheckClone(-1), "clone of -1 positions from a cache holding 5")
+}
+
+func TestLayerLengthsExportImport(t *testing.T) {
+	l := backend.KVLayout{NumLayers: 2, NumKVHeads: 2, HeadDim: 2, DType: backend.BFloat16} // 8 bytes per token
+	p := backend.LayerLengths{4, 2}
+	buf := func(n int) []byte { return make([]byte, n) }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"export", p.CheckExport(l, 0, 1, 4, buf(24), buf(24)), ""},
+		{"export empty", p.CheckExport(l, 1, 2, 2, nil, nil), ""},
+		{"export bad layer", p.CheckExport(l, 2, 0, 1, buf(8), buf(8)), "layer 2 out of range (model has 2)"},
+		{"export negative layer", p.CheckExport(l, -1, 0, 1, buf(8), buf(8)), "layer -1 out of range (model has 2)"},
+		{"export past end", p.CheckExport(l, 1, 1, 3, buf(16), buf(16)), "export of positions [1, 3) from layer 1 holding 2"},
+		{"export reversed", p.CheckExport(l, 0, 3, 2, nil, nil), "export of positions [3, 2) from layer 0 holding 4"},
+		{"export negative", p.CheckExport(l, 0, -1, 2, buf(24), buf(24)), "export of positions [-1, 2) from layer 0 holding 4"},
+		{"export short buffer", p.CheckExport(l, 0, 0, 2, buf(8), buf(16)), "export of 2 positions needs 16-byte buffers, got 8 and 16"},
+		{"import bad layer", errOf(p.CheckImport(l, 16, 2, 0, buf(8), buf(8))), "layer 2 out of range (model has 2)"},
+		{"import ragged", errOf(p.CheckImport(l, 16, 1, 2, buf(9), buf(9))), "import of 9 key and 9 value bytes: want equal multiples of 8 bytes per token"},
+		{"import unequal", errOf(p.CheckImport(l, 16, 1, 2, buf(8), buf(16))), "import of 8 key and 16 value bytes: want equal multiples of 8 bytes per token"},
+		{"import gap", errOf(p.CheckImport(l, 16, 1, 3, buf(8), buf(8))), "import at position 3 into layer 1 holding 2 would leave a gap"},
+		{"import negative", errOf(p.CheckImport(l, 16, 1, -1, buf(8), buf(8))), "import at position -1 into layer 1 holding 2 would leave a gap"},
+		{"import past context", errOf(p.CheckImport(l, 16, 0, 4, buf(13*8), buf(13*8))), "import of positions [4, 17) exceeds the context limit 16"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantErr(t, tc.err, tc.want) })
+	}
+	for _, tc := range []struct {
+		name        string
+		layer, from int
+		bytes       int
+		want        int
+	}{
+		{"append", 1, 2, 24, 3},
+		{"overwrite", 0, 1, 16, 2},
+		{"to the limit", 0, 4, 12 * 8, 12},
+		{"nothing", 1, 2, 0, 0},
+	} {
+		t.Run("import "+tc.name, func(t *testing.T) {
+			n, err := p.CheckImport(l, 16, tc.layer, tc.from, buf(tc.bytes), buf(tc.bytes))
+			if err != nil || n != tc.want {
+				t.Errorf("CheckImport = %d, %v; want %d positions", n, err, tc.want)
+			}
+		})
+	}
+}
+
+func errOf(_ int, err error) error { return err }
+
+// fakeCache is enough of a cache for CheckBatch: its layer lengths and whether it may be used.
+type fakeCache struct {
+	backend.Cache
+	lens     backend.LayerLengths
+	released bool
+}
+
+func ownFake(c backend.Cache) (*fakeCache, backend.LayerLengths, error) {
+	fc, ok := c.(*fakeCache)
+	if !ok || fc == nil {
+		return nil, nil, backend.ErrForeignCache
+	}
+	if fc.released {
+		return nil, nil, backend.ErrReleased
+	}
+	return fc, fc.lens, nil
+}
+
+func TestCheckBatch(t *testing.T) {
+	a, b := &fakeCache{lens: backend.LayerLengths{3, 3}}, &fakeCache{lens: backend.LayerLengths{0, 0}}
+	uneven, released := &fakeCache{lens: backend.LayerLengths{3, 4}}, &fakeCache{released: true}
+	tok := []int32{1}
+	for _, tc := range []struct {
+		name  string
+		batch []backend.Seq
+		want  string
+	}{
+		{"foreign", []backend.Seq{{Cache: a, Tokens: tok}, {Tokens: tok}}, "sequence 1: backend: cache does not belong to this model"},
+		{"released", []backend.Seq{{Cache: released, Tokens: tok}}, "sequence 0: backend: cache has been released"},
+		{"twice", []backend.Seq{{Cache: a, Tokens: tok}, {Cache: b, Tokens: tok}, {Cache: a, Tokens: tok}}, "sequence 2: the same cache appears twice in one batch"},
+		{"bad token", []backend.Seq{{Cache: a, Tokens: tok}, {Cache: b, Tokens: []int32{10}}}, "sequence 1: token 10 out of range [0, 10)"},
+		{"uneven", []backend.Seq{{Cache: uneven, Tokens: tok}}, "sequence 0: cache layers hold different numbers of positions (layer 0: 3, layer 1: 4); finish importing first"},
+		{"context full", []backend.Seq{{Cache: b, Tokens: tok}, {Cache: a, Tokens: make([]int32, 6)}}, "sequence 1: 3 cached + 6 new positions exceed the context limit 8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caches, starts, err := backend.CheckBatch(tc.batch, 10, 8, ownFake)
+			wantErr(t, err, tc.want)
+			if caches != nil || starts != nil {
+				t.Errorf("a refused batch returned caches %v and starts %v", caches, starts)
+			}
+		})
+	}
+	caches, starts, err := backend.CheckBatch([]backend.Seq{{Cache: a, Tokens: tok}, {Cache: b, Tokens: make([]int32, 8)}}, 10, 8, ownFake)
+	if err != nil || !slices.Equal(caches, []*fakeCache{a, b}) || !slices.Equal(starts, []int{3, 0}) {
+		t.Errorf("CheckBatch = %v, %v, %v", caches, starts, err)
+	}
+	if _, _, err := backend.CheckBatch([]backend.Seq{{Tokens: tok}}, 10, 8, ownFake); !errors.Is(err, backend.ErrForeignCache) {
+		t.Errorf("foreign cache: %v is not ErrForeignCache", err)
+	}
+}
