@@ -13,4 +13,10 @@
 //
 // Concurrency: a Model's methods may be called from several goroutines (Forward calls run one at a time); a
 // Cache belongs to one sequence and must not be used concurrently, nor appear twice in one Forward batch.
+//
+// The argument checks the contract implies are the same for every backend, so they live here (check.go):
+// CheckBatch validates a Forward batch, and LayerLengths keeps a cache's per-layer position counts and checks
+// Clone's, ExportKV's and ImportKV's arguments against them. A backend keeps only what is its own (whether a
+// cache is one of its own and still usable, where the bytes go) and puts its name before the errors. The
+// conformance suite in backend/backendtest checks any backend against this contract.
 package backend

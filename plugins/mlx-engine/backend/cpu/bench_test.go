@@ -13,8 +13,7 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
-	"github.com/duet-ai/duet/plugins/mlx-engine/model"
-	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 )
 
 // BenchmarkModel measures prefill and decode throughput of the embedded model and a generated ~100M-parameter
@@ -32,77 +31,31 @@ import (
 //
 //	go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench Model -benchtime 3s
 func BenchmarkModel(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		opts    modelgen.Options
-		prefill int
-	}{
-		{"embedded-bf16", modelgen.Embedded(), 256},
-		{"bench100m-f32", modelgen.Bench100M(), 128},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			dir := b.TempDir()
-			if err := modelgen.Generate(dir, tc.opts); err != nil {
-				b.Fatal(err)
-			}
-			m, err := model.Load(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close()
-			bm, err := Backend{}.Load(m, backend.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer bm.Close()
+	for _, tc := range backendtest.BenchModels() {
+		b.Run(tc.Name, func(b *testing.B) {
+			bm := backendtest.Load(b, Backend{}, backendtest.Generate(b, tc.Options), backend.Options{})
 			weights := weightBytesPerToken(bm.(*cpuModel))
 			macs := float64(weights / 4) // multiply-adds per token in the matrix products
-			p := prompt(tc.prefill, bm.VocabSize(), 1)
-			logits := make([]float32, bm.VocabSize())
+			p := tc.BenchPrompt(bm.VocabSize())
 
-			b.Run(fmt.Sprintf("prefill-%d", tc.prefill), func(b *testing.B) {
-				c, _ := bm.NewCache()
-				defer c.Release()
-				resetPeakRSS()
-				cpu0 := processCPUTime()
-				b.ResetTimer()
-				for i := 0; i < b.N; i++ {
-					c.Truncate(0)
-					if err := bm.Forward([]backend.Seq{{Cache: c, Tokens: p, Logits: logits}}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				b.ReportMetric(float64(tc.prefill*b.N)/b.Elapsed().Seconds(), "tok/s")
-				reportCPU(b, cpu0, float64(tc.prefill*b.N)*macs)
+			b.Run(fmt.Sprintf("prefill-%d", tc.Prefill), func(b *testing.B) {
+				var cpu0 time.Duration
+				backendtest.BenchPrefill(b, bm, p[:tc.Prefill], func() {
+					resetPeakRSS()
+					cpu0 = processCPUTime()
+				})
+				reportCPU(b, cpu0, float64(tc.Prefill*b.N)*macs)
 				b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
 			})
 			for _, batch := range []int{1, 8} {
 				b.Run(fmt.Sprintf("decode-batch%d", batch), func(b *testing.B) {
-					// Each sequence holds 64 positions; every step decodes one token per sequence and is then
-					// truncated back, so the context stays fixed.
-					seqs := make([]backend.Seq, batch)
-					for i := range seqs {
-						c, _ := bm.NewCache()
-						defer c.Release()
-						if err := bm.Forward([]backend.Seq{{Cache: c, Tokens: p[:64]}}); err != nil {
-							b.Fatal(err)
-						}
-						seqs[i] = backend.Seq{Cache: c, Tokens: []int32{p[64+i]}, Logits: make([]float32, bm.VocabSize())}
-					}
-					copyBW := copyBandwidth(runtime.GOMAXPROCS(0))
-					resetPeakRSS()
-					cpu0 := processCPUTime()
-					b.ResetTimer()
-					for i := 0; i < b.N; i++ {
-						if err := bm.Forward(seqs); err != nil {
-							b.Fatal(err)
-						}
-						for _, s := range seqs {
-							s.Cache.Truncate(64)
-						}
-					}
-					tps := float64(batch*b.N) / b.Elapsed().Seconds()
-					b.ReportMetric(tps, "tok/s")
+					var copyBW float64
+					var cpu0 time.Duration
+					tps, _ := backendtest.BenchDecode(b, bm, p, batch, func() {
+						copyBW = copyBandwidth(runtime.GOMAXPROCS(0))
+						resetPeakRSS()
+						cpu0 = processCPUTime()
+					})
 					reportCPU(b, cpu0, float64(batch*b.N)*macs)
 					if batch == 1 {
 						bound := copyBW / float64(weights)

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
@@ -13,52 +14,46 @@ import (
 // variants are the model shapes the numerical tests cover: every family, dtype and quantization the generator
 // makes, with the family-specific features (GQA, explicit head_dim, llama3 RoPE scaling, qwen2 biases, qwen3
 // q/k norms, tied embeddings, sharded files, per-module quantization overrides).
-var variants = []struct {
-	name string
-	opts modelgen.Options
-}{
-	{"llama/f32", tiny(nil)},
-	{"llama/bf16/rope-llama3", tiny(func(o *modelgen.Options) {
+var variants = []backendtest.Variant{
+	backendtest.TinyVariant("llama/f32", nil),
+	backendtest.TinyVariant("llama/bf16/rope-llama3", func(o *modelgen.Options) {
 		o.DType = dtype.BFloat16
 		o.RopeScaling = &model.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 64}
-	})},
-	{"llama/f32/rope-llama3", tiny(func(o *modelgen.Options) {
+	}),
+	backendtest.TinyVariant("llama/f32/rope-llama3", func(o *modelgen.Options) {
 		o.RopeScaling = &model.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 64}
-	})},
-	{"llama/f16/sharded", tiny(func(o *modelgen.Options) { o.DType = dtype.Float16; o.Shards = 3 })},
-	{"mistral/bf16/sentencepiece", tiny(func(o *modelgen.Options) {
+	}),
+	backendtest.TinyVariant("llama/f16/sharded", func(o *modelgen.Options) { o.DType = dtype.Float16; o.Shards = 3 }),
+	backendtest.TinyVariant("mistral/bf16/sentencepiece", func(o *modelgen.Options) {
 		o.Family, o.DType, o.Tokenizer = model.Mistral, dtype.BFloat16, modelgen.SentencePiece
-	})},
-	{"qwen2/f32/biases", tiny(func(o *modelgen.Options) { o.Family = model.Qwen2 })},
-	{"qwen2/bf16/tied", tiny(func(o *modelgen.Options) { o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.BFloat16, true })},
-	{"qwen3/f32/qknorm/head_dim", tiny(func(o *modelgen.Options) { o.Family, o.HeadDim = model.Qwen3, 32 })},
-	{"qwen3/f16/mha", tiny(func(o *modelgen.Options) { o.Family, o.DType, o.NumKVHeads = model.Qwen3, dtype.Float16, 4 })},
-	{"llama/f32/q4g32", tiny(func(o *modelgen.Options) { o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32} })},
-	{"llama/bf16/q8g64", tiny(func(o *modelgen.Options) {
+	}),
+	backendtest.TinyVariant("qwen2/f32/biases", func(o *modelgen.Options) { o.Family = model.Qwen2 }),
+	backendtest.TinyVariant("qwen2/bf16/tied", func(o *modelgen.Options) { o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.BFloat16, true }),
+	backendtest.TinyVariant("qwen3/f32/qknorm/head_dim", func(o *modelgen.Options) { o.Family, o.HeadDim = model.Qwen3, 32 }),
+	backendtest.TinyVariant("qwen3/f16/mha", func(o *modelgen.Options) { o.Family, o.DType, o.NumKVHeads = model.Qwen3, dtype.Float16, 4 }),
+	backendtest.TinyVariant("llama/f32/q4g32", func(o *modelgen.Options) { o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32} }),
+	backendtest.TinyVariant("llama/bf16/q8g64", func(o *modelgen.Options) {
 		o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Bits: 8, GroupSize: 64}
-	})},
-	{"qwen3/bf16/q4g64/overrides", tiny(func(o *modelgen.Options) {
+	}),
+	backendtest.TinyVariant("qwen3/bf16/q4g64/overrides", func(o *modelgen.Options) {
 		o.Family, o.DType = model.Qwen3, dtype.BFloat16
 		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{
 			"lm_head":                      nil,
 			"model.layers.1.mlp.down_proj": {Bits: 8, GroupSize: 32},
 		}}
-	})},
-	{"qwen2/f16/q2g32/tied", tiny(func(o *modelgen.Options) {
+	}),
+	backendtest.TinyVariant("qwen2/f16/q2g32/tied", func(o *modelgen.Options) {
 		o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.Float16, true
 		o.Quantization = &modelgen.Quantization{Bits: 2, GroupSize: 32}
-	})},
-	{"mistral/f32/q8g128", tiny(func(o *modelgen.Options) {
+	}),
+	backendtest.TinyVariant("mistral/f32/q8g128", func(o *modelgen.Options) {
 		o.Family, o.HiddenSize, o.IntermediateSize = model.Mistral, 128, 256
 		o.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 128}
-	})},
+	}),
 }
 
 // matrix adds every family × dtype × {float, 4-bit, 8-bit} combination to the hand-picked variants.
-func matrix() []struct {
-	name string
-	opts modelgen.Options
-} {
+func matrix() []backendtest.Variant {
 	out := variants
 	for _, fam := range model.Families {
 		for _, dt := range []dtype.DType{dtype.Float32, dtype.Float16, dtype.BFloat16} {
@@ -67,10 +62,7 @@ func matrix() []struct {
 				if q != nil {
 					name += fmt.Sprintf("/q%dg%d", q.Bits, q.GroupSize)
 				}
-				out = append(out, struct {
-					name string
-					opts modelgen.Options
-				}{name, tiny(func(o *modelgen.Options) { o.Family, o.DType, o.Quantization = fam, dt, q })})
+				out = append(out, backendtest.TinyVariant(name, func(o *modelgen.Options) { o.Family, o.DType, o.Quantization = fam, dt, q }))
 			}
 		}
 	}
@@ -91,20 +83,20 @@ func tolerance(d dtype.DType) float64 {
 func TestForwardMatchesReference(t *testing.T) {
 	t.Parallel()
 	for _, v := range matrix() {
-		t.Run(v.name, func(t *testing.T) {
+		t.Run(v.Name, func(t *testing.T) {
 			t.Parallel()
-			m := generate(t, v.opts)
+			m := backendtest.Generate(t, v.Options)
 			ref := newRef(t, m)
 			bm := load(t, m, backend.Options{PrefillChunk: 5})
-			tokens := prompt(30, m.Config.VocabSize, 1)
+			tokens := backendtest.Prompt(30, m.Config.VocabSize, 1)
 			want := ref.logits(tokens)
 			// Prefill the first 7 tokens at once (two chunks), then decode the rest one at a time.
 			// The reference has no notion of either.
-			c := newCache(t, bm)
+			c := backendtest.NewCache(t, bm)
 			got := [][]float32{}
-			got = append(got, forward(t, bm, c, tokens[:7]...))
+			got = append(got, backendtest.Forward(t, bm, c, tokens[:7]...))
 			for _, tok := range tokens[7:] {
-				got = append(got, forward(t, bm, c, tok))
+				got = append(got, backendtest.Forward(t, bm, c, tok))
 			}
 			worst := 0.0
 			for i, g := range got {
@@ -116,21 +108,11 @@ func TestForwardMatchesReference(t *testing.T) {
 			if worst > tolerance(m.DType) {
 				t.Errorf("backend differs from the reference by %.3e > %.0e", worst, tolerance(m.DType))
 			}
-			if argmax(got[len(got)-1]) != argmaxF64(want[len(want)-1]) {
+			if backendtest.Argmax(got[len(got)-1]) != backendtest.Argmax(want[len(want)-1]) {
 				t.Errorf("greedy token differs from the reference")
 			}
 		})
 	}
-}
-
-func argmaxF64(x []float64) int32 {
-	best := 0
-	for i, v := range x {
-		if v > x[best] {
-			best = i
-		}
-	}
-	return int32(best)
 }
 
 func TestRopeFrequencies(t *testing.T) {

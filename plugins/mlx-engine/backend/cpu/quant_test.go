@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
@@ -41,22 +42,22 @@ func TestQuantizedCloseToFloat(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			fm := load(t, generate(t, tc.opts), backend.Options{})
+			fm := load(t, backendtest.Generate(t, tc.opts), backend.Options{})
 			qo := tc.opts
 			qo.Quantization = &tc.q
-			qm := load(t, generate(t, qo), backend.Options{})
-			p := prompt(24, fm.VocabSize(), 7)
-			fc, qc := newCache(t, fm), newCache(t, qm)
+			qm := load(t, backendtest.Generate(t, qo), backend.Options{})
+			p := backendtest.Prompt(24, fm.VocabSize(), 7)
+			fc, qc := backendtest.NewCache(t, fm), backendtest.NewCache(t, qm)
 			var num, den float64
 			agree := 0
 			for _, tok := range p {
-				f, q := forward(t, fm, fc, tok), forward(t, qm, qc, tok)
+				f, q := backendtest.Forward(t, fm, fc, tok), backendtest.Forward(t, qm, qc, tok)
 				for i := range f {
 					d := float64(q[i] - f[i])
 					num += d * d
 					den += float64(f[i]) * float64(f[i])
 				}
-				if argmax(f) == argmax(q) {
+				if backendtest.Argmax(f) == backendtest.Argmax(q) {
 					agree++
 				}
 			}

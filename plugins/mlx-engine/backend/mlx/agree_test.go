@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
@@ -17,19 +18,10 @@ import (
 // float32, bfloat16 and 4-bit (bfloat16 scales), plus the shapes that exercise the rest of the forward pass
 // (llama3 RoPE scaling, float16, explicit head_dim, MHA, tied embeddings, 8- and 2-bit, per-module overrides,
 // quantized tied embeddings used as the output layer).
-var variants = func() []struct {
-	name string
-	opts modelgen.Options
-} {
-	var vs []struct {
-		name string
-		opts modelgen.Options
-	}
+var variants = func() []backendtest.Variant {
+	var vs []backendtest.Variant
 	add := func(name string, mod func(*modelgen.Options)) {
-		vs = append(vs, struct {
-			name string
-			opts modelgen.Options
-		}{name, tiny(mod)})
+		vs = append(vs, backendtest.TinyVariant(name, mod))
 	}
 	for i, f := range model.Families {
 		seed := uint64(3 + i) // the families differ in config, not in weights: give each its own
@@ -89,8 +81,8 @@ const greedySteps = 64
 func TestAgreesWithCPU(t *testing.T) {
 	for _, v := range variants {
 		for _, seed := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%s/prompt%d", v.name, seed), func(t *testing.T) {
-				agree(t, v.opts, seed)
+			t.Run(fmt.Sprintf("%s/prompt%d", v.Name, seed), func(t *testing.T) {
+				agree(t, v.Options, seed)
 			})
 		}
 	}
@@ -98,16 +90,16 @@ func TestAgreesWithCPU(t *testing.T) {
 
 func agree(t *testing.T, opts modelgen.Options, seed int) {
 	t.Helper()
-	mod := generate(t, opts)
+	mod := backendtest.Generate(t, opts)
 	ml := loadFloat32(t, mod, backend.Options{PrefillChunk: 7})
 	ref := loadCPU(t, mod, backend.Options{})
-	p := prompt(30, mod.Config.VocabSize, seed)
-	mc, rc := newCache(t, ml), newCache(t, ref)
-	mlTokens, mlLogits := greedy(t, ml, mc, forward(t, ml, mc, p...), greedySteps)
-	refTokens, refLogits := greedy(t, ref, rc, forward(t, ref, rc, p...), greedySteps)
+	p := backendtest.Prompt(30, mod.Config.VocabSize, seed)
+	mc, rc := backendtest.NewCache(t, ml), backendtest.NewCache(t, ref)
+	mlTokens, mlLogits := backendtest.Greedy(t, ml, mc, backendtest.Forward(t, ml, mc, p...), greedySteps)
+	refTokens, refLogits := backendtest.Greedy(t, ref, rc, backendtest.Forward(t, ref, rc, p...), greedySteps)
 	worst := 0.0
 	for i := range mlLogits {
-		worst = max(worst, relDiff(mlLogits[i], refLogits[i]))
+		worst = max(worst, backendtest.RelDiff(mlLogits[i], refLogits[i]))
 	}
 	t.Logf("max relative |Δlogit| over %d steps = %.2e (tolerance %.0e); %d distinct tokens",
 		len(mlLogits), worst, tolerance(mod.DType), distinct(refTokens))

@@ -8,8 +8,7 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
-	"github.com/duet-ai/duet/plugins/mlx-engine/model"
-	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 )
 
 // BenchmarkModel measures the MLX backend on the embedded model and a generated ~100M-parameter float32 model:
@@ -24,66 +23,26 @@ import (
 //
 //	go test -tags mlx ./plugins/mlx-engine/backend/mlx -run '^$' -bench Model -benchtime 3s
 func BenchmarkModel(b *testing.B) {
-	for _, tc := range []struct {
-		name    string
-		opts    modelgen.Options
-		prefill int
-	}{
-		{"embedded-bf16", modelgen.Embedded(), 256},
-		{"bench100m-f32", modelgen.Bench100M(), 128},
-	} {
-		b.Run(tc.name, func(b *testing.B) {
-			dir := b.TempDir()
-			if err := modelgen.Generate(dir, tc.opts); err != nil {
-				b.Fatal(err)
-			}
-			src, err := model.Load(dir)
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer src.Close()
-			bm, err := Backend{}.Load(src, backend.Options{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer bm.Close()
+	for _, tc := range backendtest.BenchModels() {
+		b.Run(tc.Name, func(b *testing.B) {
+			src := backendtest.Generate(b, tc.Options)
+			bm := load(b, src, backend.Options{})
 			m := bm.(*mlxModel)
-			p := prompt(tc.prefill+8, bm.VocabSize(), 1)
-			logits := make([]float32, bm.VocabSize())
-
+			p := tc.BenchPrompt(bm.VocabSize())
 			ref := loadCPU(b, src, backend.Options{})
+
 			var cpuPrefill float64
-			for _, bk := range []struct {
-				suffix string
-				m      backend.Model
-			}{{"-cpu", ref}, {"", bm}} {
-				b.Run(fmt.Sprintf("prefill-%d%s", tc.prefill, bk.suffix), func(b *testing.B) {
-					c, _ := bk.m.NewCache()
-					defer c.Release()
-					if bk.m == bm {
-						startMeasure(b, m)
-					} else {
-						b.ResetTimer()
-					}
-					for i := 0; i < b.N; i++ {
-						c.Truncate(0)
-						if err := bk.m.Forward([]backend.Seq{{Cache: c, Tokens: p[:tc.prefill], Logits: logits}}); err != nil {
-							b.Fatal(err)
-						}
-					}
-					tps := float64(tc.prefill*b.N) / b.Elapsed().Seconds()
-					b.ReportMetric(tps, "tok/s")
-					if bk.m == bm {
-						reportMemory(b)
-						b.ReportMetric(tps/cpuPrefill, "vs-cpu")
-					} else {
-						cpuPrefill = tps
-					}
-				})
-			}
+			b.Run(fmt.Sprintf("prefill-%d-cpu", tc.Prefill), func(b *testing.B) {
+				cpuPrefill = backendtest.BenchPrefill(b, ref, p[:tc.Prefill], nil)
+			})
+			b.Run(fmt.Sprintf("prefill-%d", tc.Prefill), func(b *testing.B) {
+				tps := backendtest.BenchPrefill(b, bm, p[:tc.Prefill], func() { startMeasure(b, m) })
+				reportMemory(b)
+				b.ReportMetric(tps/cpuPrefill, "vs-cpu")
+			})
 			var cpuTPS float64
 			b.Run("decode-batch1-cpu", func(b *testing.B) {
-				cpuTPS = decodeSteps(b, ref, p, 1)
+				cpuTPS, _ = backendtest.BenchDecode(b, ref, p, 1, nil)
 			})
 			for _, v := range []struct {
 				name     string
@@ -93,7 +52,8 @@ func BenchmarkModel(b *testing.B) {
 				b.Run(v.name, func(b *testing.B) {
 					m.pipeline = v.pipeline
 					defer func() { m.pipeline = true }()
-					tps := decodeSteps(b, bm, p, v.batch)
+					tps, wall := backendtest.BenchDecode(b, m, p, v.batch, func() { startMeasure(b, m) })
+					reportHost(b, m, wall)
 					if v.batch == 1 && cpuTPS > 0 {
 						b.ReportMetric(tps/cpuTPS, "vs-cpu")
 					}
@@ -103,58 +63,24 @@ func BenchmarkModel(b *testing.B) {
 	}
 }
 
-// decodeSteps measures steps that decode one token for each of batch sequences holding 64 positions (truncated back
-// after every step, so the context stays fixed) and returns tokens per second.
-func decodeSteps(b *testing.B, bm backend.Model, p []int32, batch int) float64 {
+// reportHost reports where the time of m's Forward calls (wall in all) went: the part the calling side spent
+// not waiting for MLX to compute, and the part of that not inside MLX's graph construction either.
+func reportHost(b *testing.B, m *mlxModel, wall time.Duration) {
 	b.Helper()
-	seqs := make([]backend.Seq, batch)
-	for i := range seqs {
-		c, err := bm.NewCache()
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer c.Release()
-		if err := bm.Forward([]backend.Seq{{Cache: c, Tokens: p[:64]}}); err != nil {
-			b.Fatal(err)
-		}
-		seqs[i] = backend.Seq{Cache: c, Tokens: []int32{p[64+i]}, Logits: make([]float32, bm.VocabSize())}
-	}
-	m, isMLX := bm.(*mlxModel)
-	if isMLX {
-		startMeasure(b, m)
-	} else {
-		b.ResetTimer()
-	}
-	var wall time.Duration
-	for i := 0; i < b.N; i++ {
-		t0 := time.Now()
-		if err := bm.Forward(seqs); err != nil {
-			b.Fatal(err)
-		}
-		wall += time.Since(t0)
-		for _, s := range seqs {
-			s.Cache.Truncate(64)
-		}
-	}
-	tps := float64(batch*b.N) / b.Elapsed().Seconds()
-	b.ReportMetric(tps, "tok/s")
-	if isMLX {
-		m.mu.Lock()
-		tm := m.timing
-		m.mu.Unlock()
-		host := wall - tm.wait - tm.async // the calling side not waiting for MLX to compute
-		goCgo := host - tm.inC            // ... nor inside MLX's graph construction
-		perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
-		b.ReportMetric(perStep(host), "host-us/step")
-		b.ReportMetric(100*host.Seconds()/wall.Seconds(), "host-%")
-		b.ReportMetric(perStep(goCgo), "go-cgo-us/step")
-		b.ReportMetric(100*goCgo.Seconds()/wall.Seconds(), "go-cgo-%")
-		reportMemory(b)
-	}
-	return tps
+	m.mu.Lock()
+	tm := m.timing
+	m.mu.Unlock()
+	host := wall - tm.wait - tm.async // the calling side not waiting for MLX to compute
+	goCgo := host - tm.inC            // ... nor inside MLX's graph construction
+	perStep := func(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 / float64(b.N) }
+	b.ReportMetric(perStep(host), "host-us/step")
+	b.ReportMetric(100*host.Seconds()/wall.Seconds(), "host-%")
+	b.ReportMetric(perStep(goCgo), "go-cgo-us/step")
+	b.ReportMetric(100*goCgo.Seconds()/wall.Seconds(), "go-cgo-%")
+	reportMemory(b)
 }
 
-// startMeasure resets the timer, MLX's peak memory and m's timings.
+// startMeasure resets MLX's peak memory and m's timings.
 func startMeasure(b *testing.B, m *mlxModel) {
 	b.Helper()
 	if err := ResetPeakMemory(); err != nil {
@@ -164,7 +90,6 @@ func startMeasure(b *testing.B, m *mlxModel) {
 	m.timing = timing{}
 	m.timed = true
 	m.mu.Unlock()
-	b.ResetTimer()
 }
 
 func reportMemory(b *testing.B) {

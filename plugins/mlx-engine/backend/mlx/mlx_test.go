@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
@@ -55,19 +56,19 @@ func TestErrorsBecomeGoErrors(t *testing.T) {
 // and without pipelining.
 func TestDecodeWritesCacheInPlace(t *testing.T) {
 	for _, pipeline := range []bool{true, false} {
-		mod := generate(t, tiny(func(o *modelgen.Options) { o.DType = dtype.BFloat16 }))
+		mod := backendtest.Generate(t, backendtest.Tiny(func(o *modelgen.Options) { o.DType = dtype.BFloat16 }))
 		m, err := load32(mod, backend.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { m.Close() })
 		m.pipeline = pipeline
-		c := newCache(t, m)
-		p := prompt(40, m.VocabSize(), 9)
-		forward(t, m, c, p[:20]...)
+		c := backendtest.NewCache(t, m)
+		p := backendtest.Prompt(40, m.VocabSize(), 9)
+		backendtest.Forward(t, m, c, p[:20]...)
 		before := bufferAddresses(t, c.(*cache))
 		for _, tok := range p[20:] {
-			forward(t, m, c, tok)
+			backendtest.Forward(t, m, c, tok)
 			if after := bufferAddresses(t, c.(*cache)); !equalAddresses(before, after) {
 				t.Fatalf("pipeline=%v: a decode step moved the cache buffers: %v → %v", pipeline, before, after)
 			}
@@ -103,9 +104,9 @@ func equalAddresses(a, b []uintptr) bool {
 // TestMemoryLimit: with a limit just above what is in use, growing a cache fails with a clear error and
 // changes nothing; lifting the limit lets the same call through.
 func TestMemoryLimit(t *testing.T) {
-	m := load(t, generate(t, tiny(nil)), backend.Options{})
-	c := newCache(t, m)
-	forward(t, m, c, 1, 2, 3)
+	m := load(t, backendtest.Generate(t, backendtest.Tiny(nil)), backend.Options{})
+	c := backendtest.NewCache(t, m)
+	backendtest.Forward(t, m, c, 1, 2, 3)
 	st, err := Memory()
 	if err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestMemoryLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { SetMemoryLimit(0) })
-	err = m.Forward([]backend.Seq{{Cache: c, Tokens: prompt(cacheStep, m.VocabSize(), 1)}})
+	err = m.Forward([]backend.Seq{{Cache: c, Tokens: backendtest.Prompt(cacheStep, m.VocabSize(), 1)}})
 	if !errors.Is(err, errMemoryLimit) {
 		t.Fatalf("Forward past the limit: %v", err)
 	}
@@ -124,20 +125,20 @@ func TestMemoryLimit(t *testing.T) {
 	if _, err := c.Clone(3); !errors.Is(err, errMemoryLimit) {
 		t.Errorf("Clone past the limit: %v", err)
 	}
-	forward(t, m, c, 4) // within the capacity already there
+	backendtest.Forward(t, m, c, 4) // within the capacity already there
 	if err := SetMemoryLimit(0); err != nil {
 		t.Fatal(err)
 	}
 	if st, _ := Memory(); st.Limit != defaultLimit {
 		t.Errorf("limit %d after reset, MLX's default %d", st.Limit, defaultLimit)
 	}
-	if err := m.Forward([]backend.Seq{{Cache: c, Tokens: prompt(cacheStep, m.VocabSize(), 1)}}); err != nil {
+	if err := m.Forward([]backend.Seq{{Cache: c, Tokens: backendtest.Prompt(cacheStep, m.VocabSize(), 1)}}); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestMetrics(t *testing.T) {
-	m := load(t, generate(t, tiny(nil)), backend.Options{})
+	m := load(t, backendtest.Generate(t, backendtest.Tiny(nil)), backend.Options{})
 	mm, ok := m.(interface{ Metrics() map[string]float64 })
 	if !ok {
 		t.Fatal("the model has no Metrics method")
@@ -180,18 +181,21 @@ func TestParseBytes(t *testing.T) {
 // TestModelDTypeCompute runs a bfloat16 model the way a GPU does by default, in bfloat16, and checks it stays
 // near the float32 result (bfloat16 keeps 8 bits of mantissa, so only closeness is expected).
 func TestModelDTypeCompute(t *testing.T) {
-	for _, v := range cacheVariants[1:] {
-		t.Run(v.name, func(t *testing.T) {
-			mod := generate(t, v.opts)
+	for _, v := range backendtest.Variants() {
+		if v.Options.DType == dtype.Float32 {
+			continue
+		}
+		t.Run(v.Name, func(t *testing.T) {
+			mod := backendtest.Generate(t, v.Options)
 			native, err := loadModel(mod, backend.Options{}, loadOptions{computeModelDType: true})
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { native.Close() })
 			f32 := loadFloat32(t, mod, backend.Options{})
-			p := prompt(20, mod.Config.VocabSize, 7)
-			a, b := forward(t, native, newCache(t, native), p...), forward(t, f32, newCache(t, f32), p...)
-			d := relDiff(a, b)
+			p := backendtest.Prompt(20, mod.Config.VocabSize, 7)
+			a, b := backendtest.Forward(t, native, backendtest.NewCache(t, native), p...), backendtest.Forward(t, f32, backendtest.NewCache(t, f32), p...)
+			d := backendtest.RelDiff(a, b)
 			t.Logf("%s compute vs float32: max relative |Δlogit| %.2e", mod.DType, d)
 			if d > 0.05 {
 				t.Errorf("%s compute differs from float32 by %.3e", mod.DType, d)
