@@ -43,6 +43,24 @@ func (d *decoder) once(bit uint, field string) error {
 
 func (d *decoder) has(bit uint) bool { return d.seen&(1<<bit) != 0 }
 
+// fields calls field for each of n string keys of the top-level map (entries whose key is not a string are
+// skipped by key); field decodes or skips the value.
+func (d *decoder) fields(n int, field func(k []byte) error) error {
+	for range n {
+		k, ok, err := d.key()
+		if err != nil {
+			return err
+		}
+		if !ok {
+			continue
+		}
+		if err := field(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // mapHeader reads the top-level map.
 func (d *decoder) mapHeader() (int, error) {
 	n, err := d.r.ReadMapHeader()
@@ -160,14 +178,7 @@ func DecodeRequest(body []byte) (Request, error) {
 		return req, err
 	}
 	var auth Auth
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return req, err
-		}
-		if !ok {
-			continue
-		}
+	if err := d.fields(n, func(k []byte) (err error) {
 		switch string(k) {
 		case keyRequestID:
 			if err = d.once(0, keyRequestID); err == nil {
@@ -210,9 +221,9 @@ func DecodeRequest(body []byte) (Request, error) {
 		default:
 			err = d.skip(k)
 		}
-		if err != nil {
-			return req, err
-		}
+		return err
+	}); err != nil {
+		return req, err
 	}
 	if err := d.end(); err != nil {
 		return req, err
@@ -258,14 +269,7 @@ func DecodeHeader(body []byte) (Header, error) {
 	if err != nil {
 		return h, err
 	}
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return h, err
-		}
-		if !ok {
-			continue
-		}
+	if err := d.fields(n, func(k []byte) (err error) {
 		switch string(k) {
 		case keyRequestID:
 			if err = d.once(0, keyRequestID); err == nil {
@@ -303,9 +307,9 @@ func DecodeHeader(body []byte) (Header, error) {
 		default:
 			err = d.skip(k)
 		}
-		if err != nil {
-			return h, err
-		}
+		return err
+	}); err != nil {
+		return h, err
 	}
 	return h, d.end()
 }
@@ -373,14 +377,7 @@ func decodeKVChunk(body []byte, c *KVChunk) error {
 	if err != nil {
 		return err
 	}
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
+	if err := d.fields(n, func(k []byte) (err error) {
 		switch string(k) {
 		case keyType:
 			err = d.once(0, keyType)
@@ -424,9 +421,9 @@ func decodeKVChunk(body []byte, c *KVChunk) error {
 		default:
 			err = d.skip(k)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := d.end(); err != nil {
 		return err
@@ -443,14 +440,7 @@ func decodeArraysState(body []byte, a *ArraysState) error {
 	if err != nil {
 		return err
 	}
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
+	if err := d.fields(n, func(k []byte) (err error) {
 		switch string(k) {
 		case keyType:
 			if err = d.once(0, keyType); err == nil {
@@ -473,9 +463,9 @@ func decodeArraysState(body []byte, a *ArraysState) error {
 		default:
 			err = d.skip(k)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := d.end(); err != nil {
 		return err
@@ -587,14 +577,7 @@ func decodeDone(body []byte, m *Done) error {
 	if err != nil {
 		return err
 	}
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
+	if err := d.fields(n, func(k []byte) (err error) {
 		switch string(k) {
 		case keyType:
 			if err = d.once(0, keyType); err == nil {
@@ -607,9 +590,9 @@ func decodeDone(body []byte, m *Done) error {
 		default:
 			err = d.skip(k)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := d.end(); err != nil {
 		return err
@@ -623,14 +606,7 @@ func decodeError(body []byte, m *Error) error {
 	if err != nil {
 		return err
 	}
-	for range n {
-		k, ok, err := d.key()
-		if err != nil {
-			return err
-		}
-		if !ok {
-			continue
-		}
+	if err := d.fields(n, func(k []byte) (err error) {
 		switch string(k) {
 		case keyType:
 			if err = d.once(0, keyType); err == nil {
@@ -649,9 +625,9 @@ func decodeError(body []byte, m *Error) error {
 		default:
 			err = d.skip(k)
 		}
-		if err != nil {
-			return err
-		}
+		return err
+	}); err != nil {
+		return err
 	}
 	if err := d.end(); err != nil {
 		return err
