@@ -44,31 +44,38 @@ type CompletionRequest struct {
 }
 
 // wire shapes: pointers tell "absent" from zero, RawMessage holds the fields that take several types.
-type chatBody struct {
-	Model               *string         `json:"model"`
-	Messages            []messageBody   `json:"messages"`
-	Stream              *bool           `json:"stream"`
-	StreamOptions       *streamOptions  `json:"stream_options"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Temperature         *float64        `json:"temperature"`
-	TopP                *float64        `json:"top_p"`
-	N                   *int            `json:"n"`
-	Seed                *int64          `json:"seed"`
-	Stop                json.RawMessage `json:"stop"`
-	Logprobs            *bool           `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	PresencePenalty     *float64        `json:"presence_penalty"`
-	FrequencyPenalty    *float64        `json:"frequency_penalty"`
-	User                *string         `json:"user"`
-	Tools               json.RawMessage `json:"tools"`
-	Functions           json.RawMessage `json:"functions"`
-	ResponseFormat      *responseFormat `json:"response_format"`
+
+// commonBody holds the fields chat and legacy completions share; both bodies embed it, so encoding/json reads
+// them at the top level of either.
+type commonBody struct {
+	Model            *string         `json:"model"`
+	Stream           *bool           `json:"stream"`
+	StreamOptions    *streamOptions  `json:"stream_options"`
+	Temperature      *float64        `json:"temperature"`
+	TopP             *float64        `json:"top_p"`
+	N                *int            `json:"n"`
+	Seed             *int64          `json:"seed"`
+	Stop             json.RawMessage `json:"stop"`
+	PresencePenalty  *float64        `json:"presence_penalty"`
+	FrequencyPenalty *float64        `json:"frequency_penalty"`
+	User             *string         `json:"user"`
 	// duet and vLLM extensions
 	TopK              *int     `json:"top_k"`
 	MinP              *float64 `json:"min_p"`
 	RepetitionPenalty *float64 `json:"repetition_penalty"`
 	IgnoreEOS         *bool    `json:"ignore_eos"`
+}
+
+type chatBody struct {
+	commonBody
+	Messages            []messageBody   `json:"messages"`
+	MaxTokens           *int            `json:"max_tokens"`
+	MaxCompletionTokens *int            `json:"max_completion_tokens"`
+	Logprobs            *bool           `json:"logprobs"`
+	TopLogprobs         *int            `json:"top_logprobs"`
+	Tools               json.RawMessage `json:"tools"`
+	Functions           json.RawMessage `json:"functions"`
+	ResponseFormat      *responseFormat `json:"response_format"`
 }
 
 type streamOptions struct {
@@ -93,27 +100,13 @@ type contentPart struct {
 }
 
 type completionBody struct {
-	Model             *string         `json:"model"`
-	Prompt            json.RawMessage `json:"prompt"`
-	Stream            *bool           `json:"stream"`
-	StreamOptions     *streamOptions  `json:"stream_options"`
-	MaxTokens         *int            `json:"max_tokens"`
-	Temperature       *float64        `json:"temperature"`
-	TopP              *float64        `json:"top_p"`
-	N                 *int            `json:"n"`
-	BestOf            *int            `json:"best_of"`
-	Seed              *int64          `json:"seed"`
-	Stop              json.RawMessage `json:"stop"`
-	Logprobs          *int            `json:"logprobs"`
-	Echo              *bool           `json:"echo"`
-	Suffix            *string         `json:"suffix"`
-	PresencePenalty   *float64        `json:"presence_penalty"`
-	FrequencyPenalty  *float64        `json:"frequency_penalty"`
-	User              *string         `json:"user"`
-	TopK              *int            `json:"top_k"`
-	MinP              *float64        `json:"min_p"`
-	RepetitionPenalty *float64        `json:"repetition_penalty"`
-	IgnoreEOS         *bool           `json:"ignore_eos"`
+	commonBody
+	Prompt    json.RawMessage `json:"prompt"`
+	MaxTokens *int            `json:"max_tokens"`
+	BestOf    *int            `json:"best_of"`
+	Logprobs  *int            `json:"logprobs"`
+	Echo      *bool           `json:"echo"`
+	Suffix    *string         `json:"suffix"`
 }
 
 // completionsDefaultMaxTokens is the OpenAI default for /v1/completions.
@@ -164,11 +157,7 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		r.Sampling.MaxTokens = *maxTokens
 		r.MaxTokensSet = true
 	}
-	common := commonSampling{
-		temperature: b.Temperature, topP: b.TopP, seed: b.Seed, stop: b.Stop, presence: b.PresencePenalty,
-		frequency: b.FrequencyPenalty, topK: b.TopK, minP: b.MinP, repetition: b.RepetitionPenalty, ignoreEOS: b.IgnoreEOS,
-	}
-	if err := common.apply(&r.Sampling); err != nil {
+	if err := b.applySampling(&r.Sampling); err != nil {
 		return r, err
 	}
 	if b.Logprobs != nil && *b.Logprobs {
@@ -227,11 +216,7 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 		}
 		r.Sampling.MaxTokens = *b.MaxTokens
 	}
-	common := commonSampling{
-		temperature: b.Temperature, topP: b.TopP, seed: b.Seed, stop: b.Stop, presence: b.PresencePenalty,
-		frequency: b.FrequencyPenalty, topK: b.TopK, minP: b.MinP, repetition: b.RepetitionPenalty, ignoreEOS: b.IgnoreEOS,
-	}
-	if err := common.apply(&r.Sampling); err != nil {
+	if err := b.applySampling(&r.Sampling); err != nil {
 		return r, err
 	}
 	if b.Logprobs != nil {
@@ -266,7 +251,10 @@ func decode(body []byte, v any) *Error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		return BadRequest(typeErr.Field, "invalid type for '%s': expected %s, got %s", typeErr.Field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+		// encoding/json names a field of an embedded struct with the struct's Go name first; the client knows
+		// only the JSON key.
+		field := strings.TrimPrefix(typeErr.Field, "commonBody.")
+		return BadRequest(field, "invalid type for '%s': expected %s, got %s", field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	default:
@@ -427,16 +415,9 @@ func checkN(n *int, param string) *Error {
 	return nil
 }
 
-type commonSampling struct {
-	temperature, topP, presence, frequency, minP, repetition *float64
-	seed                                                     *int64
-	stop                                                     json.RawMessage
-	topK                                                     *int
-	ignoreEOS                                                *bool
-}
-
-func (c commonSampling) apply(s *engine.Sampling) *Error {
-	if v := c.temperature; v != nil {
+// applySampling validates the shared sampling fields into s.
+func (c *commonBody) applySampling(s *engine.Sampling) *Error {
+	if v := c.Temperature; v != nil {
 		if *v < 0 || *v > 2 || math.IsNaN(*v) {
 			return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *v)
 		}
@@ -444,7 +425,7 @@ func (c commonSampling) apply(s *engine.Sampling) *Error {
 	} else {
 		s.Temperature = 1 // the OpenAI default
 	}
-	if v := c.topP; v != nil {
+	if v := c.TopP; v != nil {
 		if *v <= 0 || *v > 1 || math.IsNaN(*v) {
 			return BadRequest("top_p", "top_p must be greater than 0 and at most 1, got %g", *v)
 		}
@@ -454,7 +435,7 @@ func (c commonSampling) apply(s *engine.Sampling) *Error {
 		name string
 		v    *float64
 		dst  *float64
-	}{{"presence_penalty", c.presence, &s.PresencePenalty}, {"frequency_penalty", c.frequency, &s.FrequencyPenalty}} {
+	}{{"presence_penalty", c.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", c.FrequencyPenalty, &s.FrequencyPenalty}} {
 		if p.v != nil {
 			if *p.v < -2 || *p.v > 2 || math.IsNaN(*p.v) {
 				return BadRequest(p.name, "%s must be between -2 and 2, got %g", p.name, *p.v)
@@ -462,29 +443,29 @@ func (c commonSampling) apply(s *engine.Sampling) *Error {
 			*p.dst = *p.v
 		}
 	}
-	if v := c.topK; v != nil {
+	if v := c.TopK; v != nil {
 		if *v < 0 {
 			return BadRequest("top_k", "top_k must not be negative")
 		}
 		s.TopK = *v
 	}
-	if v := c.minP; v != nil {
+	if v := c.MinP; v != nil {
 		if *v < 0 || *v > 1 || math.IsNaN(*v) {
 			return BadRequest("min_p", "min_p must be between 0 and 1, got %g", *v)
 		}
 		s.MinP = *v
 	}
-	if v := c.repetition; v != nil {
+	if v := c.RepetitionPenalty; v != nil {
 		if *v <= 0 || math.IsNaN(*v) {
 			return BadRequest("repetition_penalty", "repetition_penalty must be greater than 0, got %g", *v)
 		}
 		s.RepetitionPenalty = *v
 	}
-	if c.ignoreEOS != nil {
-		s.IgnoreEOS = *c.ignoreEOS
+	if c.IgnoreEOS != nil {
+		s.IgnoreEOS = *c.IgnoreEOS
 	}
-	s.Seed = c.seed
-	stops, err := parseStop(c.stop)
+	s.Seed = c.Seed
+	stops, err := parseStop(c.Stop)
 	if err != nil {
 		return err
 	}
