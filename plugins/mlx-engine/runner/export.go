@@ -175,4 +175,5 @@ func (r *Runner) endExport(s *seq) {
 		r.prefix.Insert(slices.Clone(s.req.Prompt[:s.cache.Len()]), s.cache)
 		s.cache = nil
 	}
+	r.publish()
 }

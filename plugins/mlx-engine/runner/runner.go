@@ -352,13 +352,17 @@ func (r *Runner) publish() {
 
 // reap ends the sequences whose requests were cancelled, waiting or active.
 func (r *Runner) reap() {
+	var cancelled []*seq
 	r.waiting = slices.DeleteFunc(r.waiting, func(s *seq) bool {
 		if s.ctx.Err() != nil {
-			r.endAny(s, engine.FinishCancelled)
+			cancelled = append(cancelled, s)
 			return true
 		}
 		return false
 	})
+	for _, s := range cancelled { // out of the queue first, so the stats published with its final event hold true
+		r.endAny(s, engine.FinishCancelled)
+	}
 	for _, s := range slices.Clone(r.active) {
 		if s.ctx.Err() != nil && !s.fetching { // a fetching sequence ends once its fetch has let go of the cache
 			r.endAny(s, engine.FinishCancelled)
@@ -600,6 +604,9 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 		}
 		s.cache = nil
 	}
+	// The stats say the sequence is gone before its caller can know it ended: a client that reads them after
+	// its final event must not see its KV still held.
+	r.publish()
 	s.q.push(engine.Event{Final: f})
 }
 
@@ -612,7 +619,9 @@ func (r *Runner) shutdown() {
 		}
 		r.endAny(s, engine.FinishCancelled)
 	}
-	for _, s := range r.waiting {
+	waiting := r.waiting
+	r.waiting = nil
+	for _, s := range waiting {
 		r.endAny(s, engine.FinishCancelled)
 	}
 	for {
@@ -624,7 +633,6 @@ func (r *Runner) shutdown() {
 		}
 		break
 	}
-	r.waiting = nil
 	r.prefix.Clear()
 	r.publish()
 }
