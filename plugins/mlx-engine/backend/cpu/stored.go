@@ -1,0 +1,193 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"math"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
+)
+
+// Matrices kept as the file stores them (backend.WeightsStored). A prefill step expands a tile of rows with
+// model.Linear.Row and runs the float32 kernels on it: the expansion is shared by every row of the step. A
+// decode step (one input row) would pay for the expansion per weight and then read the tile back, so the
+// common formats have kernels that widen or dequantize in registers instead. They keep the contract of the
+// float32 kernels (one accumulator per output, summed in index order) and widen to the bits Row writes:
+// 16-bit values exactly, quantized ones through the same expression as model.Dequantize (a table of the
+// group's values for 4 bits, scale·q + bias for 8 bits). So a stored model gives the logits of the
+// expanded one bit for bit, batched or not.
+
+// storedKind says which decode kernel a stored matrix has.
+type storedKind uint8
+
+const (
+	storedTile storedKind = iota // no kernel of its own: expanded by tiles whatever the step
+	storedBF16
+	storedF16
+	storedQ4
+	storedQ8
+)
+
+// storedMatrix is the part of a linear that is kept as stored.
+type storedMatrix struct {
+	kind           storedKind
+	raw            []byte    // the matrix as stored: 16-bit values, or packed quantized words
+	scales, biases []float32 // quantized: [out, in/group], widened once at load (an eighth of the values)
+	group          int
+}
+
+func newStoredMatrix(l *model.Linear) (storedMatrix, error) {
+	s := storedMatrix{raw: l.Weight.Data}
+	q := l.Quant
+	if q == nil {
+		switch l.Weight.DType {
+		case safetensors.BF16:
+			s.kind = storedBF16
+		case safetensors.F16:
+			s.kind = storedF16
+		}
+		return s, nil
+	}
+	switch q.Bits {
+	case 4:
+		s.kind = storedQ4
+	case 8:
+		s.kind = storedQ8
+	default:
+		return s, nil
+	}
+	var err error
+	if s.scales, err = model.Vector(q.Scales); err != nil {
+		return s, err
+	}
+	if s.biases, err = model.Vector(q.Biases); err != nil {
+		return s, err
+	}
+	s.group = q.GroupSize
+	return s, nil
+}
+
+// bytes is the memory the matrix reads per pass.
+func (s *storedMatrix) bytes() int64 {
+	return int64(len(s.raw)) + 4*int64(len(s.scales)+len(s.biases))
+}
+
+// vecRows computes y[o] = Σ_k x[k]·W[o][k] for o in [o0, o1) of a stored matrix with a decode kernel, four
+// outputs at a time (independent accumulators hide the add latency), the rest one at a time.
+func (s *storedMatrix) vecRows(y, x []float32, in, o0, o1 int) {
+	o := o0
+	for ; o+4 <= o1; o += 4 {
+		y[o], y[o+1], y[o+2], y[o+3] = s.dot4(x, in, o)
+	}
+	for ; o < o1; o++ {
+		y[o] = s.dot1(x, in, o)
+	}
+}
+
+func (s *storedMatrix) dot4(x []float32, in, o int) (a0, a1, a2, a3 float32) {
+	switch s.kind {
+	case storedBF16:
+		rb := 2 * in
+		return dot4bf16(x, s.raw[o*rb:(o+1)*rb], s.raw[(o+1)*rb:(o+2)*rb], s.raw[(o+2)*rb:(o+3)*rb], s.raw[(o+3)*rb:(o+4)*rb])
+	case storedQ4:
+		return s.dot4q4(x, in, o)
+	}
+	// f16 and 8-bit: one output at a time is fast enough next to their widening.
+	return s.dot1(x, in, o), s.dot1(x, in, o+1), s.dot1(x, in, o+2), s.dot1(x, in, o+3)
+}
+
+func (s *storedMatrix) dot1(x []float32, in, o int) (acc float32) {
+	x = x[:in]
+	switch s.kind {
+	case storedBF16:
+		w := s.raw[2*in*o : 2*in*(o+1)]
+		for k, v := range x {
+			acc += v * bf16(w[2*k:])
+		}
+	case storedF16:
+		w := s.raw[2*in*o : 2*in*(o+1)]
+		for k, v := range x {
+			acc += v * dtype.F16ToF32(binary.LittleEndian.Uint16(w[2*k:]))
+		}
+	case storedQ4:
+		a, _, _, _ := s.dot4q4Rows(x, in, o, o, o, o)
+		return a
+	case storedQ8:
+		groups := in / s.group
+		w := s.raw[in*o : in*(o+1)]
+		for g := range groups {
+			sc, bi := s.scales[o*groups+g], s.biases[o*groups+g]
+			wg, xg := w[g*s.group:(g+1)*s.group], x[g*s.group:(g+1)*s.group]
+			for k, v := range xg {
+				acc += v * affine(sc, float32(wg[k]), bi)
+			}
+		}
+	}
+	return acc
+}
+
+// affine is the value of a quantized weight, written as model.Dequantize writes it (the compiler may fuse it
+// into one multiply-add on some architectures; the same expression is fused the same way in both places).
+func affine(scale, q, bias float32) float32 { return scale*q + bias }
+
+func bf16(b []byte) float32 {
+	return math.Float32frombits(uint32(b[0])<<16 | uint32(b[1])<<24)
+}
+
+// dot4bf16 returns the dot products of x with four bfloat16 rows.
+func dot4bf16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n]
+	for k, v := range x {
+		a0 += v * math.Float32frombits(uint32(w0[2*k])<<16|uint32(w0[2*k+1])<<24)
+		a1 += v * math.Float32frombits(uint32(w1[2*k])<<16|uint32(w1[2*k+1])<<24)
+		a2 += v * math.Float32frombits(uint32(w2[2*k])<<16|uint32(w2[2*k+1])<<24)
+		a3 += v * math.Float32frombits(uint32(w3[2*k])<<16|uint32(w3[2*k+1])<<24)
+	}
+	return
+}
+
+func (s *storedMatrix) dot4q4(x []float32, in, o int) (a0, a1, a2, a3 float32) {
+	return s.dot4q4Rows(x, in, o, o+1, o+2, o+3)
+}
+
+// dot4q4Rows returns the dot products of x with four 4-bit rows (which may repeat). Each group's 16 values per
+// row are expanded into a table first, as model.Dequantize does, so a weight costs a shift, a mask and a load.
+func (s *storedMatrix) dot4q4Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, a2, a3 float32) {
+	groups := in / s.group
+	rb := in / 2
+	p0, p1, p2, p3 := s.raw[r0*rb:(r0+1)*rb], s.raw[r1*rb:(r1+1)*rb], s.raw[r2*rb:(r2+1)*rb], s.raw[r3*rb:(r3+1)*rb]
+	var t0, t1, t2, t3 [16]float32
+	gb := s.group / 2
+	for g := range groups {
+		fill := func(t *[16]float32, r int) {
+			sc, bi := s.scales[r*groups+g], s.biases[r*groups+g]
+			for q := range t {
+				t[q] = affine(sc, float32(q), bi)
+			}
+		}
+		fill(&t0, r0)
+		fill(&t1, r1)
+		fill(&t2, r2)
+		fill(&t3, r3)
+		xg := x[g*s.group : (g+1)*s.group]
+		q0, q1, q2, q3 := p0[g*gb:(g+1)*gb], p1[g*gb:(g+1)*gb], p2[g*gb:(g+1)*gb], p3[g*gb:(g+1)*gb]
+		for w := 0; w+4 <= gb; w += 4 {
+			u0 := binary.LittleEndian.Uint32(q0[w:])
+			u1 := binary.LittleEndian.Uint32(q1[w:])
+			u2 := binary.LittleEndian.Uint32(q2[w:])
+			u3 := binary.LittleEndian.Uint32(q3[w:])
+			xs := xg[2*w : 2*w+8 : 2*w+8]
+			for j := range xs {
+				v := xs[j]
+				a0 += v * t0[u0&15]
+				a1 += v * t1[u1&15]
+				a2 += v * t2[u2&15]
+				a3 += v * t3[u3&15]
+				u0, u1, u2, u3 = u0>>4, u1>>4, u2>>4, u3>>4
+			}
+		}
+	}
+	return
+}
