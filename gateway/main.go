@@ -89,7 +89,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	}
 	reg := server.NewRegistry(cfg.NodeID)
 
-	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines)
+	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines, cfg.EngineSHA256)
 	if err != nil {
 		return err
 	}
@@ -98,6 +98,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		Command:      engineCmd,
 		ClientConfig: engine.ClientConfig,
 		Connect:      engine.Connect,
+		Checksum:     cfg.EngineSHA256,
 		Ready: func(ctx context.Context, e engine.Engine) error {
 			desc, err := e.Load(ctx, engine.LoadRequest{InstanceID: cfg.NodeID + "-0", Model: cfg.Model, Options: cfg.EngineOptions})
 			if err != nil {
@@ -116,7 +117,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	}
 	defer engines.Stop()
 
-	routerCmd, err := pluginCommand("router", cfg.Router, builtin.Routers)
+	routerCmd, err := pluginCommand("router", cfg.Router, builtin.Routers, cfg.RouterSHA256)
 	if err != nil {
 		return err
 	}
@@ -125,6 +126,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		Command:      routerCmd,
 		ClientConfig: router.ClientConfig,
 		Connect:      router.Connect,
+		Checksum:     cfg.RouterSHA256,
 		Logger:       log,
 		PluginLog:    os.Stderr,
 		LogLevel:     cfg.LogLevel,
@@ -164,8 +166,11 @@ func (p routerProvider) Get() (router.Router, uint64, error) { return p.s.Get() 
 
 // pluginCommand returns how to start a plugin: a built-in one by re-executing this binary, an external one by
 // its path.
-func pluginCommand[T any](kind, name string, builtins map[string]T) (func() *exec.Cmd, error) {
+func pluginCommand[T any](kind, name string, builtins map[string]T, checksum []byte) (func() *exec.Cmd, error) {
 	if _, ok := builtins[name]; ok {
+		if checksum != nil {
+			return nil, fmt.Errorf("--%s-sha256 pins an external plugin binary, but %s %q is built into duet", kind, kind, name)
+		}
 		exe, err := os.Executable()
 		if err != nil {
 			return nil, fmt.Errorf("find the duet binary to start built-in %s %q: %w", kind, name, err)

@@ -71,6 +71,7 @@ type options struct {
 	prefillChunk     int
 	prefixCacheBytes int64
 	memoryLimit      int64
+	weights          backend.Weights
 	pd               pdOptions
 }
 
@@ -104,8 +105,10 @@ func parseOptions(in map[string]string) (options, error) {
 			var mb int
 			mb, err = strconv.Atoi(v)
 			o.memoryLimit = int64(mb) << 20
+		case "weights":
+			o.weights, err = backend.ParseWeights(v)
 		default:
-			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, memory_limit_mb, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
+			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, memory_limit_mb, weights, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
 		}
 		if err != nil {
 			return o, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
@@ -218,7 +221,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
-	bm, err := b.Load(m, backend.Options{Threads: threads, MemoryLimit: opts.memoryLimit})
+	bm, err := b.Load(m, backend.Options{Threads: threads, MemoryLimit: opts.memoryLimit, Weights: opts.weights})
 	if err != nil {
 		m.Close()
 		return nil, engine.Errorf(engine.CodeInternal, "load model onto backend %s: %v", b.Name(), err)

@@ -59,6 +59,7 @@ func TestLoadErrors(t *testing.T) {
 		{"empty dir", t.TempDir(), nil, engine.CodeInvalidArgument},
 		{"unknown option", mlxengine.EmbeddedModel, map[string]string{"warp": "9"}, engine.CodeInvalidArgument},
 		{"mlx without the tag", mlxengine.EmbeddedModel, map[string]string{"backend": "nope"}, engine.CodeInvalidArgument},
+		{"unknown weights", mlxengine.EmbeddedModel, map[string]string{"weights": "fp8"}, engine.CodeInvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -4,6 +4,8 @@ package config
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,6 +25,9 @@ type Config struct {
 	Model string
 	// Engine and Router are built-in plugin names or paths to plugin binaries.
 	Engine, Router string
+	// EngineSHA256 and RouterSHA256, when set, pin the SHA-256 of an external plugin binary: the gateway checks
+	// it before every start (go-plugin's SecureConfig), so a replaced binary is never run.
+	EngineSHA256, RouterSHA256 []byte
 	// EngineOptions are passed to the engine's Load.
 	EngineOptions map[string]string
 	NodeID        string
@@ -53,7 +58,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		}
 		return def
 	}
-	var apiKey, apiKeyFile, engineOpts, prefill string
+	var apiKey, apiKeyFile, engineOpts, prefill, engineSum, routerSum string
 	var envErrs []error
 	intVar := func(p *int, name, envName, usage string) {
 		fs.Func(name, fmt.Sprintf("%s [%s] (default %d)", usage, envName, *p), func(s string) error {
@@ -87,6 +92,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&c.Engine, "engine", env("DUET_ENGINE", DefaultEngine), "engine plugin: a built-in name or a path to a plugin binary [DUET_ENGINE]")
 	fs.StringVar(&engineOpts, "engine-opt", env("DUET_ENGINE_OPTS", ""), "engine load options, comma-separated key=value pairs [DUET_ENGINE_OPTS]")
 	fs.StringVar(&prefill, "prefill", env("DUET_PREFILL", ""), "KV wire endpoints (host:port, comma-separated, in order) of engines that prefill long prompts for this gateway's instances, until cluster routing provides them [DUET_PREFILL]")
+	fs.StringVar(&engineSum, "engine-sha256", env("DUET_ENGINE_SHA256", ""), "SHA-256 (hex) the engine plugin binary must have; checked before every start [DUET_ENGINE_SHA256]")
+	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
 	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", "local"), "this gateway's node id in the cluster [DUET_NODE_ID]")
 	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
@@ -128,6 +135,13 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 			c.Server.PrefillEndpoints = append(c.Server.PrefillEndpoints, ep)
 		}
 	}
+	var err error
+	if c.EngineSHA256, err = parseSHA256("--engine-sha256", engineSum); err != nil {
+		return c, err
+	}
+	if c.RouterSHA256, err = parseSHA256("--router-sha256", routerSum); err != nil {
+		return c, err
+	}
 	for _, kv := range strings.Split(engineOpts, ",") {
 		if kv = strings.TrimSpace(kv); kv == "" {
 			continue
@@ -161,6 +175,19 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// parseSHA256 reads a hex SHA-256 as sha256sum prints it; empty means none.
+func parseSHA256(flag, s string) ([]byte, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, nil
+	}
+	b, err := hex.DecodeString(s)
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("%s %q: want the 64 hex digits of a SHA-256 (as sha256sum prints it)", flag, s)
+	}
+	return b, nil
 }
 
 func readKeys(path string) ([]string, error) {

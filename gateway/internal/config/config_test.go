@@ -54,6 +54,14 @@ func TestParse(t *testing.T) {
 		{name: "negative body limit", args: []string{"--body-limit", "-1"}, err: "--body-limit"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, err: "--log-format"},
 		{name: "stray argument", args: []string{"serve"}, err: "unexpected"},
+		{name: "plugin checksums", args: []string{"--engine-sha256", strings.Repeat("ab", 32)}, env: map[string]string{"DUET_ROUTER_SHA256": strings.Repeat("0F", 32)},
+			check: func(t *testing.T, c Config) {
+				if len(c.EngineSHA256) != 32 || c.EngineSHA256[0] != 0xab || len(c.RouterSHA256) != 32 || c.RouterSHA256[31] != 0x0f {
+					t.Errorf("%x %x", c.EngineSHA256, c.RouterSHA256)
+				}
+			}},
+		{name: "short checksum", args: []string{"--engine-sha256", "abcd"}, err: "64 hex digits"},
+		{name: "not hex", args: []string{"--router-sha256", strings.Repeat("zz", 32)}, err: "--router-sha256"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

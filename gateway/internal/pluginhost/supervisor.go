@@ -137,6 +137,9 @@ func (s *Supervisor[T]) start(ctx context.Context) error {
 		cfg.SecureConfig = &plugin.SecureConfig{Checksum: s.spec.Checksum, Hash: newSHA256()}
 	}
 	p, pc, err := s.spec.Connect(cfg)
+	if errors.Is(err, plugin.ErrChecksumsDoNotMatch) {
+		err = fmt.Errorf("%w: %s has SHA-256 %s, but %x is pinned; it was not run", err, cfg.Cmd.Path, fileSHA256(cfg.Cmd.Path), s.spec.Checksum)
+	}
 	if err != nil {
 		return s.failure("start", err, tail)
 	}

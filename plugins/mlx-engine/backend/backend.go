@@ -40,6 +40,34 @@ type Options struct {
 	// MemoryLimit, when positive, caps the memory the backend's allocator may hold (bytes); allocations past
 	// it fail the request that needs them instead of swapping. Backends without their own allocator ignore it.
 	MemoryLimit int64
+	// Weights says how a backend that computes in float32 holds matrices stored in 16-bit or quantized form
+	// (the MLX backend computes in the stored format and ignores it).
+	Weights Weights
+}
+
+// Weights is a choice of how the CPU backend holds 16-bit and quantized matrices.
+type Weights string
+
+const (
+	// WeightsAuto expands them when the float32 copy fits comfortably in the machine's memory.
+	WeightsAuto Weights = ""
+	// WeightsFloat32 expands every matrix to float32 once, at load: the fewest operations per weight, and
+	// 2× (16-bit) to 8× (4-bit) the memory of the file.
+	WeightsFloat32 Weights = "f32"
+	// WeightsStored keeps matrices as the file stores them (memory-mapped) and expands a tile of rows at a
+	// time inside each product: the memory of the file, for more work per weight.
+	WeightsStored Weights = "stored"
+)
+
+// ParseWeights reads a Weights option ("auto", "f32" or "stored").
+func ParseWeights(s string) (Weights, error) {
+	switch s {
+	case "auto", "":
+		return WeightsAuto, nil
+	case string(WeightsFloat32), string(WeightsStored):
+		return Weights(s), nil
+	}
+	return "", fmt.Errorf("weights %q: want auto, f32 or stored", s)
 }
 
 // Backend loads models for one kind of hardware.

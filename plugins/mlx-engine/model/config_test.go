@@ -1,6 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -181,6 +184,38 @@ func TestQuantizeRoundTrip(t *testing.T) {
 		for i := range src {
 			if d := got[i] - src[i]; d > step/2+1e-6 || d < -step/2-1e-6 {
 				t.Fatalf("%d-bit element %d: %g -> %g (step %g)", bits, i, src[i], got[i], step)
+			}
+		}
+	}
+}
+
+// TestDequantizeFastPathsAreExact: the table and unrolled loops give the bits of the plain formula
+// scales[g]*q + biases[g], for every width and group size, on random words, scales and biases.
+func TestDequantizeFastPathsAreExact(t *testing.T) {
+	t.Parallel()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, bits := range SupportedBits {
+		for _, gs := range []int{32, 64, 128} {
+			const groups = 5
+			n := groups * gs
+			packed := make([]byte, n*bits/8)
+			for i := range packed {
+				packed[i] = byte(rng.Uint32())
+			}
+			scales, biases := make([]float32, groups), make([]float32, groups)
+			for g := range scales {
+				scales[g], biases[g] = float32(rng.NormFloat64()*0.01), float32(rng.NormFloat64()*0.1)
+			}
+			got := make([]float32, n)
+			Dequantize(got, packed, scales, biases, bits, gs)
+			for i := range got {
+				bit := i * bits
+				word := binary.LittleEndian.Uint32(packed[bit/32*4:])
+				q := word >> (bit % 32) & (1<<bits - 1)
+				want := scales[i/gs]*float32(q) + biases[i/gs]
+				if math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Fatalf("%d-bit, group %d: element %d = %v, want %v", bits, gs, i, got[i], want)
+				}
 			}
 		}
 	}

@@ -69,22 +69,61 @@ func (l *Linear) Float32(dst []float32) {
 
 // Dequantize expands MLX affine-quantized values: packed holds little-endian uint32 words, each carrying 32/bits
 // values with the first in the lowest bits; value j of group g is scales[g]*q + biases[g].
+//
+// It runs on every decode step of a CPU model that keeps its weights stored, so the common widths have their
+// own loops: 2 and 4 bits look each value up in the group's table of 4 or 16 expanded values, 8 bits unpacks a
+// word at a time. Every path computes a value as scales[g]*float32(q) + biases[g], so all give the same bits.
 func Dequantize(dst []float32, packed []byte, scales, biases []float32, bits, groupSize int) {
 	per := 32 / bits
 	mask := uint32(1)<<bits - 1
 	if len(dst) != len(scales)*groupSize || len(packed)*8 != len(dst)*bits || len(biases) != len(scales) {
 		panic("model: Dequantize: inconsistent sizes")
 	}
-	for g, s := range scales {
-		b := biases[g]
-		out := dst[g*groupSize : (g+1)*groupSize]
-		words := packed[g*groupSize*bits/8:]
-		for w := 0; w < groupSize/per; w++ {
-			word := binary.LittleEndian.Uint32(words[4*w:])
-			o := out[w*per : (w+1)*per]
-			for k := range o {
-				o[k] = s*float32(word&mask) + b
-				word >>= uint(bits)
+	gb := groupSize * bits / 8 // bytes per group
+	switch {
+	case bits == 4 || bits == 2:
+		var lut [16]float32
+		for g, s := range scales {
+			b := biases[g]
+			for q := range 1 << bits {
+				lut[q] = s*float32(q) + b
+			}
+			out := dst[g*groupSize : (g+1)*groupSize]
+			words := packed[g*gb : (g+1)*gb]
+			for w := 0; w+4 <= len(words); w += 4 {
+				word := binary.LittleEndian.Uint32(words[w:])
+				o := out[w/4*per : w/4*per+per]
+				for k := range o {
+					o[k] = lut[word&mask&15]
+					word >>= uint(bits)
+				}
+			}
+		}
+	case bits == 8:
+		for g, s := range scales {
+			b := biases[g]
+			out := dst[g*groupSize : (g+1)*groupSize]
+			words := packed[g*gb : (g+1)*gb]
+			for i := 0; i+4 <= len(words); i += 4 {
+				o := out[i : i+4 : i+4]
+				o[0] = s*float32(words[i]) + b
+				o[1] = s*float32(words[i+1]) + b
+				o[2] = s*float32(words[i+2]) + b
+				o[3] = s*float32(words[i+3]) + b
+			}
+		}
+	default:
+		for g, s := range scales {
+			b := biases[g]
+			out := dst[g*groupSize : (g+1)*groupSize]
+			words := packed[g*gb:]
+			for w := 0; w < groupSize/per; w++ {
+				word := binary.LittleEndian.Uint32(words[4*w:])
+				o := out[w*per : (w+1)*per]
+				for k := range o {
+					o[k] = s*float32(word&mask) + b
+					word >>= uint(bits)
+				}
 			}
 		}
 	}

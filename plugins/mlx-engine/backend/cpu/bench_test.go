@@ -14,6 +14,8 @@ import (
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
 // BenchmarkModel measures prefill and decode throughput of the embedded model and a generated ~100M-parameter
@@ -79,16 +81,86 @@ func reportCPU(b *testing.B, cpu0 time.Duration, macs float64) {
 	}
 }
 
-// weightBytesPerToken is what one decode step reads: every float32 matrix once (norm vectors are negligible;
-// the embedding lookup reads one row).
+// weightBytesPerToken is what one decode step reads: every matrix once, as the backend holds it (norm vectors
+// are negligible; the embedding lookup reads one row).
 func weightBytesPerToken(m *cpuModel) int64 {
-	n := int64(len(m.lmHead.w))
+	size := func(w linear) int64 {
+		if w.src == nil {
+			return 4 * int64(len(w.w))
+		}
+		if w.st.kind != storedTile {
+			return w.st.bytes()
+		}
+		n := int64(len(w.src.Weight.Data))
+		if q := w.src.Quant; q != nil {
+			n += int64(len(q.Scales.Data) + len(q.Biases.Data))
+		}
+		return n
+	}
+	n := size(m.lmHead)
 	for _, l := range m.layers {
 		for _, w := range []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
-			n += int64(len(w.w))
+			n += size(w)
 		}
 	}
-	return 4 * n
+	return n
+}
+
+// macsPerToken is the multiply-adds of one token's matrix products.
+func macsPerToken(m *cpuModel) int64 {
+	n := int64(m.lmHead.out * m.lmHead.in)
+	for _, l := range m.layers {
+		for _, w := range []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
+			n += int64(w.out * w.in)
+		}
+	}
+	return n
+}
+
+// BenchmarkWeights compares the two ways of holding 16-bit and quantized matrices (backend.Weights) on the
+// ~100M-parameter model stored as bfloat16 and as MLX 4-bit: expanded to float32 at load, or stored and expanded
+// a tile at a time in every product. Metrics: tok/s, weights-MB (what a decode step reads), GMAC/cpu-s and
+// peak-RSS-MB (Linux). Stored reads 2× (bf16) to ~6× (4-bit) fewer bytes per token for more work per weight,
+// so which one decodes faster depends on how many cores share a memory channel; the memory it saves does not.
+//
+//	go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench Weights -benchtime 3s
+func BenchmarkWeights(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*modelgen.Options)
+	}{
+		{"bench100m-bf16", func(o *modelgen.Options) { o.DType = dtype.BFloat16 }},
+		{"bench100m-q4g64", func(o *modelgen.Options) {
+			o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Bits: 4, GroupSize: 64}
+		}},
+	} {
+		o := modelgen.Bench100M()
+		tc.mod(&o)
+		m := backendtest.Generate(b, o)
+		for _, w := range []backend.Weights{backend.WeightsFloat32, backend.WeightsStored} {
+			b.Run(tc.name+"/"+string(w), func(b *testing.B) {
+				runtime.GC()
+				debug.FreeOSMemory()
+				resetPeakRSS()
+				bm := backendtest.Load(b, Backend{}, m, backend.Options{Weights: w})
+				weights := weightBytesPerToken(bm.(*cpuModel))
+				macs := float64(macsPerToken(bm.(*cpuModel)))
+				p := (backendtest.BenchModel{Prefill: 128}).BenchPrompt(bm.VocabSize())
+				b.Run("prefill-128", func(b *testing.B) {
+					var cpu0 time.Duration
+					backendtest.BenchPrefill(b, bm, p[:128], func() { cpu0 = processCPUTime() })
+					reportCPU(b, cpu0, float64(128*b.N)*macs)
+				})
+				b.Run("decode-batch1", func(b *testing.B) {
+					var cpu0 time.Duration
+					backendtest.BenchDecode(b, bm, p, 1, func() { cpu0 = processCPUTime() })
+					reportCPU(b, cpu0, float64(b.N)*macs)
+					b.ReportMetric(float64(weights)/1e6, "weights-MB")
+					b.ReportMetric(peakRSSMB(), "peak-RSS-MB")
+				})
+			})
+		}
+	}
 }
 
 // copyBandwidth measures how many bytes per second threads goroutines copy between two 128 MiB buffers (far

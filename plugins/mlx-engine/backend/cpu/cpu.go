@@ -29,7 +29,8 @@ const DefaultPrefillChunk = 256
 var errClosed = errors.New("cpu: model is closed")
 
 // cpuModel is a model prepared for the CPU: every matrix as float32 (in place from the mapped file when the
-// file stores aligned float32, converted or dequantized once otherwise), plus a worker pool.
+// file stores aligned float32, converted or dequantized once otherwise) or, with WeightsStored, left as the file
+// stores it and expanded a tile at a time; plus a worker pool.
 type cpuModel struct {
 	src    *model.Model
 	cfg    model.Config
@@ -47,6 +48,9 @@ type cpuModel struct {
 	scratch scratch
 	work    []workerScratch
 	closed  atomic.Bool
+
+	stored   bool  // matrices not stored as aligned float32 are expanded per tile (see WeightsStored)
+	expanded int64 // bytes of float32 matrices made at load
 }
 
 type layer struct {
@@ -56,9 +60,12 @@ type layer struct {
 	gate, up, down      linear
 }
 
-// linear is a float32 weight matrix [out, in] with an optional bias.
+// linear is a weight matrix [out, in] with an optional bias: float32 in w, or (w nil) the stored matrix src,
+// expanded tile by tile with src.Row, which is also what expanding it at load runs, so both give the same bits.
 type linear struct {
 	w       []float32
+	src     *model.Linear
+	st      storedMatrix // with src: the decode kernel's view of it
 	bias    []float32
 	out, in int
 }
@@ -80,6 +87,12 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	cm := &cpuModel{src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
 		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
 	cm.work = make([]workerScratch, cm.pool.workers)
+	switch opts.Weights {
+	case backend.WeightsStored:
+		cm.stored = true
+	case backend.WeightsAuto:
+		cm.stored = expandedBytes(m) > physicalMemory()/2
+	}
 	var err error
 	vec := func(t *safetensors.Tensor) []float32 {
 		if err != nil || t == nil {
@@ -98,12 +111,16 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 			dst *linear
 			src *model.Linear
 		}{{&dst.q, src.Q}, {&dst.k, src.K}, {&dst.v, src.V}, {&dst.o, src.O}, {&dst.gate, src.Gate}, {&dst.up, src.Up}, {&dst.down, src.Down}} {
-			*p.dst = cm.prepare(p.src)
+			if err == nil {
+				*p.dst, err = cm.prepare(p.src)
+			}
 			p.dst.bias = vec(p.src.Bias)
 		}
 	}
 	cm.norm = vec(m.Norm)
-	cm.lmHead = cm.prepare(m.LMHead)
+	if err == nil {
+		cm.lmHead, err = cm.prepare(m.LMHead)
+	}
 	if err != nil {
 		cm.pool.close()
 		return nil, fmt.Errorf("cpu: %w", err)
@@ -111,22 +128,64 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	return cm, nil
 }
 
-// prepare returns l as a float32 matrix, aliasing the mapped file when possible.
-func (m *cpuModel) prepare(l *model.Linear) linear {
+// prepare returns l as a float32 matrix aliasing the mapped file when possible; otherwise expanded now, or left
+// as stored.
+func (m *cpuModel) prepare(l *model.Linear) (linear, error) {
 	out := linear{out: l.Out, in: l.In}
-	if l.Quant == nil {
-		if w, ok := l.Weight.Float32s(); ok {
-			out.w = w
-			return out
-		}
+	if w, ok := float32s(l); ok {
+		out.w = w
+		return out, nil
+	}
+	if m.stored {
+		var err error
+		out.src = l
+		out.st, err = newStoredMatrix(l)
+		return out, err
 	}
 	out.w = make([]float32, l.Out*l.In)
+	m.expanded += int64(len(out.w)) * 4
 	m.pool.run(l.Out, 64, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			l.Row(r, out.w[r*l.In:(r+1)*l.In])
 		}
 	})
-	return out
+	return out, nil
+}
+
+func float32s(l *model.Linear) ([]float32, bool) {
+	if l.Quant != nil {
+		return nil, false
+	}
+	return l.Weight.Float32s()
+}
+
+// expandedBytes is the memory that expanding m's matrices to float32 takes beyond the mapped file.
+func expandedBytes(m *model.Model) int64 {
+	var n int64
+	add := func(l *model.Linear) {
+		if _, ok := float32s(l); !ok {
+			n += int64(l.Out) * int64(l.In) * 4
+		}
+	}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, p := range []*model.Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+			add(p)
+		}
+	}
+	add(m.LMHead)
+	return n
+}
+
+// Metrics reports how the model holds its weights: "cpu_weights_stored" is 1 when matrices stay as the file
+// stores them (WeightsStored, or WeightsAuto on a machine without room for the float32 copy), and
+// "cpu_expanded_weight_bytes" is the memory of the float32 copies made at load (the mapped file comes on top).
+func (m *cpuModel) Metrics() map[string]float64 {
+	stored := 0.0
+	if m.stored {
+		stored = 1
+	}
+	return map[string]float64{"cpu_weights_stored": stored, "cpu_expanded_weight_bytes": float64(m.expanded)}
 }
 
 func (m *cpuModel) KVLayout() backend.KVLayout {

@@ -4,9 +4,12 @@
 //
 // Design, and why:
 //   - float32 math throughout. Float32 weights stored aligned in the safetensors file are used in place from the
-//     memory map; float16/bfloat16 weights are widened, and MLX-quantized ones dequantized, once at load.
-//     (BenchmarkWeightFormats: widening bfloat16 or unpacking 4-bit in the inner loop costs 30–70% more CPU per
-//     weight; with few cores per memory channel float32 is faster, with many it would not be.)
+//     memory map; float16/bfloat16 weights are widened, and MLX-quantized ones dequantized, once at load
+//     (backend.WeightsFloat32), or kept as stored and expanded inside each product (backend.WeightsStored: 2× to
+//     6× less memory; decode kernels widen or dequantize in registers, prefill expands a tile of rows shared by
+//     the step's tokens). WeightsAuto, the default, expands unless the float32 copy would take more than half
+//     the machine's memory, because expanded decode is faster on few cores per memory channel
+//     (BenchmarkWeightFormats, BenchmarkWeights). Both give the same logits, bit for bit.
 //   - One worker pool of GOMAXPROCS goroutines runs every parallel loop; work is cut into chunks claimed with an
 //     atomic counter. Matrix products are parallel over weight rows, attention over (token, KV head) pairs.
 //   - The matrix kernels compute 8 dot products at a time (8 weight rows × 1 token for decode, 4 × 2 for

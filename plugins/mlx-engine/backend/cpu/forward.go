@@ -26,6 +26,7 @@ type scratch struct {
 type workerScratch struct {
 	scores     []float32
 	kbuf, vbuf []float32
+	tile       []float32 // rows of a stored matrix expanded for one matmul task
 }
 
 func grow(s []float32, n int) []float32 {
@@ -206,15 +207,34 @@ func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 		starts[i] = total
 		total += (j.w.out + chunk - 1) / chunk
 	}
-	m.pool.run(total, 1, func(_, lo, hi int) {
+	m.pool.run(total, 1, func(worker, lo, hi int) {
 		for t := lo; t < hi; t++ {
 			i := len(jobs) - 1
 			for starts[i] > t {
 				i--
 			}
 			j := jobs[i]
+			in := j.w.in
 			o0 := (t - starts[i]) * chunk
-			matmulRows(j.y, x, j.w.w, rows, j.w.in, j.w.out, o0, min(o0+chunk, j.w.out))
+			o1 := min(o0+chunk, j.w.out)
+			w := j.w.w
+			if w == nil && rows == 1 && j.w.st.kind != storedTile {
+				j.w.st.vecRows(j.y, x, in, o0, o1)
+				continue
+			}
+			if w == nil {
+				// A stored matrix: expand this task's rows into the worker's tile. Decode (rows = 1) pays
+				// for the expansion on every step; a prefill chunk shares it across its rows.
+				ws := &m.work[worker]
+				ws.tile = grow(ws.tile, chunk*in)
+				for o := o0; o < o1; o++ {
+					j.w.src.Row(o, ws.tile[(o-o0)*in:(o-o0+1)*in])
+				}
+				w = ws.tile[:(o1-o0)*in]
+			} else {
+				w = w[o0*in : o1*in]
+			}
+			matmulRows(j.y, x, w, rows, in, j.w.out, o0, o1)
 		}
 	})
 }

@@ -123,19 +123,21 @@ func dot4x2(x0, x1, w []float32) (s00, s01, s02, s03, s10, s11, s12, s13 float32
 	return
 }
 
-// matmulRows computes y[r][o] = Σ_k x[r][k]·w[o][k] for all rows r < rows and outputs o in [o0, o1), where x is
-// [rows, in], w is [out, in] and y is [rows, out] (row stride out).
+// matmulRows computes y[r][o] = Σ_k x[r][k]·W[o][k] for all rows r < rows and outputs o in [o0, o1), where x is
+// [rows, in], y is [rows, out] (row stride out) and w holds rows [o0, o1) of the [out, in] matrix W: the whole
+// matrix sliced from row o0, or a tile expanded from a stored format. Every output is one sum over k in the same
+// order whatever rows is, so a sequence's results do not depend on what it is batched with.
 func matmulRows(y, x, w []float32, rows, in, out, o0, o1 int) {
 	if rows == 1 {
 		xr := x[:in]
 		o := o0
 		for ; o+8 <= o1; o += 8 {
-			s0, s1, s2, s3, s4, s5, s6, s7 := dot8(xr, w[o*in:(o+8)*in])
+			s0, s1, s2, s3, s4, s5, s6, s7 := dot8(xr, w[(o-o0)*in:(o-o0+8)*in])
 			yy := y[o : o+8 : o+8]
 			yy[0], yy[1], yy[2], yy[3], yy[4], yy[5], yy[6], yy[7] = s0, s1, s2, s3, s4, s5, s6, s7
 		}
 		for ; o < o1; o++ {
-			y[o] = dot1(xr, w[o*in:(o+1)*in])
+			y[o] = dot1(xr, w[(o-o0)*in:(o-o0+1)*in])
 		}
 		return
 	}
@@ -149,26 +151,26 @@ func matmulRows(y, x, w []float32, rows, in, out, o0, o1 int) {
 			y0, y1 := y[r*out:(r+1)*out], y[(r+1)*out:(r+2)*out]
 			o := b0
 			for ; o+4 <= b1; o += 4 {
-				s00, s01, s02, s03, s10, s11, s12, s13 := dot4x2(x0, x1, w[o*in:(o+4)*in])
+				s00, s01, s02, s03, s10, s11, s12, s13 := dot4x2(x0, x1, w[(o-o0)*in:(o-o0+4)*in])
 				a, b := y0[o:o+4:o+4], y1[o:o+4:o+4]
 				a[0], a[1], a[2], a[3] = s00, s01, s02, s03
 				b[0], b[1], b[2], b[3] = s10, s11, s12, s13
 			}
 			for ; o < b1; o++ {
-				y0[o] = dot1(x0, w[o*in:(o+1)*in])
-				y1[o] = dot1(x1, w[o*in:(o+1)*in])
+				y0[o] = dot1(x0, w[(o-o0)*in:(o-o0+1)*in])
+				y1[o] = dot1(x1, w[(o-o0)*in:(o-o0+1)*in])
 			}
 		}
 		if r < rows {
 			xr, yr := x[r*in:(r+1)*in], y[r*out:(r+1)*out]
 			o := b0
 			for ; o+8 <= b1; o += 8 {
-				s0, s1, s2, s3, s4, s5, s6, s7 := dot8(xr, w[o*in:(o+8)*in])
+				s0, s1, s2, s3, s4, s5, s6, s7 := dot8(xr, w[(o-o0)*in:(o-o0+8)*in])
 				yy := yr[o : o+8 : o+8]
 				yy[0], yy[1], yy[2], yy[3], yy[4], yy[5], yy[6], yy[7] = s0, s1, s2, s3, s4, s5, s6, s7
 			}
 			for ; o < b1; o++ {
-				yr[o] = dot1(xr, w[o*in:(o+1)*in])
+				yr[o] = dot1(xr, w[(o-o0)*in:(o-o0+1)*in])
 			}
 		}
 	}
