@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
 )
@@ -90,50 +89,37 @@ func (s *storedMatrix) dot4(x []float32, in, o int) (a0, a1, a2, a3 float32) {
 	case storedBF16:
 		rb := 2 * in
 		return dot4bf16(x, s.raw[o*rb:(o+1)*rb], s.raw[(o+1)*rb:(o+2)*rb], s.raw[(o+2)*rb:(o+3)*rb], s.raw[(o+3)*rb:(o+4)*rb])
+	case storedF16:
+		rb := 2 * in
+		return dot4f16(x, s.raw[o*rb:(o+1)*rb], s.raw[(o+1)*rb:(o+2)*rb], s.raw[(o+2)*rb:(o+3)*rb], s.raw[(o+3)*rb:(o+4)*rb])
 	case storedQ4:
-		return s.dot4q4(x, in, o)
+		return s.dot4q4Rows(x, in, o, o+1, o+2, o+3)
+	default: // storedQ8
+		return s.dot4q8Rows(x, in, o, o+1, o+2, o+3)
 	}
-	// f16 and 8-bit: one output at a time is fast enough next to their widening.
-	return s.dot1(x, in, o), s.dot1(x, in, o+1), s.dot1(x, in, o+2), s.dot1(x, in, o+3)
 }
 
-func (s *storedMatrix) dot1(x []float32, in, o int) (acc float32) {
-	x = x[:in]
+// dot1 is one output: the four-row kernels with the row repeated, so that it is the same sum.
+func (s *storedMatrix) dot1(x []float32, in, o int) float32 {
+	var a float32
 	switch s.kind {
 	case storedBF16:
 		w := s.raw[2*in*o : 2*in*(o+1)]
-		for k, v := range x {
-			acc += v * bf16(w[2*k:])
-		}
+		a, _, _, _ = dot4bf16(x[:in], w, w, w, w)
 	case storedF16:
 		w := s.raw[2*in*o : 2*in*(o+1)]
-		for k, v := range x {
-			acc += v * dtype.F16ToF32(binary.LittleEndian.Uint16(w[2*k:]))
-		}
+		a, _, _, _ = dot4f16(x[:in], w, w, w, w)
 	case storedQ4:
-		a, _, _, _ := s.dot4q4Rows(x, in, o, o, o, o)
-		return a
+		a, _, _, _ = s.dot4q4Rows(x, in, o, o, o, o)
 	case storedQ8:
-		groups := in / s.group
-		w := s.raw[in*o : in*(o+1)]
-		for g := range groups {
-			sc, bi := s.scales[o*groups+g], s.biases[o*groups+g]
-			wg, xg := w[g*s.group:(g+1)*s.group], x[g*s.group:(g+1)*s.group]
-			for k, v := range xg {
-				acc += v * affine(sc, float32(wg[k]), bi)
-			}
-		}
+		a, _, _, _ = s.dot4q8Rows(x, in, o, o, o, o)
 	}
-	return acc
+	return a
 }
 
 // affine is the value of a quantized weight, written as model.Dequantize writes it (the compiler may fuse it
 // into one multiply-add on some architectures; the same expression is fused the same way in both places).
 func affine(scale, q, bias float32) float32 { return scale*q + bias }
-
-func bf16(b []byte) float32 {
-	return math.Float32frombits(uint32(b[0])<<16 | uint32(b[1])<<24)
-}
 
 // dot4bf16 returns the dot products of x with four bfloat16 rows.
 func dot4bf16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
@@ -148,8 +134,42 @@ func dot4bf16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
 	return
 }
 
-func (s *storedMatrix) dot4q4(x []float32, in, o int) (a0, a1, a2, a3 float32) {
-	return s.dot4q4Rows(x, in, o, o+1, o+2, o+3)
+// dot4f16 returns the dot products of x with four float16 rows, widened through the table the cache uses
+// (exact, branch-free; weights cluster around a few exponents, so the entries in use stay in cache).
+func dot4f16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
+	n := len(x)
+	w0, w1, w2, w3 = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n]
+	t := f16Table
+	for k, v := range x {
+		a0 += v * t[uint16(w0[2*k])|uint16(w0[2*k+1])<<8]
+		a1 += v * t[uint16(w1[2*k])|uint16(w1[2*k+1])<<8]
+		a2 += v * t[uint16(w2[2*k])|uint16(w2[2*k+1])<<8]
+		a3 += v * t[uint16(w3[2*k])|uint16(w3[2*k+1])<<8]
+	}
+	return
+}
+
+// dot4q8Rows returns the dot products of x with four 8-bit rows (which may repeat).
+func (s *storedMatrix) dot4q8Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, a2, a3 float32) {
+	groups := in / s.group
+	p0, p1, p2, p3 := s.raw[r0*in:(r0+1)*in], s.raw[r1*in:(r1+1)*in], s.raw[r2*in:(r2+1)*in], s.raw[r3*in:(r3+1)*in]
+	for g := range groups {
+		s0, b0 := s.scales[r0*groups+g], s.biases[r0*groups+g]
+		s1, b1 := s.scales[r1*groups+g], s.biases[r1*groups+g]
+		s2, b2 := s.scales[r2*groups+g], s.biases[r2*groups+g]
+		s3, b3 := s.scales[r3*groups+g], s.biases[r3*groups+g]
+		lo, hi := g*s.group, (g+1)*s.group
+		xg := x[lo:hi]
+		q0, q1, q2, q3 := p0[lo:hi], p1[lo:hi], p2[lo:hi], p3[lo:hi]
+		q0, q1, q2, q3 = q0[:len(xg)], q1[:len(xg)], q2[:len(xg)], q3[:len(xg)]
+		for k, v := range xg {
+			a0 += v * affine(s0, float32(q0[k]), b0)
+			a1 += v * affine(s1, float32(q1[k]), b1)
+			a2 += v * affine(s2, float32(q2[k]), b2)
+			a3 += v * affine(s3, float32(q3[k]), b3)
+		}
+	}
+	return
 }
 
 // dot4q4Rows returns the dot products of x with four 4-bit rows (which may repeat). Each group's 16 values per
