@@ -235,6 +235,17 @@ func TestPDExact(t *testing.T) {
 					t.Errorf("the prefill engine did not use its prefix cache")
 				}
 			})
+
+			// A prefill node short of memory keeps its weights as stored; the decode node expanded them. The
+			// two compute the same bits, so the KV it sends decodes to the local tokens.
+			t.Run("StoredWeightsOnThePrefillSide", func(t *testing.T) {
+				ps := startEngine(t, dir, prefillOpts("backend", "cpu", "weights", "stored"))
+				prompt := randomPrompt(300, 400, vocab)
+				want, _ := gen(t, ref, prompt)
+				got, f := gen(t, d, prompt, ps.endpoint())
+				sameTokens(t, "KV from a weights=stored prefill engine", got, want)
+				wantRemote(t, f, ps.desc.PrefillEndpoint)
+			})
 		})
 	}
 }
