@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -593,6 +594,11 @@ func TestDefaultModel(t *testing.T) {
 	}
 	if err := stream.Err(); err != nil || b.String() != text {
 		t.Errorf("streamed %q (err %v), want %q", b.String(), err, text)
+	}
+
+	// The engine plugin's own records reach the gateway's log at their level, parsed, not as raw JSON.
+	if log := g.stderr.String(); !regexp.MustCompile(`\[INFO\] +engine mlx-engine[^:]*: model loaded: .*weights=`).MatchString(log) {
+		t.Errorf("the engine's \"model loaded\" record is not in the gateway's log at INFO:\n%s", log)
 	}
 }
 

@@ -193,8 +193,12 @@ func (e *Engine) Load(ctx context.Context, req engine.LoadRequest) (engine.Descr
 		return engine.Description{}, engine.Errorf(engine.CodeInvalidArgument, "instance %q already exists", id)
 	}
 	e.instances[id] = in
-	e.log.Info("model loaded", "instance", id, "model", modelID, "dir", dir, "backend", b.Name(),
-		"params", in.desc.Parameters, "dtype", in.desc.DType, "took", time.Since(start).Round(time.Millisecond))
+	attrs := []any{"instance", id, "model", modelID, "dir", dir, "backend", b.Name(),
+		"params", in.desc.Parameters, "dtype", in.desc.DType, "took", time.Since(start).Round(time.Millisecond)}
+	if wh, ok := in.bmodel.(backend.WeightsHolder); ok {
+		attrs = append(attrs, "weights", wh.Weights())
+	}
+	e.log.Info("model loaded", attrs...)
 	return in.desc, nil
 }
 

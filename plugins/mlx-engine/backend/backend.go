@@ -59,6 +59,12 @@ const (
 	WeightsStored Weights = "stored"
 )
 
+// WeightsHolder is implemented by a Model that chose how to hold its weights (WeightsFloat32 or WeightsStored),
+// so that the engine can say which WeightsAuto picked.
+type WeightsHolder interface {
+	Weights() Weights
+}
+
 // ParseWeights reads a Weights option ("auto", "f32" or "stored").
 func ParseWeights(s string) (Weights, error) {
 	switch s {

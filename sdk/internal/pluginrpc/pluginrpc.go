@@ -5,6 +5,7 @@ package pluginrpc
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"os"
@@ -138,16 +139,30 @@ func envOr(key, def string) string {
 // Logger returns a slog logger for plugin code. It writes JSON lines to stderr in the shape go-plugin's host
 // parses ("@level", "@message", "@timestamp"), so the gateway logs a plugin's records at their own level, with
 // their attributes, under the plugin's name.
-func Logger(level slog.Level) *slog.Logger {
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{
+func Logger(level slog.Level) *slog.Logger { return newLogger(os.Stderr, level) }
+
+// hostTimeLayout is the only "@timestamp" layout go-plugin's host accepts (log_entry.go); a line it cannot
+// parse is passed on raw at debug level, which hides a plugin's info and warnings.
+const hostTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
+
+func newLogger(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			switch a.Value.Kind() {
+			case slog.KindDuration:
+				return slog.String(a.Key, a.Value.Duration().String()) // "1.5s", not 1500000000
+			case slog.KindInt64, slog.KindUint64:
+				// The host decodes JSON numbers as float64 and would print 13373952 as 1.3373952e+07.
+				return slog.String(a.Key, a.Value.String())
+			}
 			if len(groups) > 0 {
 				return a
 			}
 			switch a.Key {
 			case slog.TimeKey:
 				a.Key = "@timestamp"
+				a.Value = slog.StringValue(a.Value.Time().UTC().Format(hostTimeLayout))
 			case slog.LevelKey:
 				a.Key = "@level"
 				a.Value = slog.StringValue(strings.ToLower(a.Value.String()))

@@ -177,6 +177,16 @@ func expandedBytes(m *model.Model) int64 {
 	return n
 }
 
+// Weights says how the model holds 16-bit and quantized matrices: backend.WeightsStored or WeightsFloat32.
+func (m *cpuModel) Weights() backend.Weights {
+	if m.stored {
+		return backend.WeightsStored
+	}
+	return backend.WeightsFloat32
+}
+
+var _ backend.WeightsHolder = (*cpuModel)(nil)
+
 // Metrics reports how the model holds its weights: "cpu_weights_stored" is 1 when matrices stay as the file
 // stores them (WeightsStored, or WeightsAuto on a machine without room for the float32 copy), and
 // "cpu_expanded_weight_bytes" is the memory of the float32 copies made at load (the mapped file comes on top).
