@@ -73,6 +73,7 @@ type gateway struct {
 	url    string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
+	exited chan struct{} // closed when duet has exited
 }
 
 func freeAddr(t testing.TB) string {
@@ -94,15 +95,25 @@ func startGateway(t testing.TB, args ...string) *gateway {
 // startDuet runs duet with exactly args (and a free --listen address).
 func startDuet(t testing.TB, args ...string) *gateway {
 	t.Helper()
+	return startDuetCmd(t, nil, args...)
+}
+
+// startDuetCmd is startDuet with a chance to adjust the command before it starts.
+func startDuetCmd(t testing.TB, setup func(*exec.Cmd), args ...string) *gateway {
+	t.Helper()
 	addr := freeAddr(t)
 	cmd := exec.Command(duetBin, append([]string{"--listen", addr}, args...)...)
 	cmd.Env = append(os.Environ(), "DUET_ENGINETEST_PLUGIN=1")
+	if setup != nil {
+		setup(cmd)
+	}
 	g := &gateway{url: "http://" + addr, cmd: cmd, stderr: &syncBuffer{}}
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	exited := make(chan struct{})
+	g.exited = exited
 	go func() { _ = cmd.Wait(); close(exited) }()
 	t.Cleanup(func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
@@ -52,8 +55,24 @@ func DialOptions() []grpc.DialOption {
 }
 
 // Serve runs a plugin process serving the given plugin under name. It does not return.
+//
+// The host stops its plugins itself, after draining the requests they serve, so the process leaves its life
+// to the host: it ignores SIGTERM (go-plugin already ignores SIGINT), which systemd or a shell sends to the
+// whole process group, and it exits when the host is gone, so a host killed with SIGKILL leaves no orphans.
 func Serve(name string, p plugin.Plugin, logger hclog.Logger) {
+	signal.Ignore(syscall.SIGTERM)
+	go exitWithParent(os.Getppid(), time.Second)
 	plugin.Serve(serveConfig(name, p, logger))
+}
+
+// exitWithParent ends the process once its parent has changed (it was re-parented after the host died).
+func exitWithParent(ppid int, every time.Duration) {
+	for range time.Tick(every) {
+		if os.Getppid() != ppid {
+			fmt.Fprintf(os.Stderr, "the plugin host (pid %d) is gone; exiting\n", ppid)
+			os.Exit(1)
+		}
+	}
 }
 
 func serveConfig(name string, p plugin.Plugin, logger hclog.Logger) *plugin.ServeConfig {
