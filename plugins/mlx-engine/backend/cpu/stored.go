@@ -32,7 +32,7 @@ const (
 type storedMatrix struct {
 	kind           storedKind
 	raw            []byte    // the matrix as stored: 16-bit values, or packed quantized words
-	scales, biases []float32 // quantized: [out, in/group], widened once at load (an eighth of the values)
+	scales, biases []float32 // quantized: [out, in/group], widened once at load (two values per group)
 	group          int
 }
 
