@@ -49,6 +49,10 @@ var variants = func() []backendtest.Variant {
 		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{
 			"lm_head":                      nil,
 			"model.layers.1.mlp.down_proj": {Bits: 8, GroupSize: 32},
+			// Projections that cannot be joined with their neighbours (see fuse): layer 0 runs q, k, v and
+			// gate, up separately, layer 1 joined.
+			"model.layers.0.self_attn.k_proj": {Bits: 8, GroupSize: 32},
+			"model.layers.0.mlp.up_proj":      nil,
 		}}
 	})
 	add("qwen2/f16/q2g32/tied", func(o *modelgen.Options) {
@@ -117,4 +121,27 @@ func distinct(toks []int32) int {
 		seen[t] = true
 	}
 	return len(seen)
+}
+
+// TestFusedProjections: q|k|v and gate|up are joined where their formats match and left apart where an override
+// makes them differ (the overrides variant above); both paths are what TestAgreesWithCPU checks.
+func TestFusedProjections(t *testing.T) {
+	var v backendtest.Variant
+	for _, x := range variants {
+		if x.Name == "qwen3/bf16/q4g64/overrides" {
+			v = x
+		}
+	}
+	m := load(t, backendtest.Generate(t, v.Options), backend.Options{}).(*mlxModel)
+	l0, l1 := &m.layers[0], &m.layers[1]
+	if l0.qkv.out != 0 || l0.gateUp.out != 0 || l0.k.out == 0 || l0.up.out == 0 {
+		t.Errorf("layer 0 (k_proj 8-bit, up_proj float) was joined: qkv %d, gate|up %d", l0.qkv.out, l0.gateUp.out)
+	}
+	c := m.cfg
+	if want := (c.NumHeads + 2*c.NumKVHeads) * c.HeadDim; l1.qkv.out != want || l1.q.out != 0 {
+		t.Errorf("layer 1: q|k|v has %d outputs, want %d joined", l1.qkv.out, want)
+	}
+	if l1.gateUp.out != 2*c.IntermediateSize || l1.gate.out != 0 {
+		t.Errorf("layer 1: gate|up has %d outputs, want %d joined", l1.gateUp.out, 2*c.IntermediateSize)
+	}
 }

@@ -20,6 +20,7 @@
 //     non-traditional layout, with the per-pair periods passed explicitly so Llama 3 scaling is exact), and fast
 //     scaled_dot_product_attention with native GQA, causal when a sequence feeds several tokens (its queries are
 //     the last ones of the keys), unmasked for one. Qwen2 biases, Qwen3 q/k norms and tied embeddings included.
+//     q|k|v and gate|up are joined into one matrix product each where their formats match (fuse).
 //   - Weights are copied from the tensors package model already validated (names, shards, tied embeddings and
 //     quantization overrides resolved there) into MLX arrays and evaluated once at load.
 //   - Compute dtype: float32 on the CPU, where MLX's float32 matrix products go to BLAS and its 16-bit ones do

@@ -137,7 +137,15 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	for li := range m.layers {
 		L := &m.layers[li]
 		h := g.rmsNorm(x, L.inNorm, m.eps)
-		q, k, v := m.linear(g, h, &L.q), m.linear(g, h, &L.k), m.linear(g, h, &L.v)
+		var q, k, v C.mlx_array
+		if L.qkv.out > 0 {
+			qkv := m.linear(g, h, &L.qkv)
+			q = g.slice(qkv, []int{0, 0}, []int{rows, qDim})
+			k = g.slice(qkv, []int{0, qDim}, []int{rows, qDim + kvDim})
+			v = g.slice(qkv, []int{0, qDim + kvDim}, []int{rows, qDim + 2*kvDim})
+		} else {
+			q, k, v = m.linear(g, h, &L.q), m.linear(g, h, &L.k), m.linear(g, h, &L.v)
+		}
 		written = written[:0]
 		for i, p := range parts {
 			t := p.to - p.from
@@ -180,7 +188,14 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		}
 		x = g.add(x, m.linear(g, att, &L.o))
 		h = g.rmsNorm(x, L.postNorm, m.eps)
-		gate, up := m.linear(g, h, &L.gate), m.linear(g, h, &L.up)
+		var gate, up C.mlx_array
+		if L.gateUp.out > 0 {
+			gu := m.linear(g, h, &L.gateUp)
+			inter := L.gateUp.out / 2
+			gate, up = g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
+		} else {
+			gate, up = m.linear(g, h, &L.gate), m.linear(g, h, &L.up)
+		}
 		x = g.add(x, m.linear(g, g.multiply(g.multiply(gate, g.sigmoid(gate)), up), &L.down))
 		if m.pipeline && li < last && g.err == nil {
 			// Start computing this layer while the next one is built.
