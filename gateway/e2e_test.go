@@ -608,7 +608,7 @@ func TestDefaultModel(t *testing.T) {
 	}
 
 	// The engine plugin's own records reach the gateway's log at their level, parsed, not as raw JSON.
-	if log := g.stderr.String(); !regexp.MustCompile(`\[INFO\] +engine mlx-engine[^:]*: model loaded: .*weights=`).MatchString(log) {
+	if log := g.stderr.String(); !regexp.MustCompile(`\[INFO\] +engine mlx-engine[^:]*: model loaded: `).MatchString(log) {
 		t.Errorf("the engine's \"model loaded\" record is not in the gateway's log at INFO:\n%s", log)
 	}
 }

@@ -60,6 +60,11 @@ func TestPluginsExitWithTheirHost(t *testing.T) {
 	if pid == 0 {
 		t.Fatal("no engine pid")
 	}
+	t.Cleanup(func() {
+		if alive(pid) { // it ignores SIGTERM: do not leave it behind when the test fails
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	})
 	if err := g.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}

@@ -17,6 +17,7 @@ func TestStoredWeights(t *testing.T) {
 	var outs [2][][]int32
 	for i, w := range []string{"f32", "stored"} {
 		e := mlxengine.New(nil)
+		defer e.Close()
 		d, err := e.Load(ctx, engine.LoadRequest{Model: mlxengine.EmbeddedModel, Options: map[string]string{"backend": "cpu", "weights": w}})
 		if err != nil {
 			t.Fatal(err)
@@ -39,7 +40,6 @@ func TestStoredWeights(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		e.Close()
 	}
 	for j := range outs[0] {
 		if !slices.Equal(outs[0][j], outs[1][j]) || len(outs[0][j]) != 40 {

@@ -26,7 +26,7 @@ type Config struct {
 	// Engine and Router are built-in plugin names or paths to plugin binaries.
 	Engine, Router string
 	// EngineSHA256 and RouterSHA256, when set, pin the SHA-256 of an external plugin binary: the gateway checks
-	// it before every start (go-plugin's SecureConfig), so a replaced binary is never run.
+	// it before every start (go-plugin's SecureConfig), so a replaced binary is refused.
 	EngineSHA256, RouterSHA256 []byte
 	// EngineOptions are passed to the engine's Load.
 	EngineOptions map[string]string

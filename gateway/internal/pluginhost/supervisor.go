@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"os/exec"
+	"strconv"
 	"sync"
 	"time"
 
@@ -125,6 +127,11 @@ func (s *Supervisor[T]) start(ctx context.Context) error {
 	tail := NewTail(200, 4096)
 	cfg := s.spec.ClientConfig()
 	cfg.Cmd = s.spec.Command()
+	if cfg.Cmd.Env == nil {
+		cfg.Cmd.Env = os.Environ()
+	}
+	// The SDK's plugins exit when this process is gone (sdk/internal/pluginrpc.HostPIDEnv).
+	cfg.Cmd.Env = append(cfg.Cmd.Env, "DUET_PLUGIN_HOST_PID="+strconv.Itoa(os.Getpid()))
 	cfg.AutoMTLS = true
 	cfg.Stderr = tail
 	cfg.StartTimeout = s.spec.StartTimeout

@@ -212,7 +212,7 @@ func TestDequantizeFastPathsAreExact(t *testing.T) {
 				bit := i * bits
 				word := binary.LittleEndian.Uint32(packed[bit/32*4:])
 				q := word >> (bit % 32) & (1<<bits - 1)
-				want := scales[i/gs]*float32(q) + biases[i/gs]
+				want := float32(scales[i/gs]*float32(q)) + biases[i/gs]
 				if math.Float32bits(got[i]) != math.Float32bits(want) {
 					t.Fatalf("%d-bit, group %d: element %d = %v, want %v", bits, gs, i, got[i], want)
 				}

@@ -138,11 +138,11 @@ func (r *Runner) exportProgress(s *seq) {
 		e.sent += n
 	}
 	if s.prefilled == len(s.req.Prompt) {
-		if err := e.w.Done(len(s.req.Prompt)); err != nil {
-			r.failExport(s, err)
-			return
-		}
+		// Out of the batch (and the stats) before the client hears done, as finish does for a generation.
 		r.endExport(s)
+		if err := e.w.Done(len(s.req.Prompt)); err != nil {
+			r.cfg.Logger.Debug("KV export: the client did not get done", "request", s.req.ID, "error", err)
+		}
 	}
 }
 

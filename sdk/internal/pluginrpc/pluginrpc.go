@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -59,19 +60,31 @@ func DialOptions() []grpc.DialOption {
 // The host stops its plugins itself, after draining the requests they serve, so the process leaves its life
 // to the host: it ignores SIGTERM (go-plugin already ignores SIGINT), which systemd or a shell sends to the
 // whole process group, and it exits when the host is gone, so a host killed with SIGKILL leaves no orphans.
+// The host is the pid in HostPIDEnv when the host sets it (then a host that died before the plugin started is
+// noticed too), else the parent process. On Windows, where a process keeps its parent's pid after the parent
+// exits, this watch sees nothing.
+// (A plugin that starts programs of its own should restore SIGTERM for them: an ignored signal is inherited.)
 func Serve(name string, p plugin.Plugin, logger hclog.Logger) {
 	signal.Ignore(syscall.SIGTERM)
-	go exitWithParent(os.Getppid(), time.Second)
+	host := os.Getppid()
+	if v, err := strconv.Atoi(os.Getenv(HostPIDEnv)); err == nil && v > 0 {
+		host = v
+	}
+	go exitWithParent(host, time.Second)
 	plugin.Serve(serveConfig(name, p, logger))
 }
 
-// exitWithParent ends the process once its parent has changed (it was re-parented after the host died).
-func exitWithParent(ppid int, every time.Duration) {
-	for range time.Tick(every) {
-		if os.Getppid() != ppid {
-			fmt.Fprintf(os.Stderr, "the plugin host (pid %d) is gone; exiting\n", ppid)
+// HostPIDEnv is the environment variable in which a host tells its plugin processes its pid.
+const HostPIDEnv = "DUET_PLUGIN_HOST_PID"
+
+// exitWithParent ends the process once its parent is no longer host (it was re-parented after the host died).
+func exitWithParent(host int, every time.Duration) {
+	for {
+		if os.Getppid() != host {
+			fmt.Fprintf(os.Stderr, "the plugin host (pid %d) is gone; exiting\n", host)
 			os.Exit(1)
 		}
+		time.Sleep(every)
 	}
 }
 

@@ -91,7 +91,7 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	case backend.WeightsStored:
 		cm.stored = true
 	case backend.WeightsAuto:
-		cm.stored = expandedBytes(m) > physicalMemory()/2
+		cm.stored = !expandFits(expandedBytes(m), physicalMemory(), opts.MemoryLimit)
 	}
 	var err error
 	vec := func(t *safetensors.Tensor) []float32 {
@@ -157,6 +157,16 @@ func float32s(l *model.Linear) ([]float32, bool) {
 		return nil, false
 	}
 	return l.Weight.Float32s()
+}
+
+// expandFits is WeightsAuto's choice: expand when the float32 copies take at most half the memory the process
+// may use (the machine's, a container's limit, or the backend's MemoryLimit when set). The other half is for the
+// KV caches, the mapped file's pages and everything else.
+func expandFits(expanded, memory, limit int64) bool {
+	if limit > 0 {
+		memory = min(memory, limit)
+	}
+	return expanded <= memory/2
 }
 
 // expandedBytes is the memory that expanding m's matrices to float32 takes beyond the mapped file.

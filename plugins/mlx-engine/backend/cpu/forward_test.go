@@ -46,6 +46,13 @@ var variants = []backendtest.Variant{
 		o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.Float16, true
 		o.Quantization = &modelgen.Quantization{Bits: 2, GroupSize: 32}
 	}),
+	// Output sizes that are not multiples of the kernels' tiles (8 and 4 rows) nor of a task's 32 rows, so
+	// every tail path runs: vocabulary 509, and an MLP of 138 (quantized layers need multiples of the group).
+	backendtest.TinyVariant("llama/bf16/odd-sizes", func(o *modelgen.Options) { o.DType, o.VocabSize, o.IntermediateSize = dtype.BFloat16, 509, 138 }),
+	backendtest.TinyVariant("qwen2/bf16/q4g32/odd-vocab", func(o *modelgen.Options) {
+		o.Family, o.DType, o.VocabSize = model.Qwen2, dtype.BFloat16, 509
+		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+	}),
 	backendtest.TinyVariant("mistral/f32/q8g128", func(o *modelgen.Options) {
 		o.Family, o.HiddenSize, o.IntermediateSize = model.Mistral, 128, 256
 		o.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 128}

@@ -6,6 +6,13 @@ package cpu
 // several independent dot products at once (8 accumulators hide the add latency; each loaded weight is used
 // for every input row of the tile) and from 4-way unrolled loops whose bounds checks the compiler removes
 // (one reslice per operand per iteration; see `go build -gcflags=-d=ssa/check_bce`).
+//
+// Every product is rounded before it is added, float32(x*w): the Go spec lets the compiler fuse x*w + s into one
+// multiply-add without the intermediate rounding, and it does so on arm64 and with GOAMD64=v3, but only where its
+// pattern matching happens to apply (a product whose operand is a memory load may stay unfused on amd64). A
+// kernel that fused and one that did not would make batched and unbatched results differ; the explicit
+// conversion forbids the fusion everywhere, so every architecture computes the same thing in every kernel. (On
+// amd64 with the default GOAMD64=v1 nothing is fused anyway and the conversion costs nothing.)
 
 // dot8 returns the dot products of x with eight rows of w starting at w[0], each len(x) long.
 func dot8(x, w []float32) (s0, s1, s2, s3, s4, s5, s6, s7 float32) {
@@ -16,50 +23,50 @@ func dot8(x, w []float32) (s0, s1, s2, s3, s4, s5, s6, s7 float32) {
 	for ; k+4 <= n; k += 4 {
 		xs := x[k : k+4 : k+4]
 		a, b, c, d := w0[k:k+4:k+4], w1[k:k+4:k+4], w2[k:k+4:k+4], w3[k:k+4:k+4]
-		s0 += xs[0] * a[0]
-		s1 += xs[0] * b[0]
-		s2 += xs[0] * c[0]
-		s3 += xs[0] * d[0]
-		s0 += xs[1] * a[1]
-		s1 += xs[1] * b[1]
-		s2 += xs[1] * c[1]
-		s3 += xs[1] * d[1]
-		s0 += xs[2] * a[2]
-		s1 += xs[2] * b[2]
-		s2 += xs[2] * c[2]
-		s3 += xs[2] * d[2]
-		s0 += xs[3] * a[3]
-		s1 += xs[3] * b[3]
-		s2 += xs[3] * c[3]
-		s3 += xs[3] * d[3]
+		s0 += float32(xs[0] * a[0])
+		s1 += float32(xs[0] * b[0])
+		s2 += float32(xs[0] * c[0])
+		s3 += float32(xs[0] * d[0])
+		s0 += float32(xs[1] * a[1])
+		s1 += float32(xs[1] * b[1])
+		s2 += float32(xs[1] * c[1])
+		s3 += float32(xs[1] * d[1])
+		s0 += float32(xs[2] * a[2])
+		s1 += float32(xs[2] * b[2])
+		s2 += float32(xs[2] * c[2])
+		s3 += float32(xs[2] * d[2])
+		s0 += float32(xs[3] * a[3])
+		s1 += float32(xs[3] * b[3])
+		s2 += float32(xs[3] * c[3])
+		s3 += float32(xs[3] * d[3])
 		e, f, g, h := w4[k:k+4:k+4], w5[k:k+4:k+4], w6[k:k+4:k+4], w7[k:k+4:k+4]
-		s4 += xs[0] * e[0]
-		s5 += xs[0] * f[0]
-		s6 += xs[0] * g[0]
-		s7 += xs[0] * h[0]
-		s4 += xs[1] * e[1]
-		s5 += xs[1] * f[1]
-		s6 += xs[1] * g[1]
-		s7 += xs[1] * h[1]
-		s4 += xs[2] * e[2]
-		s5 += xs[2] * f[2]
-		s6 += xs[2] * g[2]
-		s7 += xs[2] * h[2]
-		s4 += xs[3] * e[3]
-		s5 += xs[3] * f[3]
-		s6 += xs[3] * g[3]
-		s7 += xs[3] * h[3]
+		s4 += float32(xs[0] * e[0])
+		s5 += float32(xs[0] * f[0])
+		s6 += float32(xs[0] * g[0])
+		s7 += float32(xs[0] * h[0])
+		s4 += float32(xs[1] * e[1])
+		s5 += float32(xs[1] * f[1])
+		s6 += float32(xs[1] * g[1])
+		s7 += float32(xs[1] * h[1])
+		s4 += float32(xs[2] * e[2])
+		s5 += float32(xs[2] * f[2])
+		s6 += float32(xs[2] * g[2])
+		s7 += float32(xs[2] * h[2])
+		s4 += float32(xs[3] * e[3])
+		s5 += float32(xs[3] * f[3])
+		s6 += float32(xs[3] * g[3])
+		s7 += float32(xs[3] * h[3])
 	}
 	for ; k < n; k++ {
 		v := x[k]
-		s0 += v * w0[k]
-		s1 += v * w1[k]
-		s2 += v * w2[k]
-		s3 += v * w3[k]
-		s4 += v * w4[k]
-		s5 += v * w5[k]
-		s6 += v * w6[k]
-		s7 += v * w7[k]
+		s0 += float32(v * w0[k])
+		s1 += float32(v * w1[k])
+		s2 += float32(v * w2[k])
+		s3 += float32(v * w3[k])
+		s4 += float32(v * w4[k])
+		s5 += float32(v * w5[k])
+		s6 += float32(v * w6[k])
+		s7 += float32(v * w7[k])
 	}
 	return
 }
@@ -68,7 +75,7 @@ func dot8(x, w []float32) (s0, s1, s2, s3, s4, s5, s6, s7 float32) {
 func dot1(x, w []float32) (s float32) {
 	w = w[:len(x)]
 	for k, v := range x {
-		s += v * w[k]
+		s += float32(v * w[k])
 	}
 	return s
 }
@@ -84,41 +91,41 @@ func dot4x2(x0, x1, w []float32) (s00, s01, s02, s03, s10, s11, s12, s13 float32
 		a, b, c, d := w0[k:k+2:k+2], w1[k:k+2:k+2], w2[k:k+2:k+2], w3[k:k+2:k+2]
 		p0, q0 := p[0], q[0]
 		v := a[0]
-		s00 += p0 * v
-		s10 += q0 * v
+		s00 += float32(p0 * v)
+		s10 += float32(q0 * v)
 		v = b[0]
-		s01 += p0 * v
-		s11 += q0 * v
+		s01 += float32(p0 * v)
+		s11 += float32(q0 * v)
 		v = c[0]
-		s02 += p0 * v
-		s12 += q0 * v
+		s02 += float32(p0 * v)
+		s12 += float32(q0 * v)
 		v = d[0]
-		s03 += p0 * v
-		s13 += q0 * v
+		s03 += float32(p0 * v)
+		s13 += float32(q0 * v)
 		p1, q1 := p[1], q[1]
 		v = a[1]
-		s00 += p1 * v
-		s10 += q1 * v
+		s00 += float32(p1 * v)
+		s10 += float32(q1 * v)
 		v = b[1]
-		s01 += p1 * v
-		s11 += q1 * v
+		s01 += float32(p1 * v)
+		s11 += float32(q1 * v)
 		v = c[1]
-		s02 += p1 * v
-		s12 += q1 * v
+		s02 += float32(p1 * v)
+		s12 += float32(q1 * v)
 		v = d[1]
-		s03 += p1 * v
-		s13 += q1 * v
+		s03 += float32(p1 * v)
+		s13 += float32(q1 * v)
 	}
 	for ; k < n; k++ {
 		u, v := x0[k], x1[k]
-		s00 += u * w0[k]
-		s01 += u * w1[k]
-		s02 += u * w2[k]
-		s03 += u * w3[k]
-		s10 += v * w0[k]
-		s11 += v * w1[k]
-		s12 += v * w2[k]
-		s13 += v * w3[k]
+		s00 += float32(u * w0[k])
+		s01 += float32(u * w1[k])
+		s02 += float32(u * w2[k])
+		s03 += float32(u * w3[k])
+		s10 += float32(v * w0[k])
+		s11 += float32(v * w1[k])
+		s12 += float32(v * w2[k])
+		s13 += float32(v * w3[k])
 	}
 	return
 }

@@ -85,6 +85,7 @@ func (s *storedMatrix) vecRows(y, x []float32, in, o0, o1 int) {
 }
 
 func (s *storedMatrix) dot4(x []float32, in, o int) (a0, a1, a2, a3 float32) {
+	x = x[:in]
 	switch s.kind {
 	case storedBF16:
 		rb := 2 * in
@@ -117,19 +118,19 @@ func (s *storedMatrix) dot1(x []float32, in, o int) float32 {
 	return a
 }
 
-// affine is the value of a quantized weight, written as model.Dequantize writes it (the compiler may fuse it
-// into one multiply-add on some architectures; the same expression is fused the same way in both places).
-func affine(scale, q, bias float32) float32 { return scale*q + bias }
+// affine is the value of a quantized weight, exactly as model.Dequantize writes it (the conversion keeps the
+// product from being fused into a multiply-add; see the kernels' doc).
+func affine(scale, q, bias float32) float32 { return float32(scale*q) + bias }
 
 // dot4bf16 returns the dot products of x with four bfloat16 rows.
 func dot4bf16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
 	n := len(x)
 	w0, w1, w2, w3 = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n]
 	for k, v := range x {
-		a0 += v * math.Float32frombits(uint32(w0[2*k])<<16|uint32(w0[2*k+1])<<24)
-		a1 += v * math.Float32frombits(uint32(w1[2*k])<<16|uint32(w1[2*k+1])<<24)
-		a2 += v * math.Float32frombits(uint32(w2[2*k])<<16|uint32(w2[2*k+1])<<24)
-		a3 += v * math.Float32frombits(uint32(w3[2*k])<<16|uint32(w3[2*k+1])<<24)
+		a0 += float32(v * math.Float32frombits(uint32(w0[2*k])<<16|uint32(w0[2*k+1])<<24))
+		a1 += float32(v * math.Float32frombits(uint32(w1[2*k])<<16|uint32(w1[2*k+1])<<24))
+		a2 += float32(v * math.Float32frombits(uint32(w2[2*k])<<16|uint32(w2[2*k+1])<<24))
+		a3 += float32(v * math.Float32frombits(uint32(w3[2*k])<<16|uint32(w3[2*k+1])<<24))
 	}
 	return
 }
@@ -141,10 +142,10 @@ func dot4f16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
 	w0, w1, w2, w3 = w0[:2*n], w1[:2*n], w2[:2*n], w3[:2*n]
 	t := f16Table
 	for k, v := range x {
-		a0 += v * t[uint16(w0[2*k])|uint16(w0[2*k+1])<<8]
-		a1 += v * t[uint16(w1[2*k])|uint16(w1[2*k+1])<<8]
-		a2 += v * t[uint16(w2[2*k])|uint16(w2[2*k+1])<<8]
-		a3 += v * t[uint16(w3[2*k])|uint16(w3[2*k+1])<<8]
+		a0 += float32(v * t[uint16(w0[2*k])|uint16(w0[2*k+1])<<8])
+		a1 += float32(v * t[uint16(w1[2*k])|uint16(w1[2*k+1])<<8])
+		a2 += float32(v * t[uint16(w2[2*k])|uint16(w2[2*k+1])<<8])
+		a3 += float32(v * t[uint16(w3[2*k])|uint16(w3[2*k+1])<<8])
 	}
 	return
 }
@@ -163,10 +164,10 @@ func (s *storedMatrix) dot4q8Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, 
 		q0, q1, q2, q3 := p0[lo:hi], p1[lo:hi], p2[lo:hi], p3[lo:hi]
 		q0, q1, q2, q3 = q0[:len(xg)], q1[:len(xg)], q2[:len(xg)], q3[:len(xg)]
 		for k, v := range xg {
-			a0 += v * affine(s0, float32(q0[k]), b0)
-			a1 += v * affine(s1, float32(q1[k]), b1)
-			a2 += v * affine(s2, float32(q2[k]), b2)
-			a3 += v * affine(s3, float32(q3[k]), b3)
+			a0 += float32(v * affine(s0, float32(q0[k]), b0))
+			a1 += float32(v * affine(s1, float32(q1[k]), b1))
+			a2 += float32(v * affine(s2, float32(q2[k]), b2))
+			a3 += float32(v * affine(s3, float32(q3[k]), b3))
 		}
 	}
 	return
@@ -201,10 +202,10 @@ func (s *storedMatrix) dot4q4Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, 
 			xs := xg[2*w : 2*w+8 : 2*w+8]
 			for j := range xs {
 				v := xs[j]
-				a0 += v * t0[u0&15]
-				a1 += v * t1[u1&15]
-				a2 += v * t2[u2&15]
-				a3 += v * t3[u3&15]
+				a0 += float32(v * t0[u0&15])
+				a1 += float32(v * t1[u1&15])
+				a2 += float32(v * t2[u2&15])
+				a3 += float32(v * t3[u3&15])
 				u0, u1, u2, u3 = u0>>4, u1>>4, u2>>4, u3>>4
 			}
 		}

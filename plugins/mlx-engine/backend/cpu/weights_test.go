@@ -68,6 +68,25 @@ func TestStoredWeightsAreExact(t *testing.T) {
 	}
 }
 
+func TestExpandFits(t *testing.T) {
+	const gib = 1 << 30
+	for name, c := range map[string]struct {
+		expanded, memory, limit int64
+		want                    bool
+	}{
+		"small model":                {1 * gib, 24 * gib, 0, true},
+		"half the memory":            {12 * gib, 24 * gib, 0, true},
+		"8B 4-bit on 24 GiB":         {32 * gib, 24 * gib, 0, false},
+		"MemoryLimit decides":        {6 * gib, 24 * gib, 8 * gib, false},
+		"MemoryLimit above physical": {6 * gib, 24 * gib, 64 * gib, true},
+		"memory unknown":             {32 * gib, math.MaxInt64, 0, true},
+	} {
+		if got := expandFits(c.expanded, c.memory, c.limit); got != c.want {
+			t.Errorf("%s: expandFits(%d, %d, %d) = %v", name, c.expanded, c.memory, c.limit, got)
+		}
+	}
+}
+
 func TestWeightsAuto(t *testing.T) {
 	m := backendtest.Generate(t, backendtest.Tiny(nil))
 	if n := expandedBytes(m); n != 0 {
