@@ -67,15 +67,18 @@ func (l *Linear) Float32(dst []float32) {
 	}
 }
 
+// Affine is the value of an affine-quantized weight, scale·q + bias, with the product rounded before the add:
+// the conversion forbids the compiler to fuse the two into a multiply-add (which it does on arm64 and GOAMD64=v3,
+// depending on how it matched the surrounding code), so every caller gets the same bits on every architecture.
+// Dequantize and the CPU backend's decode kernels both compute weights with it.
+func Affine(scale, q, bias float32) float32 { return float32(scale*q) + bias }
+
 // Dequantize expands MLX affine-quantized values: packed holds little-endian uint32 words, each carrying 32/bits
 // values with the first in the lowest bits; value j of group g is scales[g]*q + biases[g].
 //
 // It runs on every decode step of a CPU model that keeps its weights stored, so the common widths have their
 // own loops: 2 and 4 bits look each value up in the group's table of 4 or 16 expanded values, 8 bits unpacks a
-// word at a time. Every path computes a value as float32(scales[g]*q) + biases[g]: the explicit conversion
-// rounds the product, which forbids the compiler to fuse it with the add (it does on arm64 and GOAMD64=v3,
-// depending on how it matched the surrounding code), so every path, and the CPU backend's decode kernels,
-// give the same bits on every architecture.
+// word at a time. Every path computes a value with Affine, so all give the same bits.
 func Dequantize(dst []float32, packed []byte, scales, biases []float32, bits, groupSize int) {
 	per := 32 / bits
 	mask := uint32(1)<<bits - 1
@@ -89,7 +92,7 @@ func Dequantize(dst []float32, packed []byte, scales, biases []float32, bits, gr
 		for g, s := range scales {
 			b := biases[g]
 			for q := range 1 << bits {
-				lut[q] = float32(s*float32(q)) + b
+				lut[q] = Affine(s, float32(q), b)
 			}
 			out := dst[g*groupSize : (g+1)*groupSize]
 			words := packed[g*gb : (g+1)*gb]
@@ -109,10 +112,10 @@ func Dequantize(dst []float32, packed []byte, scales, biases []float32, bits, gr
 			words := packed[g*gb : (g+1)*gb]
 			for i := 0; i+4 <= len(words); i += 4 {
 				o := out[i : i+4 : i+4]
-				o[0] = float32(s*float32(words[i])) + b
-				o[1] = float32(s*float32(words[i+1])) + b
-				o[2] = float32(s*float32(words[i+2])) + b
-				o[3] = float32(s*float32(words[i+3])) + b
+				o[0] = Affine(s, float32(words[i]), b)
+				o[1] = Affine(s, float32(words[i+1]), b)
+				o[2] = Affine(s, float32(words[i+2]), b)
+				o[3] = Affine(s, float32(words[i+3]), b)
 			}
 		}
 	default:
@@ -124,7 +127,7 @@ func Dequantize(dst []float32, packed []byte, scales, biases []float32, bits, gr
 				word := binary.LittleEndian.Uint32(words[4*w:])
 				o := out[w*per : (w+1)*per]
 				for k := range o {
-					o[k] = float32(s*float32(word&mask)) + b
+					o[k] = Affine(s, float32(word&mask), b)
 					word >>= uint(bits)
 				}
 			}

@@ -40,6 +40,9 @@ type Layer struct {
 	Gate, Up, Down *Linear
 }
 
+// Linears are the layer's matrices in order: q, k, v, o, gate, up, down.
+func (l *Layer) Linears() []*Linear { return []*Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} }
+
 // Linear is a weight matrix [Out, In] (a linear layer y = W x + b, or the embedding table), dense or quantized.
 type Linear struct {
 	Name    string // module path, e.g. "model.layers.0.self_attn.q_proj"
@@ -128,7 +131,7 @@ func (m *Model) eachTensorUse(fn func(*Linear, *safetensors.Tensor)) {
 				fn(nil, v)
 			}
 		}
-		for _, lin := range []*Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		for _, lin := range l.Linears() {
 			fn(lin, nil)
 		}
 	}

@@ -178,8 +178,7 @@ func expandedBytes(m *model.Model) int64 {
 		}
 	}
 	for i := range m.Layers {
-		l := &m.Layers[i]
-		for _, p := range []*model.Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} {
+		for _, p := range m.Layers[i].Linears() {
 			add(p)
 		}
 	}

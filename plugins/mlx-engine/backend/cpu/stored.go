@@ -13,8 +13,8 @@ import (
 // decode step (one input row) would pay for the expansion per weight and then read the tile back, so the
 // common formats have kernels that widen or dequantize in registers instead. They keep the contract of the
 // float32 kernels (one accumulator per output, summed in index order) and widen to the bits Row writes:
-// 16-bit values exactly, quantized ones through the same expression as model.Dequantize (a table of the
-// group's values for 4 bits, scale·q + bias for 8 bits). So a stored model gives the logits of the
+// 16-bit values exactly, quantized ones with model.Affine, which model.Dequantize uses too (a table of the
+// group's values for 4 bits, one value at a time for 8 bits). So a stored model gives the logits of the
 // expanded one bit for bit, batched or not.
 
 // storedKind says which decode kernel a stored matrix has.
@@ -118,10 +118,6 @@ func (s *storedMatrix) dot1(x []float32, in, o int) float32 {
 	return a
 }
 
-// affine is the value of a quantized weight, exactly as model.Dequantize writes it (the conversion keeps the
-// product from being fused into a multiply-add; see the kernels' doc).
-func affine(scale, q, bias float32) float32 { return float32(scale*q) + bias }
-
 // dot4bf16 returns the dot products of x with four bfloat16 rows.
 func dot4bf16(x []float32, w0, w1, w2, w3 []byte) (a0, a1, a2, a3 float32) {
 	n := len(x)
@@ -164,10 +160,10 @@ func (s *storedMatrix) dot4q8Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, 
 		q0, q1, q2, q3 := p0[lo:hi], p1[lo:hi], p2[lo:hi], p3[lo:hi]
 		q0, q1, q2, q3 = q0[:len(xg)], q1[:len(xg)], q2[:len(xg)], q3[:len(xg)]
 		for k, v := range xg {
-			a0 += float32(v * affine(s0, float32(q0[k]), b0))
-			a1 += float32(v * affine(s1, float32(q1[k]), b1))
-			a2 += float32(v * affine(s2, float32(q2[k]), b2))
-			a3 += float32(v * affine(s3, float32(q3[k]), b3))
+			a0 += float32(v * model.Affine(s0, float32(q0[k]), b0))
+			a1 += float32(v * model.Affine(s1, float32(q1[k]), b1))
+			a2 += float32(v * model.Affine(s2, float32(q2[k]), b2))
+			a3 += float32(v * model.Affine(s3, float32(q3[k]), b3))
 		}
 	}
 	return
@@ -185,7 +181,7 @@ func (s *storedMatrix) dot4q4Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, 
 		fill := func(t *[16]float32, r int) {
 			sc, bi := s.scales[r*groups+g], s.biases[r*groups+g]
 			for q := range t {
-				t[q] = affine(sc, float32(q), bi)
+				t[q] = model.Affine(sc, float32(q), bi)
 			}
 		}
 		fill(&t0, r0)
