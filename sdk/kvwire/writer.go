@@ -256,9 +256,11 @@ func (w *Writer) fail(cause error) {
 		return
 	}
 	w.err = cause
+	// Cancel before anyone can see the failure: the send loop wakes on failed and, on its way out, cancels the
+	// context without a cause, which would otherwise win the race and hide why the job ended.
+	w.cancel(cause)
 	close(w.failed)
 	w.mu.Unlock()
-	w.cancel(cause)
 	w.conn.Close()
 }
 
