@@ -401,7 +401,7 @@ func TestPDExoPeers(t *testing.T) {
 					HeadDim: layout.HeadDim, DType: wireDType(t, layout.DType),
 					Keys: kv[l][0][req.StartPos*tb:], Values: kv[l][1][req.StartPos*tb:]})
 			}
-			resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: len(req.TokenIDs)})
+			resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: n})
 			return resp
 		})
 		d := startEngine(t, dir, decodeOpts())
@@ -443,8 +443,9 @@ func TestPDExoPeers(t *testing.T) {
 				}
 				next[m.LayerIdx] += m.NumTokens
 			case *kvwire.Done:
-				if m.TotalTokens != len(prompt)-1 {
-					t.Errorf("done says %d tokens", m.TotalTokens)
+				// exo counts the positions sent per layer: the prompt less start_pos.
+				if m.TotalTokens != len(prompt)-1-40 {
+					t.Errorf("done says %d tokens, want %d (positions sent per layer)", m.TotalTokens, len(prompt)-1-40)
 				}
 			case *kvwire.Error:
 				t.Fatalf("error %d: %s", m.Code, m.Message)

@@ -79,7 +79,7 @@ func benchGoodput(b *testing.B, s kvwiretest.Shape, crc bool) {
 				}
 			}
 		}
-		w.Done(s.EndPos)
+		w.Done(s.EndPos - s.StartPos)
 	})
 	req := &kvwire.Request{RequestID: "bench", ModelID: "llama", TokenIDs: make([]int32, s.EndPos)}
 	opts := &kvwire.FetchOptions{Buffer: new(kvwire.Buffer), Checksum: crc}

@@ -74,7 +74,7 @@ func stream(t *testing.T, j *kvwire.Job, s kvwiretest.Shape, release func(kvwire
 			return w // the test decides whether that was expected, through w.Err
 		}
 	}
-	w.Done(s.EndPos)
+	w.Done(s.EndPos - s.StartPos)
 	return w
 }
 

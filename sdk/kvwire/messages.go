@@ -130,6 +130,8 @@ type ArraysState struct {
 
 // Done ends a successful stream.
 type Done struct {
+	// TotalTokens is the number of positions sent per layer: the request's tokens less its start_pos, as exo
+	// counts them (not the absolute prompt length).
 	TotalTokens int
 }
 

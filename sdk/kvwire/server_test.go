@@ -61,7 +61,7 @@ func TestFetchStreamsEveryChunk(t *testing.T) {
 			rx.check(smallShape)
 			chunks := len(kvwiretest.Chunks(smallShape))
 			tensor := int64(2 * smallShape.NumLayers * (smallShape.EndPos - smallShape.StartPos) * smallShape.NHeads * smallShape.HeadDim * 2)
-			if res.Chunks != chunks || res.TensorBytes != tensor || res.TotalTokens != smallShape.EndPos ||
+			if res.Chunks != chunks || res.TensorBytes != tensor || res.TotalTokens != smallShape.EndPos-smallShape.StartPos ||
 				res.Checksummed != tc.sums || res.BytesReceived <= tensor || res.Header.RequestID != "req-42" ||
 				res.Header.ModelID != "test-model" || res.Header.NumLayers != 4 {
 				t.Fatalf("result %+v; want %d chunks, %d tensor bytes, checksummed %v", res, chunks, tensor, tc.sums)
@@ -486,7 +486,7 @@ func TestStopDrainsAcceptedJobs(t *testing.T) {
 				for _, c := range kvwiretest.Chunks(smallShape) {
 					w.Chunk(*c, nil)
 				}
-				w.Done(smallShape.EndPos)
+				w.Done(smallShape.EndPos - smallShape.StartPos)
 			}()
 		}}, nil)
 

@@ -140,7 +140,8 @@ func (r *Runner) exportProgress(s *seq) {
 	if s.prefilled == len(s.req.Prompt) {
 		// Out of the batch (and the stats) before the client hears done, as finish does for a generation.
 		r.endExport(s)
-		if err := e.w.Done(len(s.req.Prompt)); err != nil {
+		// total_tokens counts the positions sent per layer, as exo's server does: the prompt less start_pos.
+		if err := e.w.Done(len(s.req.Prompt) - e.startPos); err != nil {
 			r.cfg.Logger.Debug("KV export: the client did not get done", "request", s.req.ID, "error", err)
 		}
 	}

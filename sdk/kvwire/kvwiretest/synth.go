@@ -78,6 +78,6 @@ func (s Shape) Response(req kvwire.Request) Response {
 	for _, c := range Chunks(s) {
 		resp.Messages = append(resp.Messages, c)
 	}
-	resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: s.EndPos})
+	resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: s.EndPos - s.StartPos})
 	return resp
 }

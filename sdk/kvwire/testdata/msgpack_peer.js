@@ -114,7 +114,7 @@ function server() {
         sock.write(frame({ type: "kv_chunk", layer_idx: layer, num_tokens: n, n_heads: heads, head_dim: dim,
           dtype: "float16", keys: pattern(size, 2 * layer), values: pattern(size, 2 * layer + 1) }));
       }
-      sock.end(frame({ type: "done", total_tokens: req.token_ids.length }));
+      sock.end(frame({ type: "done", total_tokens: req.token_ids.length - req.start_pos }));
       srv.close();
     });
   });
