@@ -88,6 +88,11 @@ func run(ctx context.Context, cfg config.Config) error {
 		go func() { log.Warn("pprof stopped", "error", http.ListenAndServe(addr, nil)) }()
 	}
 	reg := server.NewRegistry(cfg.NodeID)
+	sockets, removeSockets, err := pluginhost.RunDir("")
+	if err != nil {
+		return err
+	}
+	defer removeSockets()
 
 	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines, cfg.EngineSHA256)
 	if err != nil {
@@ -99,6 +104,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		ClientConfig: engine.ClientConfig,
 		Connect:      engine.Connect,
 		Checksum:     cfg.EngineSHA256,
+		SocketDir:    sockets,
 		Ready: func(ctx context.Context, e engine.Engine) error {
 			desc, err := e.Load(ctx, engine.LoadRequest{InstanceID: cfg.NodeID + "-0", Model: cfg.Model, Options: cfg.EngineOptions})
 			if err != nil {
@@ -127,6 +133,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		ClientConfig: router.ClientConfig,
 		Connect:      router.Connect,
 		Checksum:     cfg.RouterSHA256,
+		SocketDir:    sockets,
 		Logger:       log,
 		PluginLog:    os.Stderr,
 		LogLevel:     cfg.LogLevel,

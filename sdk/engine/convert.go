@@ -27,12 +27,12 @@ func descriptionToProto(d Description) *pb.Description {
 		Dtype:         d.DType,
 		Quantization:  d.Quantization,
 		Parameters:    d.Parameters,
-		ContextLength: int32(d.ContextLength),
-		VocabSize:     int32(d.VocabSize),
+		ContextLength: int64(d.ContextLength),
+		VocabSize:     int64(d.VocabSize),
 		Kv: &pb.KVLayout{
-			NumLayers:  int32(d.KV.NumLayers),
-			NumKvHeads: int32(d.KV.NumKVHeads),
-			HeadDim:    int32(d.KV.HeadDim),
+			NumLayers:  int64(d.KV.NumLayers),
+			NumKvHeads: int64(d.KV.NumKVHeads),
+			HeadDim:    int64(d.KV.HeadDim),
 			Dtype:      d.KV.DType,
 		},
 		Capabilities: &pb.Capabilities{
@@ -40,7 +40,7 @@ func descriptionToProto(d Description) *pb.Description {
 			Completions:    d.Capabilities.Completions,
 			TokenPrompts:   d.Capabilities.TokenPrompts,
 			Logprobs:       d.Capabilities.Logprobs,
-			MaxTopLogprobs: int32(d.Capabilities.MaxTopLogprobs),
+			MaxTopLogprobs: int64(d.Capabilities.MaxTopLogprobs),
 			PrefillServer:  d.Capabilities.PrefillServer,
 			RemotePrefill:  d.Capabilities.RemotePrefill,
 		},
@@ -111,17 +111,17 @@ func generateRequestToProto(r GenerateRequest) *pb.GenerateRequest {
 		Prompt:       r.Prompt,
 		PromptTokens: r.PromptTokens,
 		Sampling: &pb.Sampling{
-			MaxTokens:         int32(s.MaxTokens),
+			MaxTokens:         int64(s.MaxTokens),
 			Temperature:       s.Temperature,
 			TopP:              s.TopP,
-			TopK:              int32(s.TopK),
+			TopK:              int64(s.TopK),
 			MinP:              s.MinP,
 			Seed:              s.Seed,
 			Stop:              s.Stop,
 			StopTokenIds:      s.StopTokenIDs,
 			IgnoreEos:         s.IgnoreEOS,
 			Logprobs:          s.Logprobs,
-			TopLogprobs:       int32(s.TopLogprobs),
+			TopLogprobs:       int64(s.TopLogprobs),
 			PresencePenalty:   s.PresencePenalty,
 			FrequencyPenalty:  s.FrequencyPenalty,
 			RepetitionPenalty: s.RepetitionPenalty,
@@ -179,7 +179,7 @@ func eventToProto(ev Event) *pb.Event {
 		}
 		return &pb.Event{Kind: &pb.Event_Token{Token: t}}
 	case ev.Progress != nil:
-		return &pb.Event{Kind: &pb.Event_Progress{Progress: &pb.Progress{Done: int32(ev.Progress.Done), Total: int32(ev.Progress.Total)}}}
+		return &pb.Event{Kind: &pb.Event_Progress{Progress: &pb.Progress{Done: int64(ev.Progress.Done), Total: int64(ev.Progress.Total)}}}
 	case ev.Final != nil:
 		f := ev.Final
 		return &pb.Event{Kind: &pb.Event_Final{Final: &pb.Final{
@@ -188,9 +188,9 @@ func eventToProto(ev Event) *pb.Event {
 			ErrorCode:    string(f.ErrorCode),
 			Text:         f.Text,
 			Usage: &pb.Usage{
-				PromptTokens:     int32(f.Usage.PromptTokens),
-				CompletionTokens: int32(f.Usage.CompletionTokens),
-				CachedTokens:     int32(f.Usage.CachedTokens),
+				PromptTokens:     int64(f.Usage.PromptTokens),
+				CompletionTokens: int64(f.Usage.CompletionTokens),
+				CachedTokens:     int64(f.Usage.CachedTokens),
 			},
 			Timings: timingsToProto(f.Timings),
 		}}}
@@ -242,12 +242,12 @@ func timingsToProto(t Timings) *pb.Timings {
 		out.Remote = &pb.RemotePrefill{
 			Endpoint:       r.Endpoint,
 			InstanceId:     r.InstanceID,
-			Tokens:         int32(r.Tokens),
+			Tokens:         int64(r.Tokens),
 			Bytes:          r.Bytes,
 			WaitNs:         int64(r.Wait),
 			TransferNs:     int64(r.Transfer),
 			IngestNs:       int64(r.Ingest),
-			Attempts:       int32(r.Attempts),
+			Attempts:       int64(r.Attempts),
 			FallbackReason: r.FallbackReason,
 		}
 	}
@@ -305,8 +305,8 @@ func statsToProto(s Stats) *pb.StatsResponse {
 		pc := in.PrefixCache
 		out.Instances = append(out.Instances, &pb.InstanceStats{
 			InstanceId:      in.InstanceID,
-			InFlight:        int32(in.InFlight),
-			Queued:          int32(in.Queued),
+			InFlight:        int64(in.InFlight),
+			Queued:          int64(in.Queued),
 			KvBytes:         in.KVBytes,
 			KvCapacityBytes: in.KVCapacityBytes,
 			PrefixCache: &pb.PrefixCacheStats{

@@ -24,6 +24,9 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 			PrefillEndpoints: []PrefillEndpoint{{InstanceID: "p", Address: "10.0.0.1:7000", Node: "n2"}},
 		},
 		"tokens without seed": {InstanceID: "i", PromptTokens: []int32{5, 6, 7}},
+		// Counts beyond int32 cross unchanged: the boundary never narrows (it once turned 2^32+4 into 4).
+		"counts past int32": {InstanceID: "i", Prompt: "p", Sampling: Sampling{
+			MaxTokens: 1<<32 + 4, TopK: 1<<31 + 1, TopLogprobs: 1 << 40}},
 		"text":                {InstanceID: "i", Prompt: "once upon a time"},
 	}
 	for name, in := range cases {
@@ -40,6 +43,7 @@ func TestEventRoundTrip(t *testing.T) {
 	t.Parallel()
 	cases := map[string]Event{
 		"progress": {Progress: &Progress{Done: 3, Total: 9}},
+		"progress past int32": {Progress: &Progress{Done: 1 << 33, Total: 1<<33 + 1}},
 		"token":    {Token: &Token{ID: 42, Text: "hé"}},
 		"token with logprobs": {Token: &Token{ID: 1, Text: "a", Logprob: &Logprob{
 			Token: "a", Bytes: []byte("a"), Logprob: -0.5,

@@ -27,6 +27,9 @@ type Error struct {
 	Message string
 	// Param names the request field at fault, for CodeInvalidArgument (e.g. "max_tokens").
 	Param string
+	// Detail is for logs only, never for clients: what lies behind a transport failure (gRPC's message, which
+	// can name socket paths). It does not cross the plugin boundary.
+	Detail string
 }
 
 func (e *Error) Error() string { return e.Message }

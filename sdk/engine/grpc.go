@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 
@@ -281,7 +280,7 @@ func fromStatus(ctx context.Context, err error) error {
 	}
 	switch st.Code {
 	case codes.Unavailable, codes.Canceled:
-		return &Error{Code: CodeUnavailable, Message: fmt.Sprintf("engine plugin unavailable: %s", st.Message)}
+		return &Error{Code: CodeUnavailable, Message: "the engine plugin is unreachable", Detail: st.Message}
 	case codes.ResourceExhausted:
 		return &Error{Code: CodeResourceExhausted, Message: st.Message}
 	default:

@@ -29,9 +29,9 @@ func snapshotToProto(s *Snapshot) *pb.Snapshot {
 		}
 		out.Instances = append(out.Instances, &pb.Instance{
 			Id: in.ID, Model: in.Model, Node: in.Node, Engine: in.Engine, Role: in.Role, Status: in.Status,
-			KvEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, ContextLength: int32(in.ContextLength),
+			KvEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, ContextLength: int64(in.ContextLength),
 			Load: &pb.Load{
-				InFlight: int32(in.Load.InFlight), Queued: int32(in.Load.Queued),
+				InFlight: int64(in.Load.InFlight), Queued: int64(in.Load.Queued),
 				KvUtilization: in.Load.KVUtilization, UpdatedUnixMs: updated,
 			},
 		})
@@ -84,8 +84,8 @@ func snapshotFromProto(s *pb.Snapshot) *Snapshot {
 
 func requestToProto(r Request, ref uint64) *pb.RouteRequest {
 	return &pb.RouteRequest{
-		SnapshotRef: ref, RequestId: r.RequestID, Model: r.Model, PromptTokens: int32(r.PromptTokens),
-		PrefixHashes: r.PrefixHashes, SourceNode: r.SourceNode, MaxTokens: int32(r.MaxTokens),
+		SnapshotRef: ref, RequestId: r.RequestID, Model: r.Model, PromptTokens: int64(r.PromptTokens),
+		PrefixHashes: r.PrefixHashes, SourceNode: r.SourceNode, MaxTokens: int64(r.MaxTokens),
 	}
 }
 

@@ -16,6 +16,9 @@ const (
 	maxStopSequences  = 4
 	maxTopLogprobs    = 20
 	maxLogprobsLegacy = 5
+	// maxCount bounds every count a client sends (max_tokens, top_k, ...). No context comes near it, and it keeps
+	// each value exact on every platform and wire it crosses: larger values are a 400, never a narrowed number.
+	maxCount = 1<<31 - 1
 )
 
 // ChatRequest is a parsed POST /v1/chat/completions body.
@@ -151,8 +154,8 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		maxTokens, param = b.MaxTokens, "max_tokens"
 	}
 	if maxTokens != nil {
-		if *maxTokens < 1 {
-			return r, BadRequest(param, "%s must be at least 1, got %d", param, *maxTokens)
+		if err := checkCount(param, *maxTokens, 1); err != nil {
+			return r, err
 		}
 		r.Sampling.MaxTokens = *maxTokens
 		r.MaxTokensSet = true
@@ -211,8 +214,8 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 	}
 	r.Sampling.MaxTokens = completionsDefaultMaxTokens
 	if b.MaxTokens != nil {
-		if *b.MaxTokens < 1 {
-			return r, BadRequest("max_tokens", "max_tokens must be at least 1, got %d", *b.MaxTokens)
+		if err := checkCount("max_tokens", *b.MaxTokens, 1); err != nil {
+			return r, err
 		}
 		r.Sampling.MaxTokens = *b.MaxTokens
 	}
@@ -408,6 +411,14 @@ func parseStream(stream *bool, opts *streamOptions) (bool, bool, *Error) {
 	return true, opts.IncludeUsage != nil && *opts.IncludeUsage, nil
 }
 
+// checkCount checks a count the client sent against [least, maxCount].
+func checkCount(param string, v, least int) *Error {
+	if v < least || v > maxCount {
+		return BadRequest(param, "%s must be between %d and %d, got %d", param, least, maxCount, v)
+	}
+	return nil
+}
+
 func checkN(n *int, param string) *Error {
 	if n != nil && *n != 1 {
 		return BadRequest(param, "%s must be 1: this server returns one choice per request (got %d)", param, *n)
@@ -444,10 +455,14 @@ func (c *commonBody) applySampling(s *engine.Sampling) *Error {
 		}
 	}
 	if v := c.TopK; v != nil {
-		if *v < 0 {
-			return BadRequest("top_k", "top_k must not be negative")
+		switch {
+		case *v == -1:
+			// vLLM's spelling of "off", which many clients send.
+		case *v < 0 || *v > maxCount:
+			return BadRequest("top_k", "top_k must be -1 (off) or between 0 and %d, got %d", maxCount, *v)
+		default:
+			s.TopK = *v
 		}
-		s.TopK = *v
 	}
 	if v := c.MinP; v != nil {
 		if *v < 0 || *v > 1 || math.IsNaN(*v) {

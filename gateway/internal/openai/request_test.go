@@ -86,6 +86,14 @@ func TestParseChatErrors(t *testing.T) {
 		{"max_tokens 0", `{"model":"m",` + msgs + `,"max_tokens":0}`, "max_tokens"},
 		{"max_completion_tokens negative", `{"model":"m",` + msgs + `,"max_completion_tokens":-1}`, "max_completion_tokens"},
 		{"max_tokens float", `{"model":"m",` + msgs + `,"max_tokens":1.5}`, "max_tokens"},
+		// Past int32 and past uint32: once narrowed at the plugin boundary (2^32+4 answered with 4 tokens).
+		{"max_tokens 2^31", `{"model":"m",` + msgs + `,"max_tokens":2147483648}`, "max_tokens"},
+		{"max_tokens 2^32+4", `{"model":"m",` + msgs + `,"max_tokens":4294967300}`, "max_tokens"},
+		{"max_completion_tokens 2^32+1", `{"model":"m",` + msgs + `,"max_completion_tokens":4294967297}`, "max_completion_tokens"},
+		{"max_tokens past int64", `{"model":"m",` + msgs + `,"max_tokens":1e30}`, "max_tokens"},
+		{"top_k 2^31", `{"model":"m",` + msgs + `,"top_k":2147483648}`, "top_k"},
+		{"top_k 2^32+1", `{"model":"m",` + msgs + `,"top_k":4294967297}`, "top_k"},
+		{"top_k -2", `{"model":"m",` + msgs + `,"top_k":-2}`, "top_k"},
 		{"temperature high", `{"model":"m",` + msgs + `,"temperature":2.5}`, "temperature"},
 		{"temperature string", `{"model":"m",` + msgs + `,"temperature":"hot"}`, "temperature"},
 		{"top_p zero", `{"model":"m",` + msgs + `,"top_p":0}`, "top_p"},
@@ -150,6 +158,10 @@ func TestParseCompletion(t *testing.T) {
 		{name: "best_of", body: `{"model":"m","prompt":"x","best_of":3}`, wantErr: "best_of"},
 		{name: "echo", body: `{"model":"m","prompt":"x","echo":true}`, wantErr: "echo"},
 		{name: "suffix", body: `{"model":"m","prompt":"x","suffix":"y"}`, wantErr: "suffix"},
+		{name: "max_tokens 2^32+4", body: `{"model":"m","prompt":"x","max_tokens":4294967300}`, wantErr: "max_tokens"},
+		{name: "token id 2^32+1", body: `{"model":"m","prompt":[4294967297]}`, wantErr: "prompt"},
+		{name: "top_k -1 is off", body: `{"model":"m","prompt":"x","top_k":-1}`,
+			want: CompletionRequest{Model: "m", Prompt: "x", Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

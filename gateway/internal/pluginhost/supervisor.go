@@ -31,7 +31,11 @@ type Spec[T any] struct {
 	Ready func(ctx context.Context, p T) error
 	// Checksum, when set, is the SHA-256 the plugin binary must have (go-plugin's SecureConfig).
 	Checksum []byte
-	Logger   *slog.Logger
+	// SocketDir is where each process gets a directory of its own for go-plugin's unix socket (os.TempDir()
+	// when empty). The supervisor removes that directory when the process exits, however it exits: a plugin
+	// killed with SIGKILL cannot remove its socket itself.
+	SocketDir string
+	Logger    *slog.Logger
 	// PluginLog receives the plugin's own log lines; nil discards them.
 	PluginLog io.Writer
 	// LogLevel is the level of the plugin's log lines that are kept ("info" when empty).
@@ -101,8 +105,9 @@ type Supervisor[T any] struct {
 	startedAt time.Time
 	restarts  int
 	lastErr   string
-	lastWords string        // a short version of lastErr's stderr, for clients
+	lastWords string        // a short version of lastErr's stderr, for the log
 	exited    chan struct{} // closed when the current process is seen to exit
+	sockDir   string        // the current process's socket directory
 
 	stop chan struct{}
 	done chan struct{}
@@ -130,8 +135,19 @@ func (s *Supervisor[T]) start(ctx context.Context) error {
 	if cfg.Cmd.Env == nil {
 		cfg.Cmd.Env = os.Environ()
 	}
-	// The SDK's plugins exit when this process is gone (sdk/internal/pluginrpc.HostPIDEnv).
-	cfg.Cmd.Env = append(cfg.Cmd.Env, "DUET_PLUGIN_HOST_PID="+strconv.Itoa(os.Getpid()))
+	sockDir, err := os.MkdirTemp(s.spec.SocketDir, "plugin-")
+	if err != nil {
+		return fmt.Errorf("start plugin %s: a directory for its socket: %w", s.spec.Name, err)
+	}
+	removeSockDir := true
+	defer func() {
+		if removeSockDir {
+			os.RemoveAll(sockDir)
+		}
+	}()
+	// The SDK's plugins exit when this process is gone (sdk/internal/pluginrpc.HostPIDEnv). go-plugin's server
+	// creates its socket in PLUGIN_UNIX_SOCKET_DIR.
+	cfg.Cmd.Env = append(cfg.Cmd.Env, "DUET_PLUGIN_HOST_PID="+strconv.Itoa(os.Getpid()), plugin.EnvUnixSocketDir+"="+sockDir)
 	cfg.AutoMTLS = true
 	cfg.Stderr = tail
 	cfg.StartTimeout = s.spec.StartTimeout
@@ -166,6 +182,7 @@ func (s *Supervisor[T]) start(ctx context.Context) error {
 		return fmt.Errorf("plugin %s: stopped while starting", s.spec.Name)
 	}
 	s.cur, s.pc, s.tail = p, pc, tail
+	s.sockDir, removeSockDir = sockDir, false
 	s.gen++
 	s.state = StateRunning
 	s.startedAt = time.Now()
@@ -222,6 +239,8 @@ func (s *Supervisor[T]) watch() {
 			}
 			close(s.exited)
 			s.pc = nil
+			os.RemoveAll(s.sockDir)
+			s.sockDir = ""
 		}
 		s.state = StateRestarting
 		s.restarts++
@@ -272,27 +291,25 @@ func (s *Supervisor[T]) Get() (T, uint64, error) {
 	return s.cur, s.gen, nil
 }
 
-// Explain turns the error of a call made on generation gen into one that says the plugin died, with its last
-// stderr lines, when it did. It waits up to a second for the supervisor to notice an exit, since a broken
+// Explain says whether the plugin of generation gen died (or was restarted) under a call that failed, and
+// what it said last on stderr, for the log: its stderr can name temporary paths and carry unrelated records,
+// so it is never for clients. It waits up to a second for the supervisor to notice an exit, since a broken
 // stream usually arrives first; call it only for errors that can mean a dead plugin.
-func (s *Supervisor[T]) Explain(gen uint64, err error) error {
+func (s *Supervisor[T]) Explain(gen uint64) (died bool, lastWords string) {
 	s.mu.Lock()
 	exited, cur := s.exited, s.gen
 	s.mu.Unlock()
 	if cur != gen {
-		return fmt.Errorf("plugin %s restarted during the request: %w", s.spec.Name, err)
+		return true, "restarted during the call"
 	}
 	select {
 	case <-exited:
 	case <-time.After(time.Second):
-		return err
+		return false, ""
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lastWords == "" {
-		return fmt.Errorf("plugin %s died during the request: %w", s.spec.Name, err)
-	}
-	return fmt.Errorf("plugin %s died during the request: %w; its last words: %s", s.spec.Name, err, s.lastWords)
+	return true, s.lastWords
 }
 
 // Status reports the supervisor's state.
@@ -318,10 +335,13 @@ func (s *Supervisor[T]) Stop() {
 	close(s.stop)
 	<-s.done
 	s.mu.Lock()
-	pc := s.pc
-	s.pc = nil
+	pc, sockDir := s.pc, s.sockDir
+	s.pc, s.sockDir = nil, ""
 	s.mu.Unlock()
 	if pc != nil {
 		pc.Kill()
+	}
+	if sockDir != "" {
+		os.RemoveAll(sockDir)
 	}
 }

@@ -81,14 +81,16 @@ func (s *Server) route(ctx context.Context, g *generation, requestID string) (*I
 	}
 	r, _, err := s.routers.Get()
 	if err != nil {
-		return nil, openai.Unavailable("the router is unavailable: " + err.Error())
+		s.log.Warn("router unavailable", "request_id", requestID, "error", err)
+		return nil, openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", requestID))
 	}
 	d, err := r.Route(ctx, router.Request{RequestID: requestID, Model: g.model, SourceNode: snap.Self, MaxTokens: g.request.Sampling.MaxTokens}, snap)
 	if errors.Is(err, router.ErrNoCandidate) {
 		return nil, openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", g.model))
 	}
 	if err != nil {
-		return nil, openai.Internal("routing failed: " + err.Error())
+		s.log.Warn("routing failed", "request_id", requestID, "error", err)
+		return nil, openai.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", requestID))
 	}
 	in, ok := s.reg.Get(d.DecodeInstance)
 	if !ok {
@@ -215,8 +217,6 @@ func fingerprint(d engine.Description) string {
 	return "fp_" + fp
 }
 
-// start calls the engine in a goroutine. The run's channel is buffered so that the engine rarely waits on the
-// HTTP side; when it does, that is the backpressure of a slow client.
 // generate runs a generation on the engine, counting it against the instance's load and the admission slot
 // the caller acquired, which it releases.
 func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, emit func(engine.Event) error) error {
@@ -225,14 +225,36 @@ func (s *Server) generate(ctx context.Context, in *Instance, req engine.Generate
 	defer s.limiter.release()
 	e, gen, err := s.engines.Get()
 	if err != nil {
-		return openai.Unavailable("the engine is unavailable: " + err.Error())
+		s.log.Warn("engine unavailable", "request_id", req.RequestID, "error", err)
+		return openai.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", req.RequestID))
 	}
 	err = e.Generate(ctx, req, emit)
 	if ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
-		// The plugin may have died under the request: say so, with its last words.
-		err = s.engines.Explain(gen, err)
+		err = s.engineUnavailable(req.RequestID, gen, err)
 	}
 	return err
+}
+
+// engineUnavailable explains a call that failed as unavailable. The plugin may have died under it: the log
+// gets its last stderr lines and the transport's message, the client a plain sentence and the request id
+// (stderr and gRPC messages name temporary paths and carry unrelated records).
+func (s *Server) engineUnavailable(requestID string, gen uint64, err error) error {
+	var detail string
+	var ee *engine.Error
+	if errors.As(err, &ee) {
+		detail = ee.Detail
+	}
+	if died, lastWords := s.engines.Explain(gen); died {
+		s.log.Warn("the engine plugin died during a request", "request_id", requestID, "error", err, "detail", detail, "last_words", lastWords)
+		return &engine.Error{Code: engine.CodeUnavailable, Message: fmt.Sprintf(
+			"the engine plugin stopped during the request and is being restarted; retry shortly (request id %s)", requestID)}
+	}
+	if detail != "" {
+		s.log.Warn("the engine plugin is unreachable", "request_id", requestID, "detail", detail)
+		return &engine.Error{Code: engine.CodeUnavailable, Message: fmt.Sprintf(
+			"the engine plugin is unreachable; retry shortly (request id %s)", requestID)}
+	}
+	return err // the engine's own answer (e.g. an instance shutting down), meant for the client
 }
 
 // start runs a generation on its own goroutine, for a stream: its events arrive on a buffered channel, so the

@@ -63,7 +63,7 @@ func DefaultConfig() Config {
 // EngineProvider hands out the running engine plugin; pluginhost.Supervisor implements it.
 type EngineProvider interface {
 	Get() (engine.Engine, uint64, error)
-	Explain(gen uint64, err error) error
+	Explain(gen uint64) (died bool, lastWords string)
 }
 
 // RouterProvider hands out the running router plugin.
@@ -241,7 +241,10 @@ func (s *Server) auth(c *fiber.Ctx) error {
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	apiErr := toAPIError(err)
 	if apiErr.Status >= 500 {
-		s.log.Warn("request failed", "request_id", requestIDOf(c), "status", apiErr.Status, "error", apiErr.Message)
+		s.log.Warn("request failed", "request_id", requestIDOf(c), "status", apiErr.Status, "error", apiErr.Message, "detail", err)
+	}
+	if apiErr.Status == fiber.StatusInternalServerError && apiErr.Code == "internal_error" && apiErr.Message == "" {
+		apiErr.Message = fmt.Sprintf("internal error (request id %s)", requestIDOf(c))
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(apiErr.Status).Send(apiErr.AppendEnvelope(nil))
@@ -274,7 +277,8 @@ func toAPIError(err error) *openai.Error {
 		if errors.As(err, &ee) {
 			return openai.FromEngine(err)
 		}
-		return openai.Internal(err.Error())
+		// An error nobody meant for clients: its text is logged by the caller, the client gets the request id.
+		return openai.Internal("")
 	}
 }
 
@@ -286,7 +290,9 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 		cancel()
 	}
 	if err != nil {
-		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "error": err.Error()})
+		// No key guards this endpoint: the detail (plugin stderr, socket paths) goes to the log only.
+		s.log.Warn("health check failed", "error", err)
+		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "error": "the engine plugin is not ready"})
 	}
 	return c.JSON(fiber.Map{"status": "ok", "instances": len(s.reg.All())})
 }
