@@ -74,6 +74,7 @@ type gateway struct {
 	cmd    *exec.Cmd
 	stderr *syncBuffer
 	exited chan struct{} // closed when duet has exited
+	http   *http.Client  // trusts the gateway's certificate when it serves TLS
 }
 
 func freeAddr(t testing.TB) string {
@@ -101,13 +102,36 @@ func startDuet(t testing.TB, args ...string) *gateway {
 // startDuetCmd is startDuet with a chance to adjust the command before it starts.
 func startDuetCmd(t testing.TB, setup func(*exec.Cmd), args ...string) *gateway {
 	t.Helper()
-	addr := freeAddr(t)
+	return startDuetWith(t, duetOptions{setup: setup}, args...)
+}
+
+// duetOptions adjust how a test starts duet.
+type duetOptions struct {
+	setup  func(*exec.Cmd)
+	listen string       // default: a free port on 127.0.0.1
+	client *http.Client // default: http.DefaultClient; set it (and https) for a gateway that serves TLS
+	https  bool
+}
+
+func startDuetWith(t testing.TB, o duetOptions, args ...string) *gateway {
+	t.Helper()
+	addr := o.listen
+	if addr == "" {
+		addr = freeAddr(t)
+	}
 	cmd := exec.Command(duetBin, append([]string{"--listen", addr}, args...)...)
 	cmd.Env = append(os.Environ(), "DUET_ENGINETEST_PLUGIN=1")
-	if setup != nil {
-		setup(cmd)
+	if o.setup != nil {
+		o.setup(cmd)
 	}
-	g := &gateway{url: "http://" + addr, cmd: cmd, stderr: &syncBuffer{}}
+	scheme := "http"
+	if o.https {
+		scheme = "https"
+	}
+	if o.client == nil {
+		o.client = http.DefaultClient
+	}
+	g := &gateway{url: scheme + "://" + addr, cmd: cmd, stderr: &syncBuffer{}, http: o.client}
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -135,7 +159,7 @@ func startDuetCmd(t testing.TB, setup func(*exec.Cmd), args ...string) *gateway 
 			t.Fatalf("duet exited during start:\n%s", g.stderr.String())
 		default:
 		}
-		resp, err := http.Get(g.url + "/healthz")
+		resp, err := g.http.Get(g.url + "/healthz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
@@ -161,7 +185,7 @@ func startFaulty(t testing.TB, args ...string) *gateway {
 func (g *gateway) client(opts ...option.RequestOption) openai.Client {
 	return openai.NewClient(append([]option.RequestOption{
 		option.WithBaseURL(g.url + "/v1/"), option.WithAPIKey("unused"), option.WithMaxRetries(0),
-		option.WithRequestTimeout(30 * time.Second),
+		option.WithRequestTimeout(30 * time.Second), option.WithHTTPClient(g.http),
 	}, opts...)...)
 }
 

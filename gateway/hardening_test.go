@@ -1,8 +1,21 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"fmt"
+	"io"
 	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,4 +119,166 @@ func anyPluginAlive(t *testing.T, dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestCountsAreNotNarrowed sends counts past int32 and uint32 through the real gateway: each is a 400 that
+// names its param. They used to be narrowed at the plugin boundary: max_tokens 2^32+4 answered 200 with 4
+// tokens, top_k 2^32+1 became greedy.
+func TestCountsAreNotNarrowed(t *testing.T) {
+	g := startGateway(t)
+	msgs := `"messages":[{"role":"user","content":"one two three four five six"}]`
+	cases := []struct{ path, body, param string }{
+		{"/v1/chat/completions", `{"model":"echo",` + msgs + `,"max_tokens":4294967300}`, "max_tokens"},
+		{"/v1/chat/completions", `{"model":"echo",` + msgs + `,"max_tokens":4294967297}`, "max_tokens"},
+		{"/v1/chat/completions", `{"model":"echo",` + msgs + `,"max_tokens":2147483648}`, "max_tokens"},
+		{"/v1/chat/completions", `{"model":"echo",` + msgs + `,"max_completion_tokens":4294967297}`, "max_completion_tokens"},
+		{"/v1/chat/completions", `{"model":"echo",` + msgs + `,"top_k":4294967297}`, "top_k"},
+		{"/v1/chat/completions", `{"model":"echo",` + msgs + `,"top_k":2147483648}`, "top_k"},
+		{"/v1/completions", `{"model":"echo","prompt":"x","max_tokens":4294967300}`, "max_tokens"},
+		{"/v1/completions", `{"model":"echo","prompt":[4294967297]}`, "prompt"},
+	}
+	for _, c := range cases {
+		err := rawPost(g, c.path, "", c.body)
+		wantAPIError(t, err, 400, "", c.param)
+	}
+	// The largest count that is accepted is served.
+	if err := rawPost(g, "/v1/chat/completions", "", `{"model":"echo",`+msgs+`,"max_tokens":3,"top_k":2147483647}`); err != nil {
+		t.Errorf("top_k = 2^31-1: %v", err)
+	}
+}
+
+// rawRequest writes a request by hand and reads the status line and body of the answer.
+func rawRequest(t *testing.T, g *gateway, req string) (int, string) {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(g.url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// TestHeaders checks the header limit (a flag, 16 KiB by default: fasthttp's 4 KiB refused real clients with
+// large cookies or JWTs), that a request with both Content-Length and Transfer-Encoding is refused (request
+// smuggling), and that content that is not UTF-8 is refused with its param.
+func TestHeaders(t *testing.T) {
+	g := startGateway(t)
+	small := startGateway(t, "--max-header-bytes", "4096")
+	body := `{"model":"echo","messages":[{"role":"user","content":"hi"}]}`
+	post := func(g *gateway, cookie int) int {
+		req, _ := http.NewRequest("POST", g.url+"/v1/chat/completions", strings.NewReader(body))
+		req.Header.Set("Cookie", "session="+strings.Repeat("x", cookie))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 && !strings.Contains(string(data), `"error"`) {
+			t.Errorf("status %d without an error envelope: %s", resp.StatusCode, data)
+		}
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		g      *gateway
+		cookie int
+		want   int
+	}{
+		{g, 3900, 200}, {g, 4100, 200}, {g, 15000, 200}, {g, 17000, 431},
+		{small, 3700, 200}, {small, 4100, 431},
+	} {
+		if got := post(c.g, c.cookie); got != c.want {
+			t.Errorf("a %d-byte cookie (limit %s): status %d, want %d", c.cookie, map[*gateway]string{g: "16 KiB", small: "4 KiB"}[c.g], got, c.want)
+		}
+	}
+
+	host := strings.TrimPrefix(g.url, "http://")
+	chunked := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(body), body)
+	status, answer := rawRequest(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: "+host+
+		"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"+chunked)
+	if status != 200 {
+		t.Errorf("chunked alone: %d %s", status, answer)
+	}
+	for _, order := range []string{
+		fmt.Sprintf("Content-Length: %d\r\nTransfer-Encoding: chunked\r\n", len(chunked)),
+		fmt.Sprintf("Transfer-Encoding: chunked\r\ncontent-length: %d\r\n", len(chunked)),
+	} {
+		status, answer = rawRequest(t, g, "POST /v1/chat/completions HTTP/1.1\r\nHost: "+host+
+			"\r\nContent-Type: application/json\r\n"+order+"\r\n"+chunked)
+		if status != 400 || !strings.Contains(answer, "Transfer-Encoding") {
+			t.Errorf("Content-Length and Transfer-Encoding (%q): %d %s, want 400", order, status, answer)
+		}
+	}
+
+	err := rawPost(g, "/v1/chat/completions", "", `{"model":"echo","messages":[{"role":"user","content":"caf`+"\xe9"+`"}]}`)
+	wantAPIError(t, err, 400, "", "messages[0].content")
+}
+
+// selfSigned writes a self-signed certificate for 127.0.0.1 and its key under dir and returns their paths and a
+// pool that trusts it.
+func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "duet test"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}, IsCA: true, BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem")
+	os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600)
+	os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600)
+	cert, _ := x509.ParseCertificate(der)
+	pool = x509.NewCertPool()
+	pool.AddCert(cert)
+	return certFile, keyFile, pool
+}
+
+// TestTLS serves the API over TLS: the official client talks to it, streamed and not, and a plain-HTTP client
+// gets no answer.
+func TestTLS(t *testing.T) {
+	certFile, keyFile, pool := selfSigned(t, t.TempDir())
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	g := startDuetWith(t, duetOptions{client: client, https: true},
+		"--engine", "echo", "--model", "echo", "--tls-cert", certFile, "--tls-key", keyFile)
+	c := g.client()
+	ctx := context.Background()
+	resp, err := c.Chat.Completions.New(ctx, chatParams("echo", "over tls"))
+	if err != nil || resp.Choices[0].Message.Content != "over tls" {
+		t.Fatalf("%v %+v", err, resp)
+	}
+	stream := c.Chat.Completions.NewStreaming(ctx, chatParams("echo", "streamed over tls"))
+	var b strings.Builder
+	for stream.Next() {
+		if ch := stream.Current(); len(ch.Choices) > 0 {
+			b.WriteString(ch.Choices[0].Delta.Content)
+		}
+	}
+	if stream.Err() != nil || b.String() != "streamed over tls" {
+		t.Errorf("stream: %q %v", b.String(), stream.Err())
+	}
+	if r, err := http.Get(strings.Replace(g.url, "https://", "http://", 1) + "/healthz"); err == nil && r.StatusCode == 200 {
+		t.Errorf("plain HTTP was served on the TLS port")
+	}
 }

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -150,7 +151,16 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	log.Info("duet is serving", "url", "http://"+ln.Addr().String()+"/v1", "model", cfg.Model, "engine", cfg.Engine, "auth", len(cfg.Server.APIKeys) > 0)
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		tc, err := newTLSConfig(cfg.TLSCert, cfg.TLSKey)
+		if err != nil {
+			ln.Close()
+			return err
+		}
+		ln, scheme = tls.NewListener(ln, tc), "https"
+	}
+	log.Info("duet is serving", "url", scheme+"://"+ln.Addr().String()+"/v1", "model", cfg.Model, "engine", cfg.Engine, "auth", len(cfg.Server.APIKeys) > 0)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {

@@ -31,7 +31,9 @@ type Config struct {
 	// EngineOptions are passed to the engine's Load.
 	EngineOptions map[string]string
 	NodeID        string
-	LogLevel      string
+	// TLSCert and TLSKey, when set, are the PEM files the API is served with over TLS.
+	TLSCert, TLSKey string
+	LogLevel        string
 	LogFormat     string
 }
 
@@ -96,9 +98,12 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
 	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", "local"), "this gateway's node id in the cluster [DUET_NODE_ID]")
+	fs.StringVar(&c.TLSCert, "tls-cert", env("DUET_TLS_CERT", ""), "PEM certificate (chain) to serve the API over TLS; needs --tls-key [DUET_TLS_CERT]")
+	fs.StringVar(&c.TLSKey, "tls-key", env("DUET_TLS_KEY", ""), "PEM private key of --tls-cert [DUET_TLS_KEY]")
 	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
 	fs.StringVar(&c.LogFormat, "log-format", env("DUET_LOG_FORMAT", "text"), "log format: text or json [DUET_LOG_FORMAT]")
 	intVar(&c.Server.BodyLimit, "body-limit", "DUET_BODY_LIMIT", "maximum request body in bytes")
+	intVar(&c.Server.MaxHeaderBytes, "max-header-bytes", "DUET_MAX_HEADER_BYTES", "maximum size of a request's headers in bytes, request line included")
 	intVar(&c.Server.MaxInFlight, "max-inflight", "DUET_MAX_INFLIGHT", "generations running at once")
 	intVar(&c.Server.MaxQueue, "max-queue", "DUET_MAX_QUEUE", "generations waiting for a slot before 429")
 	durationVar(&c.Server.RequestTimeout, "request-timeout", "DUET_REQUEST_TIMEOUT", "longest a generation may run")
@@ -163,11 +168,17 @@ func (c Config) validate() error {
 	if c.Server.BodyLimit <= 0 {
 		errs = append(errs, errors.New("--body-limit must be positive"))
 	}
+	if c.Server.MaxHeaderBytes < 1024 {
+		errs = append(errs, errors.New("--max-header-bytes must be at least 1024"))
+	}
 	if c.Server.MaxInFlight <= 0 || c.Server.MaxQueue < 0 {
 		errs = append(errs, errors.New("--max-inflight must be positive and --max-queue not negative"))
 	}
 	if c.Server.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}
 	switch c.LogFormat {
 	case "text", "json":

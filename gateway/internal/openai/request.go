@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -28,9 +29,6 @@ type ChatRequest struct {
 	Stream       bool
 	IncludeUsage bool
 	Sampling     engine.Sampling
-	User         string
-	// MaxTokensSet is true when the client bounded the completion.
-	MaxTokensSet bool
 }
 
 // CompletionRequest is a parsed POST /v1/completions body.
@@ -41,7 +39,6 @@ type CompletionRequest struct {
 	Stream       bool
 	IncludeUsage bool
 	Sampling     engine.Sampling
-	User         string
 	// Logprobs is the legacy "logprobs" integer: how many alternatives per token, 0 for the chosen token only.
 	Logprobs *int
 }
@@ -122,6 +119,16 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		return ChatRequest{}, err
 	}
 	var r ChatRequest
+	if !utf8.Valid(body) {
+		param := ""
+		for i, m := range b.Messages {
+			if !utf8.Valid(m.Content) {
+				param = fmt.Sprintf("messages[%d].content", i)
+				break
+			}
+		}
+		return r, notUTF8(param)
+	}
 	if b.Model == nil || *b.Model == "" {
 		return r, BadRequest("model", "you must provide a model parameter")
 	}
@@ -158,7 +165,6 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 			return r, err
 		}
 		r.Sampling.MaxTokens = *maxTokens
-		r.MaxTokensSet = true
 	}
 	if err := b.applySampling(&r.Sampling); err != nil {
 		return r, err
@@ -176,9 +182,6 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		}
 		r.Sampling.TopLogprobs = n
 	}
-	if b.User != nil {
-		r.User = *b.User
-	}
 	return r, nil
 }
 
@@ -189,6 +192,13 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 		return CompletionRequest{}, err
 	}
 	var r CompletionRequest
+	if !utf8.Valid(body) {
+		param := ""
+		if !utf8.Valid(b.Prompt) {
+			param = "prompt"
+		}
+		return r, notUTF8(param)
+	}
 	if b.Model == nil || *b.Model == "" {
 		return r, BadRequest("model", "you must provide a model parameter")
 	}
@@ -231,10 +241,17 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 		r.Sampling.Logprobs = true
 		r.Sampling.TopLogprobs = n
 	}
-	if b.User != nil {
-		r.User = *b.User
-	}
 	return r, nil
+}
+
+// notUTF8 is the 400 for a body that is not UTF-8. JSON text must be (RFC 8259 §8.1); encoding/json would
+// quietly turn the bad bytes into U+FFFD, so the model would see text the client never sent.
+func notUTF8(param string) *Error {
+	what := "the request body"
+	if param != "" {
+		what = param
+	}
+	return BadRequest(param, "%s is not valid UTF-8; JSON text must be UTF-8", what)
 }
 
 // decode unmarshals a JSON object, turning type errors into 400s that name the field.

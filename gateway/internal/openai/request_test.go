@@ -32,7 +32,7 @@ func TestParseChat(t *testing.T) {
 				Messages: []engine.Message{
 					{Role: "system", Content: "be brief"}, {Role: "user", Content: "ab"}, {Role: "assistant"}, {Role: "system", Content: "dev"},
 				},
-				Stream: true, IncludeUsage: true, User: "u1", MaxTokensSet: true,
+				Stream: true, IncludeUsage: true,
 				Sampling: engine.Sampling{
 					MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: ptr(int64(42)), Stop: []string{"x", "y"}, Logprobs: true, TopLogprobs: 3,
 					PresencePenalty: 0.5, FrequencyPenalty: -0.5, TopK: 5, MinP: 0.1, RepetitionPenalty: 1.1, IgnoreEOS: true,
@@ -42,7 +42,7 @@ func TestParseChat(t *testing.T) {
 		{
 			name: "stop as a string and max_tokens",
 			body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"END","max_tokens":3,"stream":false}`,
-			want: ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}}, MaxTokensSet: true,
+			want: ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}},
 				Sampling: engine.Sampling{Temperature: 1, MaxTokens: 3, Stop: []string{"END"}}},
 		},
 	}
@@ -94,6 +94,9 @@ func TestParseChatErrors(t *testing.T) {
 		{"top_k 2^31", `{"model":"m",` + msgs + `,"top_k":2147483648}`, "top_k"},
 		{"top_k 2^32+1", `{"model":"m",` + msgs + `,"top_k":4294967297}`, "top_k"},
 		{"top_k -2", `{"model":"m",` + msgs + `,"top_k":-2}`, "top_k"},
+		{"content not UTF-8", `{"model":"m","messages":[{"role":"user","content":"ok"},{"role":"user","content":"caf` + "\xe9" + `"}]}`, "messages[1].content"},
+		{"content part not UTF-8", `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"` + "\xff" + `"}]}]}`, "messages[0].content"},
+		{"model not UTF-8", `{"model":"m` + "\xc3" + `","messages":[{"role":"user","content":"hi"}]}`, ""},
 		{"temperature high", `{"model":"m",` + msgs + `,"temperature":2.5}`, "temperature"},
 		{"temperature string", `{"model":"m",` + msgs + `,"temperature":"hot"}`, "temperature"},
 		{"top_p zero", `{"model":"m",` + msgs + `,"top_p":0}`, "top_p"},
@@ -158,6 +161,7 @@ func TestParseCompletion(t *testing.T) {
 		{name: "best_of", body: `{"model":"m","prompt":"x","best_of":3}`, wantErr: "best_of"},
 		{name: "echo", body: `{"model":"m","prompt":"x","echo":true}`, wantErr: "echo"},
 		{name: "suffix", body: `{"model":"m","prompt":"x","suffix":"y"}`, wantErr: "suffix"},
+		{name: "prompt not UTF-8", body: `{"model":"m","prompt":"` + "\xed\xa0\x80" + `"}`, wantErr: "prompt"},
 		{name: "max_tokens 2^32+4", body: `{"model":"m","prompt":"x","max_tokens":4294967300}`, wantErr: "max_tokens"},
 		{name: "token id 2^32+1", body: `{"model":"m","prompt":[4294967297]}`, wantErr: "prompt"},
 		{name: "top_k -1 is off", body: `{"model":"m","prompt":"x","top_k":-1}`,

@@ -115,9 +115,8 @@ func (r *Registry) rebuildLocked() {
 	for id, in := range r.instances {
 		n := in.inFlight.Load()
 		r.lastLoad[id] = n
-		role := router.RoleBoth
 		s.Instances = append(s.Instances, router.Instance{
-			ID: id, Model: in.Desc.ModelID, Node: r.nodeID, Engine: in.Desc.Backend, Role: role,
+			ID: id, Model: in.Desc.ModelID, Node: r.nodeID, Engine: in.Desc.Backend, Role: router.RoleBoth,
 			Status: router.InstanceReady, KVEndpoint: in.Desc.PrefillEndpoint, Fingerprint: in.Desc.Fingerprint,
 			ContextLength: in.Desc.ContextLength,
 			Load:          router.Load{InFlight: int(n), UpdatedAt: time.Now()},

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -28,6 +29,9 @@ type Config struct {
 	APIKeys []string
 	// BodyLimit bounds a request body in bytes (413 beyond).
 	BodyLimit int
+	// MaxHeaderBytes bounds a request's headers together, request line included (431 beyond). Real clients send
+	// large cookies and JWTs; fasthttp's default of 4 KiB refuses some of them.
+	MaxHeaderBytes int
 	// ReadTimeout bounds reading a request; WriteTimeout bounds each write of a response (a stream extends it
 	// at every flush, so it bounds a stalled client, not a long stream); IdleTimeout bounds keep-alive waits.
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
@@ -49,6 +53,7 @@ func DefaultConfig() Config {
 	return Config{
 		Listen:         "127.0.0.1:8000",
 		BodyLimit:      16 << 20,
+		MaxHeaderBytes: 16 << 10,
 		ReadTimeout:    60 * time.Second,
 		WriteTimeout:   60 * time.Second,
 		IdleTimeout:    120 * time.Second,
@@ -104,6 +109,7 @@ func New(cfg Config, reg *Registry, engines EngineProvider, routers RouterProvid
 	s.app = fiber.New(fiber.Config{
 		AppName:               "duet",
 		BodyLimit:             cfg.BodyLimit,
+		ReadBufferSize:        cfg.MaxHeaderBytes,
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
@@ -146,7 +152,7 @@ func (s *Server) refreshLoad() {
 }
 
 func (s *Server) routes() {
-	s.app.Use(s.requestID, s.accessLog)
+	s.app.Use(s.requestID, s.accessLog, rejectAmbiguousFraming)
 	s.app.Get("/healthz", s.healthz)
 	v1 := s.app.Group("/v1", s.auth)
 	v1.Post("/chat/completions", s.chatCompletions)
@@ -164,6 +170,33 @@ func (s *Server) routes() {
 }
 
 const requestIDHeader = "X-Request-Id"
+
+// rejectAmbiguousFraming answers 400 to a request that carries both Content-Length and Transfer-Encoding.
+// fasthttp reads such a body as chunked, but a proxy in front may have read it by its length: the difference is
+// how requests are smuggled past proxies (RFC 9112 §6.3 allows a server to reject it, and it should). fasthttp
+// keeps only the chunked framing, so the raw headers tell whether a Content-Length came too; it closes the
+// connection after the answer.
+func rejectAmbiguousFraming(c *fiber.Ctx) error {
+	h := &c.Request().Header
+	if h.ContentLength() != -1 { // not chunked
+		return c.Next()
+	}
+	raw := h.RawHeaders()
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		name, _, ok := bytes.Cut(line, []byte{':'})
+		if ok && bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderContentLength)) {
+			c.Context().SetConnectionClose()
+			return openai.BadRequest("", "the request has both Content-Length and Transfer-Encoding; send one of them")
+		}
+	}
+	return c.Next()
+}
 
 // requestID takes a sane client-supplied request id or makes one, and echoes it in the response.
 func (s *Server) requestID(c *fiber.Ctx) error {
