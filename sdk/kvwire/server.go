@@ -2,6 +2,7 @@ package kvwire
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,14 +20,17 @@ var errTooManyFiles = syscall.EMFILE
 
 // Defaults for ServerConfig's zero fields.
 const (
-	DefaultPickupTimeout  = 5 * time.Second
-	DefaultRequestTimeout = 10 * time.Second
-	DefaultWriteTimeout   = 30 * time.Second
-	DefaultMaxJobDuration = 10 * time.Minute
-	DefaultMaxRequestSize = 16 << 20
-	DefaultSendBuffer     = 256 << 20
-	DefaultMaxConns       = 256
-	DefaultMaxNonces      = 1 << 20
+	DefaultPickupTimeout       = 5 * time.Second
+	DefaultFirstByteTimeout    = 2 * time.Second
+	DefaultRequestTimeout      = 10 * time.Second
+	DefaultWriteTimeout        = 30 * time.Second
+	DefaultMaxJobDuration      = 10 * time.Minute
+	DefaultMaxRequestSize      = 16 << 20
+	DefaultSendBuffer          = 256 << 20
+	DefaultMaxConns            = 256
+	DefaultMaxPending          = 256
+	DefaultMaxPendingPerSource = 64
+	DefaultMaxNonces           = 1 << 20
 )
 
 // ServerConfig configures a Server. Only Dispatch is required.
@@ -39,8 +43,9 @@ type ServerConfig struct {
 
 	// PickupTimeout is how long a dispatched job waits for Job.Accept.
 	PickupTimeout time.Duration
-	// RequestTimeout bounds reading the request frame.
-	RequestTimeout time.Duration
+	// FirstByteTimeout bounds the wait for a new connection's first bytes (its request's length prefix);
+	// RequestTimeout bounds reading the whole request frame.
+	FirstByteTimeout, RequestTimeout time.Duration
 	// WriteTimeout bounds every write to the socket, so a stalled client cannot hold a job forever.
 	WriteTimeout time.Duration
 	// MaxJobDuration bounds a job from Accept to its last byte; past it the job is aborted.
@@ -50,8 +55,14 @@ type ServerConfig struct {
 	// SendBuffer bounds, in tensor bytes, what a job's Writer holds queued and not yet written; the engine
 	// blocks in Writer.Chunk beyond it (backpressure).
 	SendBuffer int64
-	// MaxConns caps concurrent connections; extra ones are answered 503.
+	// MaxConns caps the jobs in progress (dispatched, waiting for pickup, or streaming); a complete request
+	// beyond it is answered 503. Connections still sending their request hold no job slot.
 	MaxConns int
+	// MaxPending caps the connections that have not yet sent a complete request, and MaxPendingPerSource
+	// those of one client address. Beyond either, the oldest such connection (of that address) is closed to make
+	// room: a client that opens connections and sends nothing cannot keep a well-formed request out, it only
+	// loses its own oldest connections.
+	MaxPending, MaxPendingPerSource int
 
 	// Secrets enables the authentication extension: the first secret is current, the others are still
 	// accepted (rotation). Requests that carry a proof are verified against them and rejected (401) when the
@@ -93,6 +104,7 @@ func (c *ServerConfig) setDefaults() error {
 	}
 	def(&c.PickupTimeout, DefaultPickupTimeout)
 	def(&c.RequestTimeout, DefaultRequestTimeout)
+	def(&c.FirstByteTimeout, min(DefaultFirstByteTimeout, c.RequestTimeout))
 	def(&c.WriteTimeout, DefaultWriteTimeout)
 	def(&c.MaxJobDuration, DefaultMaxJobDuration)
 	def(&c.AuthWindow, DefaultAuthWindow)
@@ -104,6 +116,12 @@ func (c *ServerConfig) setDefaults() error {
 	}
 	if c.MaxConns <= 0 {
 		c.MaxConns = DefaultMaxConns
+	}
+	if c.MaxPending <= 0 {
+		c.MaxPending = DefaultMaxPending
+	}
+	if c.MaxPendingPerSource <= 0 {
+		c.MaxPendingPerSource = min(DefaultMaxPendingPerSource, c.MaxPending)
 	}
 	if c.MaxNonces <= 0 {
 		c.MaxNonces = DefaultMaxNonces
@@ -122,10 +140,13 @@ func (c *ServerConfig) setDefaults() error {
 type Server struct {
 	cfg  ServerConfig
 	auth *authVerifier
+	warn *rateLog
 
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
+	pending   pendingConns  // connections still sending their request
+	jobs      int           // connections past their request: job slots in use
 	stopping  chan struct{} // closed by Stop and Close: no new jobs; pending ones are answered 503
 	closed    bool
 	wg        sync.WaitGroup
@@ -140,7 +161,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg:       cfg,
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*serverConn]struct{}),
+		pending:   newPendingConns(),
 		stopping:  make(chan struct{}),
+		warn:      newRateLog(cfg.Logger, time.Second, 10),
 	}
 	if len(cfg.Secrets) > 0 {
 		s.auth = newAuthVerifier(cfg.Secrets, cfg.AuthWindow, cfg.MaxNonces)
@@ -184,18 +207,25 @@ func (s *Server) Serve(l net.Listener) error {
 			return err
 		}
 		backoff = 0
-		sc := &serverConn{srv: s, conn: c}
+		sc := &serverConn{srv: s, conn: c, source: sourceOf(c.RemoteAddr())}
 		s.mu.Lock()
 		if s.isStopping() {
 			s.mu.Unlock()
 			c.Close()
 			return ErrServerClosed
 		}
-		full := len(s.conns) >= s.cfg.MaxConns
+		evicted := s.pending.add(sc, s.cfg.MaxPending, s.cfg.MaxPendingPerSource)
 		s.conns[sc] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
-		go sc.serve(full)
+		for _, old := range evicted {
+			old.evict()
+		}
+		if len(evicted) > 0 {
+			s.warn.Warn("kvwire: too many connections without a request; closed the oldest", "reason", "pending",
+				"source", sc.source, "closed", len(evicted))
+		}
+		go sc.serve()
 	}
 }
 
@@ -327,12 +357,26 @@ func (j *Job) Reject(code int, message string) error {
 // serverConn is one connection: it reads the request, dispatches the job, waits for pickup, and then runs the
 // job's send loop.
 type serverConn struct {
-	srv  *Server
-	conn net.Conn
+	srv    *Server
+	conn   net.Conn
+	source string // the client's IP address
 
 	mu      sync.Mutex
 	reading bool // still reading the request: Stop interrupts it
+	evicted bool // closed to make room for newer connections
 	w       *Writer
+	started atomic.Bool  // its first bytes arrived (the pending list evicts idle connections first)
+	elem    *pendingElem // on the server's pending list; guarded by the server's mutex
+}
+
+func (c *serverConn) hasStarted() bool { return c.started.Load() }
+
+// evict closes a connection that has not sent its request, to make room.
+func (c *serverConn) evict() {
+	c.mu.Lock()
+	c.evicted = true
+	c.mu.Unlock()
+	c.conn.Close()
 }
 
 func (c *serverConn) interruptRead() {
@@ -354,10 +398,17 @@ func (c *serverConn) abort(cause error) {
 	}
 }
 
-func (c *serverConn) serve(full bool) {
+func (c *serverConn) serve() {
 	s := c.srv
 	log := s.cfg.Logger.With("remote", c.conn.RemoteAddr().String())
+	holdsSlot := false
 	defer func() {
+		s.mu.Lock()
+		s.pending.remove(c)
+		if holdsSlot {
+			s.jobs--
+		}
+		s.mu.Unlock()
 		c.mu.Lock()
 		watched := c.w != nil
 		c.mu.Unlock()
@@ -376,28 +427,54 @@ func (c *serverConn) serve(full bool) {
 	if tc, ok := c.conn.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
-	if full {
-		log.Warn("kvwire: too many connections")
-		c.answer(nil, CodeBusy, "server has too many connections")
-		return
-	}
 
-	// Under c.mu, so that Stop either sees reading and interrupts the read, or has already begun and is seen.
+	// The request: its length prefix within FirstByteTimeout, the whole frame within RequestTimeout. Under c.mu,
+	// so that Stop either sees reading and interrupts the read, or has already begun and is seen.
+	start := time.Now()
 	c.mu.Lock()
 	c.reading = true
-	deadline := time.Now().Add(s.cfg.RequestTimeout)
+	deadline := start.Add(s.cfg.FirstByteTimeout)
 	if s.isStopping() {
 		deadline = time.Now()
 	}
 	c.conn.SetReadDeadline(deadline)
 	c.mu.Unlock()
-	br := bufio.NewReaderSize(c.conn, 64<<10)
-	body, err := NewFrameReader(br, s.cfg.MaxRequestSize).Next()
+	var prefix [4]byte
+	n, err := io.ReadFull(c.conn, prefix[:])
+	var body []byte
+	var br *bufio.Reader
+	if err == nil {
+		c.started.Store(true)
+		c.mu.Lock()
+		if !s.isStopping() {
+			c.conn.SetReadDeadline(start.Add(s.cfg.RequestTimeout))
+		}
+		c.mu.Unlock()
+		// The frame's buffer is allocated only now: an idle connection costs no more than its goroutine.
+		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(prefix[:]), c.conn), 64<<10)
+		body, err = NewFrameReader(br, s.cfg.MaxRequestSize).Next()
+	}
 	c.mu.Lock()
 	c.reading = false
+	evicted := c.evicted
 	c.mu.Unlock()
+	s.mu.Lock()
+	s.pending.remove(c)
+	s.mu.Unlock()
+	if evicted {
+		return
+	}
 	if s.isStopping() {
 		c.answer(nil, CodeBusy, "server is stopping")
+		return
+	}
+	if err != nil && n < len(prefix) {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			s.warn.Info("kvwire: no request within the first-byte deadline", "reason", "idle", "remote", c.conn.RemoteAddr().String(), "timeout", s.cfg.FirstByteTimeout)
+		} else if !errors.Is(err, io.EOF) {
+			s.warn.Info("kvwire: reading request failed", "reason", "read", "remote", c.conn.RemoteAddr().String(), "err", err)
+		}
 		return
 	}
 	if err != nil {
@@ -412,7 +489,7 @@ func (c *serverConn) serve(full bool) {
 	}
 	req, err := DecodeRequest(body)
 	if err != nil {
-		log.Info("kvwire: request rejected", "err", err)
+		s.warn.Info("kvwire: request rejected", "reason", "decode", "remote", c.conn.RemoteAddr().String(), "err", err)
 		c.answer(nil, CodeBadRequest, "bad request: "+err.Error())
 		return
 	}
@@ -424,13 +501,25 @@ func (c *serverConn) serve(full bool) {
 	authenticated := false
 	if s.auth != nil && (req.Auth != nil || s.cfg.RequireAuth) {
 		if code, msg := s.auth.verify(&req, s.cfg.Now()); code != 0 {
-			log.Info("kvwire: request rejected", "request_id", req.RequestID, "code", code, "reason", msg)
+			s.warn.Info("kvwire: request rejected", "reason", "auth", "remote", c.conn.RemoteAddr().String(),
+				"request_id", req.RequestID, "code", code, "why", msg)
 			c.answer(&req, code, msg)
 			return
 		}
 		authenticated = true
 	}
 	c.conn.SetReadDeadline(time.Time{})
+	s.mu.Lock()
+	if s.jobs < s.cfg.MaxConns {
+		s.jobs++
+		holdsSlot = true
+	}
+	s.mu.Unlock()
+	if !holdsSlot {
+		s.warn.Warn("kvwire: too many jobs in progress", "reason", "busy", "remote", c.conn.RemoteAddr().String(), "max", s.cfg.MaxConns)
+		c.answer(&req, CodeBusy, fmt.Sprintf("server has %d prefill jobs in progress; retry later", s.cfg.MaxConns))
+		return
+	}
 
 	ctx, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)

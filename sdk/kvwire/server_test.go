@@ -252,12 +252,14 @@ func TestBadRequestsAnswered400(t *testing.T) {
 	}
 }
 
-func TestTooManyConnectionsAnswered503(t *testing.T) {
+func TestTooManyJobsAnswered503(t *testing.T) {
 	t.Parallel()
 	hold := make(chan struct{})
 	defer close(hold)
+	accepted := make(chan struct{})
 	_, addr := startServer(t, kvwire.ServerConfig{MaxConns: 1}, func(j *kvwire.Job) {
 		w, _ := j.Accept()
+		close(accepted)
 		<-hold
 		w.Error(500, "released")
 	})
@@ -267,6 +269,7 @@ func TestTooManyConnectionsAnswered503(t *testing.T) {
 	}
 	defer first.Close()
 	first.Write(frameOf(must(kvwire.AppendRequest(nil, requestFor(smallShape)))))
+	<-accepted
 	_, err = kvwire.Fetch(ctxTimeout(t, 10*time.Second), addr, requestFor(smallShape), nil, kvwire.Handler{})
 	var re *kvwire.RemoteError
 	if !errors.As(err, &re) || re.Code != 503 {
