@@ -27,7 +27,7 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 		// Counts beyond int32 cross unchanged: the boundary never narrows (it once turned 2^32+4 into 4).
 		"counts past int32": {InstanceID: "i", Prompt: "p", Sampling: Sampling{
 			MaxTokens: 1<<32 + 4, TopK: 1<<31 + 1, TopLogprobs: 1 << 40}},
-		"text":                {InstanceID: "i", Prompt: "once upon a time"},
+		"text": {InstanceID: "i", Prompt: "once upon a time"},
 	}
 	for name, in := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -42,9 +42,9 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 func TestEventRoundTrip(t *testing.T) {
 	t.Parallel()
 	cases := map[string]Event{
-		"progress": {Progress: &Progress{Done: 3, Total: 9}},
+		"progress":            {Progress: &Progress{Done: 3, Total: 9}},
 		"progress past int32": {Progress: &Progress{Done: 1 << 33, Total: 1<<33 + 1}},
-		"token":    {Token: &Token{ID: 42, Text: "hé"}},
+		"token":               {Token: &Token{ID: 42, Text: "hé"}},
 		"token with logprobs": {Token: &Token{ID: 1, Text: "a", Logprob: &Logprob{
 			Token: "a", Bytes: []byte("a"), Logprob: -0.5,
 			Top: []TopLogprob{{ID: 1, Token: "a", Bytes: []byte("a"), Logprob: -0.5}, {ID: 2, Token: "b", Bytes: []byte{0xe2}, Logprob: -2}},
