@@ -242,14 +242,15 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		quant = fmt.Sprintf("affine-%dbit-g%d", q.Bits, q.GroupSize)
 	}
 	in.desc = engine.Description{
-		Architecture:  string(m.Config.Family),
-		Backend:       b.Name(),
-		Fingerprint:   m.Fingerprint(),
-		DType:         string(m.DType),
-		Quantization:  quant,
-		Parameters:    m.NumParams(),
-		ContextLength: bm.MaxContext(),
-		VocabSize:     bm.VocabSize(),
+		Architecture:     string(m.Config.Family),
+		Backend:          b.Name(),
+		Fingerprint:      m.Fingerprint(),
+		DType:            string(m.DType),
+		Quantization:     quant,
+		Parameters:       m.NumParams(),
+		ContextLength:    bm.MaxContext(),
+		VocabSize:        bm.VocabSize(),
+		MaxBytesPerToken: tok.MaxBytesPerToken(),
 		KV: engine.KVLayout{
 			NumLayers: layout.NumLayers, NumKVHeads: layout.NumKVHeads, HeadDim: layout.HeadDim, DType: string(layout.DType),
 		},
@@ -316,8 +317,28 @@ func (e *Engine) instance(id string) (*instance, error) {
 	return in, nil
 }
 
-// prompt renders and tokenizes a request's prompt, exactly as Generate and Tokenize do.
+// prompt renders and tokenizes a request's prompt, exactly as Generate and Tokenize do. A prompt that cannot
+// fit the context is refused as soon as that is certain: from its length in bytes when the tokenizer bounds
+// the bytes per token, else once tokenizing it passes the context. Either way a prompt of many megabytes
+// costs about what the context holds, not its whole length.
 func (in *instance) prompt(messages []engine.Message, text string, tokens []int32, addGenerationPrompt bool) ([]int32, string, error) {
+	maxCtx := in.runner.MaxContext()
+	if mb := in.tok.MaxBytesPerToken(); mb > 0 && len(tokens) == 0 {
+		size := len(text)
+		for _, m := range messages {
+			size += len(m.Content) // a chat template writes every message it is given
+		}
+		if least := (size + mb - 1) / mb; least >= maxCtx {
+			return nil, "", contextExceeded(maxCtx, least)
+		}
+	}
+	encode := func(s string, special bool) ([]int32, error) {
+		ids, complete := in.tok.EncodeLimit(s, special, maxCtx)
+		if !complete {
+			return nil, contextExceeded(maxCtx, len(ids))
+		}
+		return ids, nil
+	}
 	switch {
 	case len(messages) > 0:
 		if in.template == nil {
@@ -336,13 +357,21 @@ func (in *instance) prompt(messages []engine.Message, text string, tokens []int3
 			return nil, "", engine.Errorf(engine.CodeInternal, "render the chat template: %v", err)
 		}
 		// Templates write the BOS token themselves.
-		return in.tok.Encode(rendered, false), rendered, nil
+		ids, err := encode(rendered, false)
+		return ids, rendered, err
 	case len(tokens) > 0:
 		return tokens, in.tok.Decode(tokens, false), nil
 	case text != "":
-		return in.tok.Encode(text, true), text, nil
+		ids, err := encode(text, true)
+		return ids, text, err
 	}
 	return nil, "", engine.InvalidParam("messages", "the request has no prompt")
+}
+
+// contextExceeded is the error of a prompt known to hold at least least tokens, no fewer than the context.
+func contextExceeded(maxCtx, least int) error {
+	return &engine.Error{Code: engine.CodeContextLength, Param: "messages", Message: fmt.Sprintf(
+		"This model's maximum context length is %d tokens, but the prompt has at least %d tokens.", maxCtx, least)}
 }
 
 // Tokenize renders and tokenizes a prompt.
@@ -352,7 +381,11 @@ func (e *Engine) Tokenize(_ context.Context, req engine.TokenizeRequest) (engine
 		return engine.TokenizeResponse{}, err
 	}
 	if len(req.Messages) == 0 && !req.AddSpecialTokens && req.Prompt != "" {
-		return engine.TokenizeResponse{Tokens: in.tok.Encode(req.Prompt, false), Text: req.Prompt}, nil
+		ids, complete := in.tok.EncodeLimit(req.Prompt, false, in.runner.MaxContext())
+		if !complete {
+			return engine.TokenizeResponse{}, contextExceeded(in.runner.MaxContext(), len(ids))
+		}
+		return engine.TokenizeResponse{Tokens: ids, Text: req.Prompt}, nil
 	}
 	toks, text, err := in.prompt(req.Messages, req.Prompt, nil, req.AddGenerationPrompt)
 	if err != nil {

@@ -72,7 +72,7 @@ func TestDescriptionStatsRoundTrip(t *testing.T) {
 	t.Parallel()
 	d := Description{
 		InstanceID: "i", ModelID: "m", Architecture: "llama", Backend: "go", Fingerprint: "f", DType: "bfloat16",
-		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000,
+		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000, MaxBytesPerToken: 48,
 		KV:              KVLayout{NumLayers: 2, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16"},
 		Capabilities:    Capabilities{Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20, PrefillServer: true, RemotePrefill: true},
 		PrefillEndpoint: "127.0.0.1:7000",

@@ -52,6 +52,10 @@ type Description struct {
 	Parameters    int64
 	ContextLength int
 	VocabSize     int
+	// MaxBytesPerToken bounds the prompt bytes one token can stand for, 0 when nothing does: a prompt of n
+	// bytes has at least n/MaxBytesPerToken tokens. The gateway refuses a prompt that cannot fit ContextLength
+	// by this bound without sending it to the engine.
+	MaxBytesPerToken int
 	KV            KVLayout
 	Capabilities  Capabilities
 	// PrefillEndpoint is the host:port of the instance's KV wire server, or empty when it serves none.

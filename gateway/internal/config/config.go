@@ -73,6 +73,17 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 			}
 		}
 	}
+	int64Var := func(p *int64, name, envName, usage string) {
+		fs.Func(name, fmt.Sprintf("%s [%s] (default %d)", usage, envName, *p), func(s string) error {
+			_, err := fmt.Sscan(s, p)
+			return err
+		})
+		if v := getenv(envName); v != "" {
+			if _, err := fmt.Sscan(v, p); err != nil {
+				envErrs = append(envErrs, fmt.Errorf("%s=%q: not an integer", envName, v))
+			}
+		}
+	}
 	durationVar := func(p *time.Duration, name, envName, usage string) {
 		fs.Func(name, fmt.Sprintf("%s [%s] (default %s)", usage, envName, *p), func(s string) error {
 			d, err := time.ParseDuration(s)
@@ -103,6 +114,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
 	fs.StringVar(&c.LogFormat, "log-format", env("DUET_LOG_FORMAT", "text"), "log format: text or json [DUET_LOG_FORMAT]")
 	intVar(&c.Server.BodyLimit, "body-limit", "DUET_BODY_LIMIT", "maximum request body in bytes")
+	int64Var(&c.Server.MaxBodyBytesInFlight, "max-inflight-body-bytes", "DUET_MAX_INFLIGHT_BODY_BYTES", "request body bytes the gateway holds at once; larger bodies wait their turn")
 	intVar(&c.Server.MaxHeaderBytes, "max-header-bytes", "DUET_MAX_HEADER_BYTES", "maximum size of a request's headers in bytes, request line included")
 	intVar(&c.Server.MaxInFlight, "max-inflight", "DUET_MAX_INFLIGHT", "generations running at once")
 	intVar(&c.Server.MaxQueue, "max-queue", "DUET_MAX_QUEUE", "generations waiting for a slot before 429")
@@ -167,6 +179,9 @@ func (c Config) validate() error {
 	}
 	if c.Server.BodyLimit <= 0 {
 		errs = append(errs, errors.New("--body-limit must be positive"))
+	}
+	if c.Server.MaxBodyBytesInFlight <= 0 {
+		errs = append(errs, errors.New("--max-inflight-body-bytes must be positive"))
 	}
 	if c.Server.MaxHeaderBytes < 1024 {
 		errs = append(errs, errors.New("--max-header-bytes must be at least 1024"))

@@ -16,6 +16,9 @@ import (
 )
 
 func (s *Server) chatCompletions(c *fiber.Ctx) error {
+	if err := s.refuseOverlong(c.Body(), "messages"); err != nil {
+		return err
+	}
 	req, perr := openai.ParseChat(c.Body())
 	if perr != nil {
 		return perr
@@ -32,6 +35,9 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 }
 
 func (s *Server) completions(c *fiber.Ctx) error {
+	if err := s.refuseOverlong(c.Body(), "prompt"); err != nil {
+		return err
+	}
 	req, perr := openai.ParseCompletion(c.Body())
 	if perr != nil {
 		return perr
@@ -46,6 +52,37 @@ func (s *Server) completions(c *fiber.Ctx) error {
 		chunkKind: "text_completion",
 		request:   engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
 	})
+}
+
+// refuseOverlong answers context_length_exceeded, before the body is parsed, for a prompt that cannot fit the
+// context of any instance of its model: its decoded length over the instance's MaxBytesPerToken is a lower
+// bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not copies of it in the gateway
+// and the engine (eight 15 MB prompts at once once took the engine to 3.5 GB).
+func (s *Server) refuseOverlong(body []byte, param string) error {
+	scan, ok := openai.ScanPrompt(body)
+	if !ok || scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
+		return nil
+	}
+	least, limit := 0, 0
+	for _, in := range s.reg.ByModel(scan.Model) {
+		mb, ctx := in.Desc.MaxBytesPerToken, in.Desc.ContextLength
+		if ctx <= 0 || mb <= 0 && scan.PromptTokens == 0 {
+			return nil // no bound: the engine decides
+		}
+		n := scan.PromptTokens
+		if mb > 0 {
+			n = max(n, (scan.PromptBytes+mb-1)/mb)
+		}
+		if n < ctx {
+			return nil
+		}
+		least, limit = n, max(limit, ctx)
+	}
+	if limit == 0 {
+		return nil // no instance: parsing says so
+	}
+	return openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
+		"This model's maximum context length is %d tokens, but the prompt has at least %d tokens.", limit, least)})
 }
 
 // generation is one parsed request on its way to an engine.
@@ -144,7 +181,11 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 	if !g.stream {
 		// Generate on this goroutine: nothing is committed until the whole answer is there.
 		var res openai.Result
-		err := s.generate(ctx, in, g.request, func(ev engine.Event) error { res.Add(ev); return nil })
+		err := s.generate(ctx, in, g.request, func(ev engine.Event) error {
+			releaseBody(c) // the engine has the request
+			res.Add(ev)
+			return nil
+		})
 		switch {
 		case err != nil:
 			return s.runError(ctx, watch, err)
@@ -164,6 +205,7 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 	r := s.start(ctx, cancel, in, g.request)
 	// Errors before the first event are HTTP errors with their own status.
 	first, ok := <-r.events
+	releaseBody(c) // the engine has the request
 	if !ok {
 		return s.runError(ctx, watch, r.err)
 	}

@@ -29,6 +29,10 @@ type Config struct {
 	APIKeys []string
 	// BodyLimit bounds a request body in bytes (413 beyond).
 	BodyLimit int
+	// MaxBodyBytesInFlight bounds the bytes of request bodies the gateway holds at once: a body larger than
+	// a few kilobytes waits (up to QueueTimeout) until its size fits, and gives it back once the engine has the
+	// request. One body up to BodyLimit is always admitted on its own.
+	MaxBodyBytesInFlight int64
 	// MaxHeaderBytes bounds a request's headers together, request line included (431 beyond). Real clients send
 	// large cookies and JWTs; fasthttp's default of 4 KiB refuses some of them.
 	MaxHeaderBytes int
@@ -51,17 +55,18 @@ type Config struct {
 // DefaultConfig returns the defaults the duet flags start from.
 func DefaultConfig() Config {
 	return Config{
-		Listen:         "127.0.0.1:8000",
-		BodyLimit:      16 << 20,
-		MaxHeaderBytes: 16 << 10,
-		ReadTimeout:    60 * time.Second,
-		WriteTimeout:   60 * time.Second,
-		IdleTimeout:    120 * time.Second,
-		RequestTimeout: 30 * time.Minute,
-		MaxInFlight:    256,
-		MaxQueue:       1024,
-		QueueTimeout:   30 * time.Second,
-		Heartbeat:      10 * time.Second,
+		Listen:               "127.0.0.1:8000",
+		BodyLimit:            16 << 20,
+		MaxHeaderBytes:       16 << 10,
+		MaxBodyBytesInFlight: 16 << 20,
+		ReadTimeout:          60 * time.Second,
+		WriteTimeout:         60 * time.Second,
+		IdleTimeout:          120 * time.Second,
+		RequestTimeout:       30 * time.Minute,
+		MaxInFlight:          256,
+		MaxQueue:             1024,
+		QueueTimeout:         30 * time.Second,
+		Heartbeat:            10 * time.Second,
 	}
 }
 
@@ -87,6 +92,8 @@ type Server struct {
 	engines  EngineProvider
 	routers  RouterProvider
 	limiter  *limiter
+	bodies   *byteBudget
+	bodyBufs *bufferPool
 	keys     [][sha256.Size]byte
 	status   StatusFunc
 	log      *slog.Logger
@@ -101,6 +108,8 @@ func New(cfg Config, reg *Registry, engines EngineProvider, routers RouterProvid
 	s := &Server{
 		cfg: cfg, reg: reg, engines: engines, routers: routers, status: status, log: cfg.Logger,
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
+		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
+		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
 		stopLoad: make(chan struct{}),
 	}
 	for _, k := range cfg.APIKeys {
@@ -110,6 +119,7 @@ func New(cfg Config, reg *Registry, engines EngineProvider, routers RouterProvid
 		AppName:               "duet",
 		BodyLimit:             cfg.BodyLimit,
 		ReadBufferSize:        cfg.MaxHeaderBytes,
+		StreamRequestBody:     true, // readBody reads bodies, within MaxBodyBytesInFlight
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
@@ -154,12 +164,12 @@ func (s *Server) refreshLoad() {
 func (s *Server) routes() {
 	s.app.Use(s.requestID, s.accessLog, rejectAmbiguousFraming)
 	s.app.Get("/healthz", s.healthz)
-	v1 := s.app.Group("/v1", s.auth)
+	v1 := s.app.Group("/v1", s.auth, s.readBody)
 	v1.Post("/chat/completions", s.chatCompletions)
 	v1.Post("/completions", s.completions)
 	v1.Get("/models", s.listModels)
 	v1.Get("/models/+", s.getModel)
-	admin := s.app.Group("/admin/v1", s.auth)
+	admin := s.app.Group("/admin/v1", s.auth, s.readBody)
 	admin.Get("/status", s.adminStatus)
 	s.app.Use(func(c *fiber.Ctx) error {
 		return &openai.Error{

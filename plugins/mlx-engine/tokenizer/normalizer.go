@@ -12,6 +12,9 @@ import (
 // A normalizer rewrites the text between added tokens before pre-tokenization.
 type normalizer interface {
 	normalize(s string) string
+	// shrink bounds how many bytes of input one byte of output can stand for (1 when the normalizer never
+	// shortens text), or is 0 when it can delete any amount of text. MaxBytesPerToken rests on it.
+	shrink() int
 }
 
 type typeJSON struct {
@@ -104,8 +107,18 @@ func (seq normalizerSequence) normalize(s string) string {
 	return s
 }
 
+func (seq normalizerSequence) shrink() int {
+	f := 1
+	for _, n := range seq {
+		f *= n.shrink()
+	}
+	return f
+}
+
 // prependNormalizer adds a prefix to non-empty text (the SentencePiece "▁" of Llama 2 and Mistral).
 type prependNormalizer string
+
+func (prependNormalizer) shrink() int { return 1 }
 
 func (p prependNormalizer) normalize(s string) string {
 	if s == "" {
@@ -120,6 +133,16 @@ type replaceNormalizer struct {
 }
 
 func (r replaceNormalizer) normalize(s string) string { return replaceAll(s, r.pattern, r.content) }
+
+// shrink: a literal of L bytes replaced by C bytes shortens text at most L/C times; a regex can match runs
+// of any length, and an empty replacement deletes.
+func (r replaceNormalizer) shrink() int {
+	lit, ok := r.pattern.(literalPattern)
+	if !ok || r.content == "" {
+		return 0
+	}
+	return max(1, (len(lit)+len(r.content)-1)/len(r.content))
+}
 
 // replaceAll replaces every match of p in s with the literal content.
 func replaceAll(s string, p pattern, content string) string {
@@ -145,6 +168,19 @@ func replaceAll(s string, p pattern, content string) string {
 
 type formNormalizer struct{ form norm.Form }
 
+// shrink: composition joins at most three characters into one (Hangul jamo: 9 bytes to 3), and a
+// compatibility mapping can turn a 4-byte character into one byte (𝐀 to A); a canonical decomposition can
+// still shorten one (Ω, 3 bytes, to Ω, 2).
+func (f formNormalizer) shrink() int {
+	switch f.form {
+	case norm.NFKC, norm.NFKD:
+		return 4
+	case norm.NFC:
+		return 3
+	}
+	return 2
+}
+
 func (f formNormalizer) normalize(s string) string {
 	if f.form.IsNormalString(s) {
 		return s
@@ -156,7 +192,13 @@ type lowercaseNormalizer struct{}
 
 func (lowercaseNormalizer) normalize(s string) string { return strings.ToLower(s) }
 
+// shrink: the Kelvin sign (3 bytes) lowercases to k.
+func (lowercaseNormalizer) shrink() int { return 3 }
+
 type stripNormalizer struct{ left, right bool }
+
+// shrink: stripping deletes whitespace runs of any length.
+func (stripNormalizer) shrink() int { return 0 }
 
 func (n stripNormalizer) normalize(s string) string {
 	if n.left {

@@ -19,6 +19,15 @@ type pattern interface {
 	find(s string, fn func(start, end int))
 }
 
+// A stepPattern's matches cover its input end to end, and the match at a position depends only on the text
+// from there on. So a long text can be cut into words a batch at a time, and the cutting stopped early,
+// with exactly the words find gives. The hand-written GPT-2 and cl100k matchers are such patterns.
+type stepPattern interface {
+	pattern
+	// matchAt returns the end of the match that starts at i (> i, for i < len(s)).
+	matchAt(s string, i int) int
+}
+
 // Known pre-tokenizer regexes, exactly as tokenizer.json spells them.
 const (
 	// regexGPT2 is the ByteLevel pre-tokenizer's built-in regex (GPT-2, RoBERTa, ...).
@@ -186,6 +195,8 @@ func translateRegex(expr string) (string, error) {
 //
 // Every character belongs to one of the alternatives, so the matches tile the input.
 type gpt2Pattern struct{}
+
+func (gpt2Pattern) matchAt(s string, i int) int { return gpt2MatchAt(s, i) }
 
 func (gpt2Pattern) find(s string, fn func(start, end int)) {
 	for i := 0; i < len(s); {

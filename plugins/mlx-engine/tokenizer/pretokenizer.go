@@ -96,8 +96,14 @@ func parsePreTokenizer(raw json.RawMessage) (preTokenizer, error) {
 type preTokenizerSequence []preTokenizer
 
 func (seq preTokenizerSequence) split(dst []string, s string, first bool) []string {
+	return seq.splitPieces(dst, []string{s}, first)
+}
+
+// splitPieces runs the sequence over pieces as if they were the output of an earlier stage: each stage cuts
+// every piece, and first holds for the first piece only.
+func (seq preTokenizerSequence) splitPieces(dst []string, pieces []string, first bool) []string {
 	base := len(dst)
-	dst = append(dst, s)
+	dst = append(dst, pieces...)
 	var tmp []string
 	for _, p := range seq {
 		tmp = append(tmp[:0], dst[base:]...)
@@ -138,6 +144,48 @@ func parseBehavior(s string) (splitBehavior, error) {
 		return contiguous, nil
 	}
 	return 0, fmt.Errorf("unknown split behavior %q", s)
+}
+
+// eachBatch calls yield with the words of s, a batch of at most about batch at a time, stopping when yield
+// returns false. The words are exactly split's, and no more than one batch is held at once, when the
+// pre-tokenizer's first stage is an isolated split on a stepPattern (Llama 3, Qwen, GPT-2 styles); otherwise
+// all words come in one batch. dst is scratch space, returned for reuse.
+func eachBatch(p preTokenizer, dst []string, s string, first bool, batch int, yield func([]string) bool) []string {
+	var step stepPattern
+	var rest preTokenizerSequence
+	switch p := p.(type) {
+	case preTokenizerSequence:
+		if len(p) > 0 {
+			if sp, ok := p[0].(splitPreTokenizer); ok && sp.behavior == isolated && !sp.invert {
+				step, _ = sp.pattern.(stepPattern)
+				rest = p[1:]
+			}
+		}
+	case byteLevelPreTokenizer:
+		if p.useRegex && !p.addPrefixSpace {
+			step = gpt2Pattern{}
+			rest = preTokenizerSequence{byteLevelPreTokenizer{}}
+		}
+	}
+	if step == nil {
+		dst = p.split(dst[:0], s, first)
+		yield(dst)
+		return dst
+	}
+	var pieces []string
+	for i := 0; i < len(s); {
+		end := step.matchAt(s, i)
+		pieces = append(pieces, s[i:end])
+		i = end
+		if len(pieces) == batch || i == len(s) {
+			dst = rest.splitPieces(dst[:0], pieces, first)
+			if !yield(dst) {
+				break
+			}
+			pieces, first = pieces[:0], false
+		}
+	}
+	return dst
 }
 
 type splitPreTokenizer struct {

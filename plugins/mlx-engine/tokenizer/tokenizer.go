@@ -28,6 +28,8 @@ type Tokenizer struct {
 	bos       int32 // -1 when unknown
 	eos       []int32
 	vocabSize int
+	// maxBytesPerToken: see MaxBytesPerToken.
+	maxBytesPerToken int
 
 	words sync.Pool // *[]string scratch for pre-tokenized words
 }
@@ -161,7 +163,46 @@ func FromFiles(f Files) (*Tokenizer, error) {
 		}
 	}
 	t.words.New = func() any { return new([]string) }
+	t.maxBytesPerToken = t.computeMaxBytesPerToken()
 	return t, nil
+}
+
+// MaxBytesPerToken is the most bytes of input text one token can stand for, so that a text of n bytes has at
+// least n/MaxBytesPerToken tokens: a prompt can be known to overflow a context from its length alone, without
+// tokenizing it. It is the longest token (as it appears in normalized text) times what the normalizer can
+// shrink text by; 0 when no bound holds (a normalizer that deletes text, an added token that swallows the
+// whitespace around it, unknown characters fused into one token).
+func (t *Tokenizer) MaxBytesPerToken() int { return t.maxBytesPerToken }
+
+func (t *Tokenizer) computeMaxBytesPerToken() int {
+	shrink := 1
+	if t.normalizer != nil {
+		shrink = t.normalizer.shrink()
+	}
+	if shrink == 0 || t.model.unk >= 0 && t.model.fuseUnk && !t.model.byteFallback {
+		return 0
+	}
+	longest := 0
+	if t.model.unk >= 0 {
+		longest = utf8.UTFMax // an unknown character
+	}
+	for _, a := range t.added {
+		if a.LStrip || a.RStrip {
+			return 0
+		}
+		longest = max(longest, len(a.Content))
+	}
+	k := t.rawKind()
+	for _, tok := range t.model.tokens {
+		n := len(tok) // SentencePiece: "▁" counts its 3 bytes, as it stands in normalized text
+		if k.byteLevel {
+			n = len(byteLevelBytes(nil, tok))
+		} else if _, ok := parseByteToken(tok); ok && k.byteFallback {
+			n = 1
+		}
+		longest = max(longest, n)
+	}
+	return longest * shrink
 }
 
 func contains(ids []int32, id int32) bool {
@@ -203,15 +244,38 @@ func (t *Tokenizer) addToken(a AddedToken) error {
 // hold their special tokens and are encoded without. Added tokens written in the text ("<|eot_id|>") are
 // always recognised. Invalid UTF-8 is read as U+FFFD.
 func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int32 {
+	ids, _ := t.EncodeLimit(text, addSpecialTokens, 0)
+	return ids
+}
+
+// EncodeLimit is Encode that gives up once the text has more than limit tokens (0: no limit), returning
+// complete false and the tokens so far. A prompt far over a model's context then costs little more than the
+// part that fills it: for Llama 3, Qwen and GPT-2 style pre-tokenizers the text is cut into words a batch at a
+// time, so a 15 MB prompt is never held as millions of words. (Other pre-tokenizers cut the whole text first;
+// MaxBytesPerToken bounds what reaches them.)
+func (t *Tokenizer) EncodeLimit(text string, addSpecialTokens bool, limit int) (ids []int32, complete bool) {
 	if !utf8.ValidString(text) {
 		text = lossyUTF8([]byte(text))
 	}
-	ids := make([]int32, 0, len(text)/3+4)
+	size := len(text)/3 + 4
+	if limit > 0 {
+		size = min(size, limit+4)
+	}
+	ids = make([]int32, 0, size)
+	over := func() bool { return limit > 0 && len(ids) > limit }
 	wp := t.words.Get().(*[]string)
 	words := *wp
+	defer func() {
+		clear(words)
+		*wp = words[:0]
+		t.words.Put(wp)
+	}()
 	for _, sec := range splitAdded(nil, text, t.rawTrie, t.added, true) {
 		if sec.token >= 0 {
 			ids = append(ids, t.added[sec.token].ID)
+			if over() {
+				return ids, false
+			}
 			continue
 		}
 		s := sec.text
@@ -224,26 +288,30 @@ func (t *Tokenizer) Encode(text string, addSpecialTokens bool) []int32 {
 		for _, sub := range splitAdded(nil, s, t.normTrie, t.added, sec.first) {
 			if sub.token >= 0 {
 				ids = append(ids, t.added[sub.token].ID)
-				continue
-			}
-			if t.preTokenizer == nil {
+			} else if t.preTokenizer == nil {
 				ids = t.model.encode(ids, sub.text)
-				continue
+			} else {
+				words = eachBatch(t.preTokenizer, words, sub.text, sub.first, wordBatch, func(batch []string) bool {
+					for _, w := range batch {
+						ids = t.model.encode(ids, w)
+					}
+					return !over()
+				})
 			}
-			words = t.preTokenizer.split(words[:0], sub.text, sub.first)
-			for _, w := range words {
-				ids = t.model.encode(ids, w)
+			if over() {
+				return ids, false
 			}
 		}
 	}
-	clear(words)
-	*wp = words[:0]
-	t.words.Put(wp)
 	if addSpecialTokens && t.post != nil {
 		ids = t.post.process(ids)
 	}
-	return ids
+	return ids, true
 }
+
+// wordBatch is how many words EncodeLimit cuts at a time: enough to amortise the batch's byte-level buffer,
+// few enough that a long text never costs more than a few hundred kilobytes of them.
+const wordBatch = 4096
 
 // Decode turns token ids into text. With skipSpecial, special tokens (BOS, EOS, chat markers) are left out.
 // Unknown ids are skipped; byte sequences that are not valid UTF-8 become U+FFFD. Unlike transformers, Decode

@@ -327,22 +327,23 @@ func (x *Capabilities) GetRemotePrefill() bool {
 }
 
 type Description struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId      string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	ModelId         string                 `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
-	Architecture    string                 `protobuf:"bytes,3,opt,name=architecture,proto3" json:"architecture,omitempty"`
-	Backend         string                 `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
-	Fingerprint     string                 `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	ContextLength   int64                  `protobuf:"varint,6,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
-	VocabSize       int64                  `protobuf:"varint,7,opt,name=vocab_size,json=vocabSize,proto3" json:"vocab_size,omitempty"`
-	Kv              *KVLayout              `protobuf:"bytes,8,opt,name=kv,proto3" json:"kv,omitempty"`
-	Capabilities    *Capabilities          `protobuf:"bytes,9,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
-	PrefillEndpoint string                 `protobuf:"bytes,10,opt,name=prefill_endpoint,json=prefillEndpoint,proto3" json:"prefill_endpoint,omitempty"`
-	Dtype           string                 `protobuf:"bytes,11,opt,name=dtype,proto3" json:"dtype,omitempty"`
-	Parameters      int64                  `protobuf:"varint,12,opt,name=parameters,proto3" json:"parameters,omitempty"`
-	Quantization    string                 `protobuf:"bytes,13,opt,name=quantization,proto3" json:"quantization,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId       string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	ModelId          string                 `protobuf:"bytes,2,opt,name=model_id,json=modelId,proto3" json:"model_id,omitempty"`
+	Architecture     string                 `protobuf:"bytes,3,opt,name=architecture,proto3" json:"architecture,omitempty"`
+	Backend          string                 `protobuf:"bytes,4,opt,name=backend,proto3" json:"backend,omitempty"`
+	Fingerprint      string                 `protobuf:"bytes,5,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	ContextLength    int64                  `protobuf:"varint,6,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
+	VocabSize        int64                  `protobuf:"varint,7,opt,name=vocab_size,json=vocabSize,proto3" json:"vocab_size,omitempty"`
+	Kv               *KVLayout              `protobuf:"bytes,8,opt,name=kv,proto3" json:"kv,omitempty"`
+	Capabilities     *Capabilities          `protobuf:"bytes,9,opt,name=capabilities,proto3" json:"capabilities,omitempty"`
+	PrefillEndpoint  string                 `protobuf:"bytes,10,opt,name=prefill_endpoint,json=prefillEndpoint,proto3" json:"prefill_endpoint,omitempty"`
+	Dtype            string                 `protobuf:"bytes,11,opt,name=dtype,proto3" json:"dtype,omitempty"`
+	Parameters       int64                  `protobuf:"varint,12,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	Quantization     string                 `protobuf:"bytes,13,opt,name=quantization,proto3" json:"quantization,omitempty"`
+	MaxBytesPerToken int64                  `protobuf:"varint,14,opt,name=max_bytes_per_token,json=maxBytesPerToken,proto3" json:"max_bytes_per_token,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Description) Reset() {
@@ -464,6 +465,13 @@ func (x *Description) GetQuantization() string {
 		return x.Quantization
 	}
 	return ""
+}
+
+func (x *Description) GetMaxBytesPerToken() int64 {
+	if x != nil {
+		return x.MaxBytesPerToken
+	}
+	return 0
 }
 
 type InstancesResponse struct {
@@ -2016,7 +2024,7 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\blogprobs\x18\x04 \x01(\bR\blogprobs\x12(\n" +
 	"\x10max_top_logprobs\x18\x05 \x01(\x03R\x0emaxTopLogprobs\x12%\n" +
 	"\x0eprefill_server\x18\x06 \x01(\bR\rprefillServer\x12%\n" +
-	"\x0eremote_prefill\x18\a \x01(\bR\rremotePrefill\"\xe0\x03\n" +
+	"\x0eremote_prefill\x18\a \x01(\bR\rremotePrefill\"\x8f\x04\n" +
 	"\vDescription\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x19\n" +
@@ -2035,7 +2043,8 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\n" +
 	"parameters\x18\f \x01(\x03R\n" +
 	"parameters\x12\"\n" +
-	"\fquantization\x18\r \x01(\tR\fquantization\"N\n" +
+	"\fquantization\x18\r \x01(\tR\fquantization\x12-\n" +
+	"\x13max_bytes_per_token\x18\x0e \x01(\x03R\x10maxBytesPerToken\"N\n" +
 	"\x11InstancesResponse\x129\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1b.duet.engine.v1.DescriptionR\tinstances\"K\n" +
 	"\aMessage\x12\x12\n" +
