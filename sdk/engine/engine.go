@@ -56,8 +56,8 @@ type Description struct {
 	// bytes has at least n/MaxBytesPerToken tokens. The gateway refuses a prompt that cannot fit ContextLength
 	// by this bound without sending it to the engine.
 	MaxBytesPerToken int
-	KV            KVLayout
-	Capabilities  Capabilities
+	KV               KVLayout
+	Capabilities     Capabilities
 	// PrefillEndpoint is the host:port of the instance's KV wire server, or empty when it serves none.
 	PrefillEndpoint string
 }

@@ -34,7 +34,7 @@ type Config struct {
 	// TLSCert and TLSKey, when set, are the PEM files the API is served with over TLS.
 	TLSCert, TLSKey string
 	LogLevel        string
-	LogFormat     string
+	LogFormat       string
 }
 
 // Defaults used when neither flag nor environment says otherwise.
