@@ -245,6 +245,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		Architecture:     string(m.Config.Family),
 		Backend:          b.Name(),
 		Fingerprint:      m.Fingerprint(),
+		KVCompat:         m.KVCompat(tok.Identity()),
 		DType:            string(m.DType),
 		Quantization:     quant,
 		Parameters:       m.NumParams(),

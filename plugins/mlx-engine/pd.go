@@ -111,14 +111,22 @@ func secrets(s []byte) [][]byte {
 // it to the loop, without blocking.
 func (in *instance) dispatch(job *kvwire.Job) {
 	req := job.Request
+	approximate := req.KVCompat != "" && req.KVCompat == in.desc.KVCompat
 	switch {
-	case req.Fingerprint != "" && req.Fingerprint != in.desc.Fingerprint:
+	case req.Fingerprint != "" && req.Fingerprint != in.desc.Fingerprint && !approximate:
 		_ = job.Reject(kvwire.CodeBadRequest, fmt.Sprintf("model fingerprint %s does not match this instance's %s (%s)", req.Fingerprint, in.desc.Fingerprint, in.desc.ModelID))
 	case req.Fingerprint == "" && !sameModel(req.ModelID, in.desc.ModelID):
 		_ = job.Reject(kvwire.CodeBadRequest, fmt.Sprintf("this instance serves %q, not %q", in.desc.ModelID, req.ModelID))
-	case !in.runner.SubmitExport(job):
+	case !in.runner.SubmitExport(job, in.desc.Fingerprint, kvCompatIf(req.KVCompat != "", in.desc.KVCompat)):
 		_ = job.Reject(kvwire.CodeBusy, "the prefill queue is full")
 	}
+}
+
+func kvCompatIf(asked bool, kvc string) string {
+	if asked {
+		return kvc
+	}
+	return ""
 }
 
 // sameModel compares model ids loosely: "org/name" matches "name", as peers may name a model by its hub id or
@@ -150,7 +158,7 @@ func (in *instance) remote(eps []engine.PrefillEndpoint) *runner.Remote {
 	o := in.pd
 	return &runner.Remote{
 		Endpoints: eps, Threshold: o.threshold, Required: o.required,
-		ModelID: in.desc.ModelID, Fingerprint: in.desc.Fingerprint,
+		ModelID: in.desc.ModelID, Fingerprint: in.desc.Fingerprint, KVCompat: in.desc.KVCompat,
 		Secret: o.secret, Checksum: o.checksum, Timeout: o.timeout, FrameTimeout: o.frame,
 	}
 }

@@ -60,6 +60,9 @@ func pdModel(t testing.TB, name string) string {
 		other := base
 		other.Seed = 99
 		variants["llama-other"] = other
+		q8 := base // the same base model, quantized: same KVCompat, another fingerprint
+		q8.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 32}
+		variants["llama-q8"] = q8
 		for name, o := range variants {
 			if pdModelsErr = modelgen.Generate(filepath.Join(pdModelsDir, name), o); pdModelsErr != nil {
 				return
@@ -250,6 +253,48 @@ func TestPDExact(t *testing.T) {
 				wantRemote(t, f, ps.desc.PrefillEndpoint)
 			})
 		})
+	}
+}
+
+// TestPDApproximate links the same base model at two quantizations, as exo allows: an 8-bit prefill engine and
+// a bf16 decoder share KVCompat but not Fingerprint. An exact endpoint refuses the KV (the decoder prefills
+// locally); an approximate one takes it and says so. A model of another base is refused either way.
+func TestPDApproximate(t *testing.T) {
+	p := startEngine(t, pdModel(t, "llama-q8"), prefillOpts())
+	d := startEngine(t, pdModel(t, "llama-bf16"), decodeOpts("prefix_cache_mb", "0"))
+	other := startEngine(t, pdModel(t, "llama-other"), prefillOpts())
+	if p.desc.KVCompat == "" || p.desc.KVCompat != d.desc.KVCompat || p.desc.Fingerprint == d.desc.Fingerprint {
+		t.Fatalf("KVCompat %q and %q, fingerprints %q and %q: want the same KVCompat and other fingerprints",
+			p.desc.KVCompat, d.desc.KVCompat, p.desc.Fingerprint, d.desc.Fingerprint)
+	}
+	if other.desc.KVCompat == d.desc.KVCompat {
+		t.Fatalf("a model of another base has the same KVCompat %q", d.desc.KVCompat)
+	}
+	prompt := randomPrompt(7, 300, d.desc.VocabSize)
+	_, f := gen(t, d, prompt, p.endpoint())
+	wantFallback(t, f, "fingerprint")
+
+	ep := p.endpoint()
+	ep.Approximate = true
+	_, f = gen(t, d, prompt, ep)
+	wantRemote(t, f, p.desc.PrefillEndpoint)
+	if !f.Timings.Remote.Approximate {
+		t.Errorf("KV from another quantization is not marked approximate")
+	}
+
+	ep = other.endpoint()
+	ep.Approximate = true
+	_, f = gen(t, d, prompt, ep)
+	wantFallback(t, f, "")
+
+	// Exact pairs are never marked approximate.
+	p2 := startEngine(t, pdModel(t, "llama-bf16"), prefillOpts())
+	ep = p2.endpoint()
+	ep.Approximate = true
+	_, f = gen(t, d, prompt, ep)
+	wantRemote(t, f, p2.desc.PrefillEndpoint)
+	if f.Timings.Remote.Approximate {
+		t.Errorf("KV from the same model is marked approximate")
 	}
 }
 

@@ -24,6 +24,7 @@ func descriptionToProto(d Description) *pb.Description {
 		Architecture:     d.Architecture,
 		Backend:          d.Backend,
 		Fingerprint:      d.Fingerprint,
+		KvCompat:         d.KVCompat,
 		Dtype:            d.DType,
 		Quantization:     d.Quantization,
 		Parameters:       d.Parameters,
@@ -57,6 +58,7 @@ func descriptionFromProto(d *pb.Description) Description {
 		Architecture:     d.GetArchitecture(),
 		Backend:          d.GetBackend(),
 		Fingerprint:      d.GetFingerprint(),
+		KVCompat:         d.GetKvCompat(),
 		DType:            d.GetDtype(),
 		Quantization:     d.GetQuantization(),
 		Parameters:       d.GetParameters(),
@@ -130,7 +132,7 @@ func generateRequestToProto(r GenerateRequest) *pb.GenerateRequest {
 		},
 	}
 	for _, e := range r.PrefillEndpoints {
-		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Address: e.Address, Node: e.Node})
+		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Address: e.Address, Node: e.Node, Approximate: e.Approximate})
 	}
 	return out
 }
@@ -164,7 +166,7 @@ func generateRequestFromProto(r *pb.GenerateRequest) GenerateRequest {
 		out.Sampling.Seed = &seed
 	}
 	for _, e := range r.GetPrefillEndpoints() {
-		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{InstanceID: e.GetInstanceId(), Address: e.GetAddress(), Node: e.GetNode()})
+		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{InstanceID: e.GetInstanceId(), Address: e.GetAddress(), Node: e.GetNode(), Approximate: e.GetApproximate()})
 	}
 	return out
 }
@@ -251,6 +253,7 @@ func timingsToProto(t Timings) *pb.Timings {
 			IngestNs:       int64(r.Ingest),
 			Attempts:       int64(r.Attempts),
 			FallbackReason: r.FallbackReason,
+			Approximate:    r.Approximate,
 		}
 	}
 	return out
@@ -276,6 +279,7 @@ func timingsFromProto(t *pb.Timings) Timings {
 			Ingest:         time.Duration(r.GetIngestNs()),
 			Attempts:       int(r.GetAttempts()),
 			FallbackReason: r.GetFallbackReason(),
+			Approximate:    r.GetApproximate(),
 		}
 	}
 	return out

@@ -21,7 +21,7 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 				StopTokenIDs: []int32{1, 2}, IgnoreEOS: true, Logprobs: true, TopLogprobs: 3, PresencePenalty: 0.1,
 				FrequencyPenalty: -0.2, RepetitionPenalty: 1.1,
 			},
-			PrefillEndpoints: []PrefillEndpoint{{InstanceID: "p", Address: "10.0.0.1:7000", Node: "n2"}},
+			PrefillEndpoints: []PrefillEndpoint{{InstanceID: "p", Address: "10.0.0.1:7000", Node: "n2"}, {Address: "10.0.0.2:7000", Approximate: true}},
 		},
 		"tokens without seed": {InstanceID: "i", PromptTokens: []int32{5, 6, 7}},
 		// Counts beyond int32 cross unchanged: the boundary never narrows (it once turned 2^32+4 into 4).
@@ -54,7 +54,7 @@ func TestEventRoundTrip(t *testing.T) {
 			Usage: Usage{PromptTokens: 10, CompletionTokens: 2, CachedTokens: 4},
 			Timings: Timings{
 				Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3, Decode: 4, Total: 5, PrefillSource: PrefillRemote,
-				Remote: &RemotePrefill{Endpoint: "e", InstanceID: "p", Tokens: 9, Bytes: 1 << 20, Wait: 1, Transfer: 2, Ingest: 3, Attempts: 2, FallbackReason: "busy"},
+				Remote: &RemotePrefill{Endpoint: "e", InstanceID: "p", Tokens: 9, Bytes: 1 << 20, Wait: 1, Transfer: 2, Ingest: 3, Attempts: 2, FallbackReason: "busy", Approximate: true},
 			},
 		}},
 	}
@@ -72,7 +72,7 @@ func TestDescriptionStatsRoundTrip(t *testing.T) {
 	t.Parallel()
 	d := Description{
 		InstanceID: "i", ModelID: "m", Architecture: "llama", Backend: "go", Fingerprint: "f", DType: "bfloat16",
-		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000, MaxBytesPerToken: 48,
+		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000, MaxBytesPerToken: 48, KVCompat: "kv1:llama-0011",
 		KV:              KVLayout{NumLayers: 2, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16"},
 		Capabilities:    Capabilities{Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20, PrefillServer: true, RemotePrefill: true},
 		PrefillEndpoint: "127.0.0.1:7000",

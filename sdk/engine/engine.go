@@ -44,9 +44,13 @@ type Description struct {
 	ModelID      string
 	Architecture string // e.g. "llama", "qwen3"
 	Backend      string // e.g. "go", "mlx", "echo"
-	// Fingerprint identifies the model's architecture and weights; KV is only exchanged between instances whose
-	// fingerprints match.
-	Fingerprint   string
+	// Fingerprint identifies the model's architecture and weights: instances with equal fingerprints exchange
+	// KV exactly.
+	Fingerprint string
+	// KVCompat names what KV exchange needs besides the weights (architecture, RoPE, tokenizer): instances with
+	// equal KVCompat but other fingerprints (the same base model at another quantization) exchange KV
+	// approximately, when an operator links them. Empty: only exact exchange.
+	KVCompat      string
 	DType         string // compute dtype: "bfloat16", "float16", "float32"
 	Quantization  string // e.g. "" (none), "affine-4bit-g64"
 	Parameters    int64
@@ -136,6 +140,9 @@ type PrefillEndpoint struct {
 	InstanceID string
 	Address    string // host:port
 	Node       string
+	// Approximate accepts KV from a model with the same KVCompat but another Fingerprint (the same base
+	// model at another quantization, linked by an operator). Zero value: exact KV only.
+	Approximate bool
 }
 
 // Event is one step of a generation stream. Exactly one field is set.
@@ -238,6 +245,9 @@ type RemotePrefill struct {
 	Attempts   int
 	// FallbackReason is set when every endpoint failed and the engine prefilled locally.
 	FallbackReason string
+	// Approximate: the KV came from another quantization of the model (same KVCompat, other Fingerprint),
+	// so the tokens may differ from a local prefill's.
+	Approximate bool
 }
 
 // TokenizeRequest asks how a prompt tokenizes. Exactly one of Messages and Prompt is set.

@@ -33,7 +33,7 @@ func TestRequestRoundTrip(t *testing.T) {
 		"long ids":    {RequestID: strings.Repeat("r", 300), ModelID: strings.Repeat("m", 70000), TokenIDs: many[:20], StartPos: 20},
 		"many tokens": {RequestID: "x", TokenIDs: many, StartPos: 69999},
 		"extensions": {RequestID: "x", TokenIDs: []int32{5}, Checksum: kvwire.ChecksumCRC32C,
-			Auth: &kvwire.Auth{Timestamp: -5, Nonce: randBytes(r, 64), MAC: randBytes(r, 32)}, Fingerprint: "fp1:0123abcd"},
+			Auth: &kvwire.Auth{Timestamp: -5, Nonce: randBytes(r, 64), MAC: randBytes(r, 32)}, Fingerprint: "fp1:0123abcd", KVCompat: "kv1:llama-00ff"},
 	}
 	for name, req := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -54,7 +54,7 @@ func TestHeaderRoundTrip(t *testing.T) {
 	tests := map[string]kvwire.Header{
 		"bf16":     {RequestID: "r", ModelID: "m", NumLayers: 80, DType: kvwire.BFloat16, StartPos: 1000},
 		"f16":      {NumLayers: 1, DType: kvwire.Float16},
-		"f32 ack":  {NumLayers: 1 << 20, DType: kvwire.Float32, Checksum: kvwire.ChecksumCRC32C, Fingerprint: "fp1:beef"},
+		"f32 ack":  {NumLayers: 1 << 20, DType: kvwire.Float32, Checksum: kvwire.ChecksumCRC32C, Fingerprint: "fp1:beef", KVCompat: "kv1:qwen3-01"},
 		"long ids": {RequestID: strings.Repeat("é", 40), ModelID: strings.Repeat("m", 300), DType: kvwire.BFloat16},
 	}
 	for name, h := range tests {

@@ -218,6 +218,10 @@ func DecodeRequest(body []byte) (Request, error) {
 			if err = d.once(8, keyFingerprint); err == nil {
 				req.Fingerprint, err = d.str(keyFingerprint)
 			}
+		case keyKVCompat:
+			if err = d.once(9, keyKVCompat); err == nil {
+				req.KVCompat, err = d.str(keyKVCompat)
+			}
 		default:
 			err = d.skip(k)
 		}
@@ -303,6 +307,10 @@ func DecodeHeader(body []byte) (Header, error) {
 		case keyFingerprint:
 			if err = d.once(6, keyFingerprint); err == nil {
 				h.Fingerprint, err = d.str(keyFingerprint)
+			}
+		case keyKVCompat:
+			if err = d.once(7, keyKVCompat); err == nil {
+				h.KVCompat, err = d.str(keyKVCompat)
 			}
 		default:
 			err = d.skip(k)

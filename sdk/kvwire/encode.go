@@ -42,6 +42,7 @@ const (
 	keyAuthMAC     = "duet_auth_mac"    // request: bin, HMAC-SHA256
 	keyCRC32C      = "duet_crc32c"      // kv_chunk, arrays_state: uint32
 	keyFingerprint = "duet_fingerprint" // request, header: the model's fingerprint
+	keyKVCompat    = "duet_kv_compat"   // request: approximate KV accepted for this; header: the server's
 )
 
 // maxFrameLimit is the largest body a 4-byte length prefix can describe.
@@ -70,6 +71,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 	if err := checkLen(keyFingerprint, len(r.Fingerprint)); err != nil {
 		return b, err
 	}
+	if err := checkLen(keyKVCompat, len(r.KVCompat)); err != nil {
+		return b, err
+	}
 	if r.StartPos < 0 {
 		return b, fmt.Errorf("kvwire: start_pos %d is negative", r.StartPos)
 	}
@@ -81,6 +85,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 		n += 3
 	}
 	if r.Fingerprint != "" {
+		n++
+	}
+	if r.KVCompat != "" {
 		n++
 	}
 	b = mpack.AppendMapHeader(b, n)
@@ -101,6 +108,9 @@ func AppendRequest(b []byte, r *Request) ([]byte, error) {
 	}
 	if r.Fingerprint != "" {
 		b = mpack.AppendStr(mpack.AppendStr(b, keyFingerprint), r.Fingerprint)
+	}
+	if r.KVCompat != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, keyKVCompat), r.KVCompat)
 	}
 	return b, nil
 }
@@ -126,6 +136,9 @@ func AppendHeader(b []byte, h *Header) ([]byte, error) {
 	if h.Fingerprint != "" {
 		n++
 	}
+	if h.KVCompat != "" {
+		n++
+	}
 	b = mpack.AppendMapHeader(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, keyRequestID), h.RequestID)
 	b = mpack.AppendStr(mpack.AppendStr(b, keyModelID), h.ModelID)
@@ -137,6 +150,9 @@ func AppendHeader(b []byte, h *Header) ([]byte, error) {
 	}
 	if h.Fingerprint != "" {
 		b = mpack.AppendStr(mpack.AppendStr(b, keyFingerprint), h.Fingerprint)
+	}
+	if h.KVCompat != "" {
+		b = mpack.AppendStr(mpack.AppendStr(b, keyKVCompat), h.KVCompat)
 	}
 	return b, nil
 }

@@ -61,6 +61,10 @@ type Request struct {
 	// server whose model has another fingerprint refuses the request, since KV from another model would be
 	// garbage. Empty: not sent.
 	Fingerprint string
+	// KVCompat, when set, asks the server to serve KV approximately (extension): a server whose model has
+	// another fingerprint but this KVCompat (the same base model at another quantization) serves it, and says
+	// so by echoing its own KVCompat in the header. Empty: exact KV only.
+	KVCompat string
 }
 
 // Auth is an HMAC-SHA256 proof that the sender of a request knows the cluster secret, bound to the request's
@@ -86,6 +90,8 @@ type Header struct {
 	// Fingerprint is the server's model fingerprint (extension), for the client to check. Empty: not sent
 	// (plain exo servers never send it).
 	Fingerprint string
+	// KVCompat is the server's KVCompat (extension), sent when the request carried one.
+	KVCompat string
 }
 
 // Message is one of *KVChunk, *ArraysState, *Done and *Error.

@@ -77,6 +77,29 @@ func (m *Model) computeFingerprint() string {
 	return "fp1:" + hex.EncodeToString(h.Sum(nil)[:16])
 }
 
+// KVCompat names what two models must share for one's KV cache to stand in for the other's: the architecture
+// (family, sizes, heads, head_dim, RoPE base and scaling, q/k norms) and the tokenizer (tokenizerID), but not
+// the weights' quantization, their dtype or their values. The same base model at another quantization (bf16
+// and 4-bit) has the same KVCompat and another Fingerprint: its KV is exchangeable approximately, as exo
+// allows, while equal Fingerprints exchange it exactly.
+func (m *Model) KVCompat(tokenizerID string) string {
+	c := &m.Config
+	arch := struct {
+		Scheme                         int
+		Family                         string
+		Hidden, Intermediate, Layers   int
+		Heads, KVHeads, HeadDim, Vocab int
+		Eps, Theta                     float64
+		Scaling                        *RopeScaling
+		QKNorm                         bool
+		Tokenizer                      string
+	}{1, string(c.Family), c.HiddenSize, c.IntermediateSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.HeadDim,
+		c.VocabSize, c.RMSNormEps, c.RopeTheta, c.RopeScaling, c.QKNorm, tokenizerID}
+	a, _ := json.Marshal(arch)
+	sum := sha256.Sum256(a)
+	return fmt.Sprintf("kv1:%s-%s", c.Family, hex.EncodeToString(sum[:8]))
+}
+
 func sampleBytes(write func([]byte) (int, error), d []byte) {
 	if len(d) <= fpWhole {
 		write(d)

@@ -10,9 +10,11 @@
 package prefixcache
 
 import (
-	"hash/maphash"
+	"slices"
 	"sort"
 	"sync"
+
+	"github.com/duet-ai/duet/sdk/prefixhash"
 )
 
 // Value is what an entry holds: a backend KV cache, in practice.
@@ -21,39 +23,12 @@ type Value interface {
 	Release()
 }
 
-// blockSize is the number of tokens per hashed block.
-const blockSize = 64
-
-var seed = maphash.MakeSeed()
+// blockSize is the number of tokens per hashed block: the SDK's, so that a router's prefix affinity (fed the
+// same hashes by the gateway) predicts this cache's hits.
+const blockSize = prefixhash.BlockTokens
 
 // blockHashes returns the chained hash of every whole block of tokens: hash i covers blocks 0..i.
-func blockHashes(tokens []int32) []uint64 {
-	n := len(tokens) / blockSize
-	out := make([]uint64, n)
-	var prev uint64
-	var buf [8 + 4*blockSize]byte
-	for b := range n {
-		put64(buf[:8], prev)
-		for i, t := range tokens[b*blockSize : (b+1)*blockSize] {
-			put32(buf[8+4*i:], uint32(t))
-		}
-		prev = maphash.Bytes(seed, buf[:])
-		out[b] = prev
-	}
-	return out
-}
-
-func put64(b []byte, v uint64) {
-	for i := range 8 {
-		b[i] = byte(v >> (8 * i))
-	}
-}
-
-func put32(b []byte, v uint32) {
-	for i := range 4 {
-		b[i] = byte(v >> (8 * i))
-	}
-}
+func blockHashes(tokens []int32) []uint64 { return prefixhash.Chain(nil, tokens, blockSize) }
 
 type entry[T Value] struct {
 	tokens   []int32
@@ -120,6 +95,11 @@ func commonPrefix[T Value](e *entry[T], tokens []int32, qh []uint64) int {
 	// Chained hashes: if block i matches, all before it do.
 	blocks := sort.Search(nb, func(i int) bool { return e.hashes[i] != qh[i] })
 	n := blocks * blockSize
+	// The hash is public (clients choose the tokens), so a match is checked: reusing KV on a collision would
+	// answer one prompt with another's cache.
+	if !slices.Equal(e.tokens[:n], tokens[:n]) {
+		n = 0
+	}
 	limit := min(len(e.tokens), len(tokens))
 	for n < limit && e.tokens[n] == tokens[n] {
 		n++

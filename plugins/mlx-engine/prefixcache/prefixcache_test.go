@@ -161,3 +161,17 @@ func BenchmarkLookup(b *testing.B) {
 		h.Release()
 	}
 }
+
+// TestHashCollisionIsNotAHit: the block hashes are public, so two prompts whose hashes collide (forged here)
+// must not share KV: the matched tokens are compared.
+func TestHashCollisionIsNotAHit(t *testing.T) {
+	t.Parallel()
+	released := 0
+	c := New[*fakeKV](1 << 20)
+	a, b := seq(4*blockSize, 0), seq(4*blockSize, 5000)
+	c.Insert(a, &fakeKV{10, &released})
+	c.entries[0].hashes = blockHashes(b) // a forged collision: a's entry claims b's hashes
+	if h, n := c.Lookup(b, len(b)-1); h != nil || n != 0 {
+		t.Fatalf("a forged collision gave a hit of %d tokens", n)
+	}
+}

@@ -17,22 +17,25 @@ type export struct {
 	job      *kvwire.Job
 	w        *kvwire.Writer
 	startPos int // positions the client already holds
-	sent     int // positions streamed so far (absolute)
-	dtype    kvwire.DType
+	// fingerprint and kvCompat are this model's, for the header (kvCompat only when the client asked).
+	fingerprint, kvCompat string
+	sent                  int // positions streamed so far (absolute)
+	dtype                 kvwire.DType
 }
 
 var errShuttingDown = errors.New("the engine is shutting down")
 
 // SubmitExport hands a KV wire job to the loop. It never blocks (it runs on a connection goroutine); false
 // means the queue is full and the caller should answer busy. The job's request must already be checked
-// against this model (id, fingerprint); the loop checks the tokens.
-func (r *Runner) SubmitExport(job *kvwire.Job) bool {
+// against this model (id, fingerprint or KVCompat); the loop checks the tokens. fingerprint and kvCompat
+// describe this model to the client in the header (kvCompat empty unless the client accepts approximate KV).
+func (r *Runner) SubmitExport(job *kvwire.Job, fingerprint, kvCompat string) bool {
 	ctx := job.Context()
 	s := &seq{
 		req:    Request{ID: job.Request.RequestID, Prompt: job.Request.TokenIDs, Arrived: time.Now()},
 		ctx:    ctx,
 		cancel: func() {},
-		export: &export{job: job, startPos: job.Request.StartPos},
+		export: &export{job: job, startPos: job.Request.StartPos, fingerprint: fingerprint, kvCompat: kvCompat},
 	}
 	select {
 	case r.exports <- s:
@@ -85,7 +88,7 @@ func (r *Runner) prepareExport(s *seq) error {
 	e.sent = e.startPos
 	if err := w.Header(kvwire.Header{
 		RequestID: e.job.Request.RequestID, ModelID: e.job.Request.ModelID, NumLayers: layout.NumLayers,
-		DType: e.dtype, StartPos: e.startPos, Fingerprint: e.job.Request.Fingerprint,
+		DType: e.dtype, StartPos: e.startPos, Fingerprint: e.fingerprint, KVCompat: e.kvCompat,
 	}); err != nil {
 		return err
 	}

@@ -19,8 +19,9 @@ type Remote struct {
 	Threshold int
 	// Required fails the request instead of prefilling locally when every endpoint failed.
 	Required bool
-	// ModelID and Fingerprint identify this instance's model; KV from a peer that reports another is refused.
-	ModelID, Fingerprint string
+	// ModelID and Fingerprint identify this instance's model; KV from a peer that reports another is refused,
+	// unless the endpoint is Approximate and the peer reports this KVCompat.
+	ModelID, Fingerprint, KVCompat string
 	// Secret authenticates to peers that require it; Checksum asks for per-chunk CRC-32C.
 	Secret   []byte
 	Checksum bool
@@ -48,11 +49,15 @@ func (r *Runner) fetch(s *seq, rm *Remote) {
 		info.Attempts++
 		info.Endpoint, info.InstanceID = ep.Address, ep.InstanceID
 		start := time.Now()
-		in := &ingest{r: r, s: s, rm: rm, n: n, start: start}
+		in := &ingest{r: r, s: s, rm: rm, n: n, start: start, approximate: ep.Approximate && rm.KVCompat != ""}
 		ctx, cancel := context.WithTimeout(s.ctx, rm.Timeout)
+		kvCompat := ""
+		if in.approximate {
+			kvCompat = rm.KVCompat
+		}
 		res, err := kvwire.Fetch(ctx, ep.Address, &kvwire.Request{
 			RequestID: s.req.ID, ModelID: rm.ModelID, TokenIDs: s.req.Prompt[:n], StartPos: s.cached,
-			Fingerprint: rm.Fingerprint,
+			Fingerprint: rm.Fingerprint, KVCompat: kvCompat,
 		}, &kvwire.FetchOptions{Secret: rm.Secret, Checksum: rm.Checksum, FrameTimeout: rm.FrameTimeout, Timeout: rm.Timeout},
 			kvwire.Handler{OnHeader: in.header, OnChunk: in.chunk})
 		cancel()
@@ -62,7 +67,7 @@ func (r *Runner) fetch(s *seq, rm *Remote) {
 		info.Bytes += res.TensorBytes
 		info.Transfer, info.Ingest, info.Wait = time.Since(start), in.ingest, in.wait
 		if err == nil {
-			info.FallbackReason = ""
+			info.FallbackReason, info.Approximate = "", in.approximated
 			s.fetched <- fetchResult{info: info}
 			r.wakeLoop()
 			return
@@ -96,6 +101,8 @@ type ingest struct {
 	scratchV []byte
 	ingest   time.Duration
 	wait     time.Duration
+	// approximate: the endpoint accepts another quantization's KV; approximated: the peer served one.
+	approximate, approximated bool
 }
 
 func (in *ingest) header(h *kvwire.Header) error {
@@ -104,7 +111,8 @@ func (in *ingest) header(h *kvwire.Header) error {
 	}
 	l := in.r.model.KVLayout()
 	switch {
-	case h.Fingerprint != "" && in.rm.Fingerprint != "" && h.Fingerprint != in.rm.Fingerprint:
+	case h.Fingerprint != "" && in.rm.Fingerprint != "" && h.Fingerprint != in.rm.Fingerprint &&
+		!(in.approximate && h.KVCompat == in.rm.KVCompat):
 		return fmt.Errorf("peer serves another model: fingerprint %s, ours %s", h.Fingerprint, in.rm.Fingerprint)
 	case h.Fingerprint == "" && h.ModelID != "" && h.ModelID != in.rm.ModelID &&
 		!strings.HasSuffix(h.ModelID, "/"+in.rm.ModelID) && !strings.HasSuffix(in.rm.ModelID, "/"+h.ModelID):
@@ -114,6 +122,7 @@ func (in *ingest) header(h *kvwire.Header) error {
 	case h.StartPos != in.s.cached:
 		return fmt.Errorf("peer starts at position %d, we asked for %d", h.StartPos, in.s.cached)
 	}
+	in.approximated = h.Fingerprint != "" && h.Fingerprint != in.rm.Fingerprint
 	ours, err := kvwire.ParseDType(string(l.DType))
 	if err != nil {
 		return err

@@ -1,6 +1,9 @@
 package tokenizer
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,6 +168,26 @@ func FromFiles(f Files) (*Tokenizer, error) {
 	t.words.New = func() any { return new([]string) }
 	t.maxBytesPerToken = t.computeMaxBytesPerToken()
 	return t, nil
+}
+
+// Identity identifies the vocabulary: every token and added token with its id, hashed. Two tokenizers with the
+// same Identity turn a text into the same ids (their other settings come from the same files in practice).
+func (t *Tokenizer) Identity() string {
+	h := sha256.New()
+	var n [4]byte
+	for id, tok := range t.model.tokens {
+		binary.LittleEndian.PutUint32(n[:], uint32(id))
+		h.Write(n[:])
+		h.Write([]byte(tok))
+		h.Write([]byte{0})
+	}
+	for _, a := range t.added {
+		binary.LittleEndian.PutUint32(n[:], uint32(a.ID))
+		h.Write(n[:])
+		h.Write([]byte(a.Content))
+		h.Write([]byte{1})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // MaxBytesPerToken is the most bytes of input text one token can stand for, so that a text of n bytes has at

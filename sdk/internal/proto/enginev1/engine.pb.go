@@ -342,6 +342,7 @@ type Description struct {
 	Parameters       int64                  `protobuf:"varint,12,opt,name=parameters,proto3" json:"parameters,omitempty"`
 	Quantization     string                 `protobuf:"bytes,13,opt,name=quantization,proto3" json:"quantization,omitempty"`
 	MaxBytesPerToken int64                  `protobuf:"varint,14,opt,name=max_bytes_per_token,json=maxBytesPerToken,proto3" json:"max_bytes_per_token,omitempty"`
+	KvCompat         string                 `protobuf:"bytes,15,opt,name=kv_compat,json=kvCompat,proto3" json:"kv_compat,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -472,6 +473,13 @@ func (x *Description) GetMaxBytesPerToken() int64 {
 		return x.MaxBytesPerToken
 	}
 	return 0
+}
+
+func (x *Description) GetKvCompat() string {
+	if x != nil {
+		return x.KvCompat
+	}
+	return ""
 }
 
 type InstancesResponse struct {
@@ -731,6 +739,7 @@ type PrefillEndpoint struct {
 	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	Address       string                 `protobuf:"bytes,2,opt,name=address,proto3" json:"address,omitempty"`
 	Node          string                 `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Approximate   bool                   `protobuf:"varint,4,opt,name=approximate,proto3" json:"approximate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -784,6 +793,13 @@ func (x *PrefillEndpoint) GetNode() string {
 		return x.Node
 	}
 	return ""
+}
+
+func (x *PrefillEndpoint) GetApproximate() bool {
+	if x != nil {
+		return x.Approximate
+	}
+	return false
 }
 
 type GenerateRequest struct {
@@ -1214,6 +1230,7 @@ type RemotePrefill struct {
 	Attempts       int64                  `protobuf:"varint,7,opt,name=attempts,proto3" json:"attempts,omitempty"`
 	FallbackReason string                 `protobuf:"bytes,8,opt,name=fallback_reason,json=fallbackReason,proto3" json:"fallback_reason,omitempty"`
 	WaitNs         int64                  `protobuf:"varint,9,opt,name=wait_ns,json=waitNs,proto3" json:"wait_ns,omitempty"`
+	Approximate    bool                   `protobuf:"varint,10,opt,name=approximate,proto3" json:"approximate,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1309,6 +1326,13 @@ func (x *RemotePrefill) GetWaitNs() int64 {
 		return x.WaitNs
 	}
 	return 0
+}
+
+func (x *RemotePrefill) GetApproximate() bool {
+	if x != nil {
+		return x.Approximate
+	}
+	return false
 }
 
 type Timings struct {
@@ -2024,7 +2048,7 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\blogprobs\x18\x04 \x01(\bR\blogprobs\x12(\n" +
 	"\x10max_top_logprobs\x18\x05 \x01(\x03R\x0emaxTopLogprobs\x12%\n" +
 	"\x0eprefill_server\x18\x06 \x01(\bR\rprefillServer\x12%\n" +
-	"\x0eremote_prefill\x18\a \x01(\bR\rremotePrefill\"\x8f\x04\n" +
+	"\x0eremote_prefill\x18\a \x01(\bR\rremotePrefill\"\xac\x04\n" +
 	"\vDescription\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x19\n" +
@@ -2044,7 +2068,8 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"parameters\x18\f \x01(\x03R\n" +
 	"parameters\x12\"\n" +
 	"\fquantization\x18\r \x01(\tR\fquantization\x12-\n" +
-	"\x13max_bytes_per_token\x18\x0e \x01(\x03R\x10maxBytesPerToken\"N\n" +
+	"\x13max_bytes_per_token\x18\x0e \x01(\x03R\x10maxBytesPerToken\x12\x1b\n" +
+	"\tkv_compat\x18\x0f \x01(\tR\bkvCompat\"N\n" +
 	"\x11InstancesResponse\x129\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1b.duet.engine.v1.DescriptionR\tinstances\"K\n" +
 	"\aMessage\x12\x12\n" +
@@ -2069,12 +2094,13 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x10presence_penalty\x18\f \x01(\x01R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\r \x01(\x01R\x10frequencyPenalty\x12-\n" +
 	"\x12repetition_penalty\x18\x0e \x01(\x01R\x11repetitionPenaltyB\a\n" +
-	"\x05_seed\"`\n" +
+	"\x05_seed\"\x82\x01\n" +
 	"\x0fPrefillEndpoint\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
-	"\x04node\x18\x03 \x01(\tR\x04node\"\xb1\x03\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
+	"\vapproximate\x18\x04 \x01(\bR\vapproximate\"\xb1\x03\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +
@@ -2108,7 +2134,7 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12#\n" +
-	"\rcached_tokens\x18\x03 \x01(\x03R\fcachedTokens\"\x96\x02\n" +
+	"\rcached_tokens\x18\x03 \x01(\x03R\fcachedTokens\"\xb8\x02\n" +
 	"\rRemotePrefill\x12\x1a\n" +
 	"\bendpoint\x18\x01 \x01(\tR\bendpoint\x12\x1f\n" +
 	"\vinstance_id\x18\x02 \x01(\tR\n" +
@@ -2120,7 +2146,9 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\tingest_ns\x18\x06 \x01(\x03R\bingestNs\x12\x1a\n" +
 	"\battempts\x18\a \x01(\x03R\battempts\x12'\n" +
 	"\x0ffallback_reason\x18\b \x01(\tR\x0efallbackReason\x12\x17\n" +
-	"\await_ns\x18\t \x01(\x03R\x06waitNs\"\xff\x01\n" +
+	"\await_ns\x18\t \x01(\x03R\x06waitNs\x12 \n" +
+	"\vapproximate\x18\n" +
+	" \x01(\bR\vapproximate\"\xff\x01\n" +
 	"\aTimings\x12\x19\n" +
 	"\bqueue_ns\x18\x01 \x01(\x03R\aqueueNs\x12\x1d\n" +
 	"\n" +
