@@ -5,6 +5,7 @@ package roundrobin
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/duet-ai/duet/sdk/router"
@@ -21,7 +22,7 @@ var _ router.Router = (*Router)(nil)
 // New returns a round-robin router.
 func New() *Router { return &Router{} }
 
-// Route picks the next eligible instance of the model.
+// Route picks the next eligible instance of the model that the request does not exclude.
 func (r *Router) Route(_ context.Context, req router.Request, snap *router.Snapshot) (router.Decision, error) {
 	alive := make(map[string]bool, len(snap.Nodes))
 	for _, n := range snap.Nodes {
@@ -29,7 +30,8 @@ func (r *Router) Route(_ context.Context, req router.Request, snap *router.Snaps
 	}
 	var candidates []router.Instance
 	for _, in := range snap.Instances {
-		if in.Model == req.Model && in.Status == router.InstanceReady && alive[in.Node] && in.Role != router.RolePrefill {
+		if in.Model == req.Model && in.Status == router.InstanceReady && alive[in.Node] && in.Role != router.RolePrefill &&
+			!slices.Contains(req.Exclude, in.ID) {
 			candidates = append(candidates, in)
 		}
 	}

@@ -16,8 +16,9 @@ func TestRouteAllocations(t *testing.T) {
 		req  router.Request
 		most float64
 	}{
-		"decode only, with prefix hashes":  {req: router.Request{Model: "m", PromptTokens: 500, PrefixHashes: hashes(1, 81)}, most: 6},
-		"decode and two prefill endpoints": {req: router.Request{Model: "m", PromptTokens: 5200}, most: 12},
+		"decode only, with prefix hashes":    {req: router.Request{Model: "m", PromptTokens: 500, PrefixHashes: hashes(1, 81)}, most: 6},
+		"decode and two prefill endpoints":   {req: router.Request{Model: "m", PromptTokens: 5200}, most: 12},
+		"a retry, with an excluded instance": {req: router.Request{Model: "m", PromptTokens: 5200, Exclude: []string{"i0001"}}, most: 12},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -4,13 +4,15 @@
 //
 // Routing is filter → score → pick (package sched), in two profiles:
 //
-//   - decode, always: ready instances of the model that can decode, on live nodes, whose context fits;
-//     scored by load, KV utilisation, prefix affinity and locality; the best weighted mean wins, ties to the
-//     lowest instance id.
-//   - prefill, when the decider says the uncached prompt reaches the threshold: ready instances with the
-//     decode instance's model and fingerprint, a dialable KV endpoint, on live nodes, linked to the decode
-//     instance when instance links say who serves whom; scored by load, the link to the decode node and,
-//     optionally, hardware class; the best few are listed so the engine can fall back.
+//   - decode, always: ready instances of the model that can decode, on live nodes, that the request does not
+//     exclude, whose context fits; scored by load, KV utilisation, prefix affinity and locality; the best
+//     weighted mean wins, ties to the lowest instance id.
+//   - prefill, when the decider says the uncached prompt reaches the threshold: ready instances of the
+//     decode instance's model whose KV it can ingest (its fingerprint, or, where an instance link pairs them,
+//     its KV compatibility family at another quantization: an approximate endpoint), a dialable KV endpoint,
+//     on live nodes, linked to the decode instance when instance links say who serves whom; scored by load,
+//     the network path to the decode node and, optionally, hardware class, exact endpoints first on ties;
+//     the best few are listed so the engine can fall back.
 //
 // The router is pure with respect to the snapshot: it reads it (through an index built once per snapshot,
 // package view) and never does I/O. Its only state is the prefix-affinity index (package affinity), which

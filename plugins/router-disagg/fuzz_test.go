@@ -28,7 +28,7 @@ func (s *bytesource) next() int {
 
 func (s *bytesource) pick(options ...string) string { return options[s.next()%len(options)] }
 
-// fuzzSnapshot builds a small cluster from the input: up to 4 nodes, 8 instances, links and instance links,
+// fuzzSnapshot builds a small cluster from the input: up to 4 nodes, 8 instances, paths and instance links,
 // with every field drawn from a few interesting values.
 func fuzzSnapshot(s *bytesource) *router.Snapshot {
 	snap := &router.Snapshot{Version: 1, Self: "n1"}
@@ -44,7 +44,7 @@ func fuzzSnapshot(s *bytesource) *router.Snapshot {
 			if from == to || s.next()%4 == 0 {
 				continue
 			}
-			snap.Links = append(snap.Links, router.Link{
+			snap.Paths = append(snap.Paths, router.Path{
 				From: fmt.Sprintf("n%d", from), To: fmt.Sprintf("n%d", to),
 				Address:   s.pick("", "10.0.0.9", "fe80::1", "[fe80::2]", "10.0.0.3:7946", "bad:addr:ess"),
 				Kind:      s.pick("thunderbolt", "ethernet", "wifi", "loopback", "other", ""),
@@ -63,6 +63,8 @@ func fuzzSnapshot(s *bytesource) *router.Snapshot {
 			Status:        s.pick(router.InstanceReady, router.InstanceReady, router.InstanceLoading, router.InstanceDraining, router.InstanceUnavailable),
 			KVEndpoint:    s.pick("n2:7000", "0.0.0.0:7000", "[::]:7001", ":7002", "", "nohost", "h:0", "h:99999"),
 			Fingerprint:   s.pick("fp", "fp", "fp-q4", ""),
+			KVCompat:      s.pick("kv", "kv", "kv-other", ""),
+			Backend:       s.pick("cpu", "mlx", ""),
 			ContextLength: s.next() * 64,
 			Load: router.Load{
 				InFlight: s.next() - 20, Queued: s.next() % 5,
@@ -86,7 +88,7 @@ func fuzzSnapshot(s *bytesource) *router.Snapshot {
 func cloneSnapshot(s *router.Snapshot) *router.Snapshot {
 	c := *s
 	c.Nodes = slices.Clone(s.Nodes)
-	c.Links = slices.Clone(s.Links)
+	c.Paths = slices.Clone(s.Paths)
 	c.Instances = slices.Clone(s.Instances)
 	c.InstanceLinks = nil
 	for _, l := range s.InstanceLinks {
@@ -120,6 +122,9 @@ func FuzzRoute(f *testing.F) {
 				Model: s.pick("m", "m", "other", "none"), PromptTokens: s.next()*40 - 100, MaxTokens: s.next()*8 - 10,
 				SourceNode: s.pick("n1", "n2", "", "n9"),
 			}
+			for range s.next() % 3 {
+				req.Exclude = append(req.Exclude, s.pick("a", "b", "c", "z"))
+			}
 			for i := range s.next() % 70 {
 				req.PrefixHashes = append(req.PrefixHashes, uint64(s.next()%3)<<32|uint64(i))
 			}
@@ -138,6 +143,16 @@ func FuzzRoute(f *testing.F) {
 	})
 }
 
+// linked reports whether an instance link names prefill as a prefill instance of decode.
+func linked(snap *router.Snapshot, decode, prefill string) bool {
+	for _, l := range snap.InstanceLinks {
+		if slices.Contains(l.DecodeInstances, decode) && slices.Contains(l.PrefillInstances, prefill) {
+			return true
+		}
+	}
+	return false
+}
+
 func checkDecision(t *testing.T, cfg routerdisagg.Config, snap *router.Snapshot, req router.Request, d router.Decision) {
 	t.Helper()
 	alive := func(node string) bool {
@@ -152,6 +167,8 @@ func checkDecision(t *testing.T, cfg routerdisagg.Config, snap *router.Snapshot,
 		t.Fatalf("decode instance %+v cannot serve %+v", dec, req)
 	case dec.Role != router.RoleBoth && dec.Role != router.RoleDecode && dec.Role != "":
 		t.Fatalf("decode instance %q has role %q", dec.ID, dec.Role)
+	case slices.Contains(req.Exclude, dec.ID):
+		t.Fatalf("decode instance %q is excluded (%v)", dec.ID, req.Exclude)
 	case d.Reason == "":
 		t.Fatal("no reason")
 	case len(d.PrefillEndpoints) > cfg.MaxPrefillEndpoints:
@@ -160,6 +177,8 @@ func checkDecision(t *testing.T, cfg routerdisagg.Config, snap *router.Snapshot,
 	seen := map[string]bool{}
 	for _, pe := range d.PrefillEndpoints {
 		p, ok := snap.Instance(pe.InstanceID)
+		exact := p.Fingerprint != "" && p.Fingerprint == dec.Fingerprint
+		approximate := !exact && p.KVCompat != "" && p.KVCompat == dec.KVCompat && linked(snap, dec.ID, p.ID)
 		switch {
 		case !ok:
 			t.Fatalf("prefill endpoint %q is not in the snapshot", pe.InstanceID)
@@ -167,8 +186,10 @@ func checkDecision(t *testing.T, cfg routerdisagg.Config, snap *router.Snapshot,
 			t.Fatalf("prefill endpoint %q listed twice", pe.InstanceID)
 		case pe.InstanceID == dec.ID:
 			t.Fatal("the decode instance prefills for itself")
-		case p.Model != dec.Model || p.Fingerprint == "" || p.Fingerprint != dec.Fingerprint:
+		case p.Model != dec.Model || !exact && !approximate:
 			t.Fatalf("prefill instance %+v cannot feed %+v", p, dec)
+		case pe.Approximate == exact:
+			t.Fatalf("prefill endpoint %q has Approximate %v, want %v", pe.InstanceID, pe.Approximate, !exact)
 		case p.Status != router.InstanceReady || !alive(p.Node) || pe.Node != p.Node:
 			t.Fatalf("prefill instance %+v is not ready on a live node", p)
 		case p.Role == router.RoleDecode || p.Role == "weird":

@@ -13,11 +13,14 @@ import (
 // explain appends the decision's one-sentence reason to b, for example:
 //
 //	decode on i3@n2 (load 0.80, kv-utilization 0.90, prefix 0.50, locality 0.00; best of 4); prefill on i7@n4
-//	over thunderbolt (40 Gb/s), then i8@n5, because 5200 uncached tokens ≥ 1000
+//	over thunderbolt (40 Gb/s), then i8@n5 (approximate: other quantization), because 5200 uncached tokens ≥ 1000
+//
+// A retry's reason names the instances the request excludes: "best of 3, excluding i1".
 //
 // It builds the sentence with strconv into a reused buffer: routing stays at a handful of allocations.
 func (r *Router) explain(b []byte, v *view.View, dres, pres *sched.Result, ranPrefill bool, verdict decider.Verdict,
-	prompt int, eps []router.PrefillEndpoint) []byte {
+	req *router.Request, eps []router.PrefillEndpoint) []byte {
+	prompt := req.PromptTokens
 	win := dres.Ranked[0]
 	b = append(b, "decode on "...)
 	b = at(b, win.Instance.ID, win.Instance.Node)
@@ -35,17 +38,25 @@ func (r *Router) explain(b []byte, v *view.View, dres, pres *sched.Result, ranPr
 	}
 	b = append(b, "best of "...)
 	b = strconv.AppendInt(b, int64(dres.Survivors()), 10)
+	for i, id := range req.Exclude {
+		if i == 0 {
+			b = append(b, ", excluding "...)
+		} else {
+			b = append(b, ", "...)
+		}
+		b = append(b, id...)
+	}
 	b = append(b, ')')
 
 	switch {
 	case ranPrefill && len(eps) > 0:
 		b = append(b, "; prefill on "...)
-		b = at(b, eps[0].InstanceID, eps[0].Node)
+		b = endpointAt(b, eps[0])
 		b = append(b, ' ')
 		b = path(b, v, eps[0].Node, win.Instance.Node)
 		for _, e := range eps[1:] {
 			b = append(b, ", then "...)
-			b = at(b, e.InstanceID, e.Node)
+			b = endpointAt(b, e)
 		}
 		if verdict.Known {
 			b = append(b, ", because "...)
@@ -78,6 +89,15 @@ func at(b []byte, id, node string) []byte {
 	return append(b, node...)
 }
 
+// endpointAt writes "p@n3", and " (approximate: other quantization)" when the endpoint's KV is not exact.
+func endpointAt(b []byte, e router.PrefillEndpoint) []byte {
+	b = at(b, e.InstanceID, e.Node)
+	if e.Approximate {
+		b = append(b, " (approximate: other quantization)"...)
+	}
+	return b
+}
+
 // uncached writes "5200 uncached tokens", with "(of 6000)" when part of the prompt is likely cached.
 func uncached(b []byte, verdict decider.Verdict, prompt int) []byte {
 	b = strconv.AppendInt(b, int64(verdict.Uncached), 10)
@@ -95,25 +115,25 @@ func path(b []byte, v *view.View, from, to string) []byte {
 	if from == to {
 		return append(b, "on the same node"...)
 	}
-	l, ok := link.Path(v, from, to)
+	p, ok := link.Path(v, from, to)
 	if !ok {
-		return append(b, "over an unknown link"...)
+		return append(b, "over an unknown path"...)
 	}
 	b = append(b, "over "...)
-	if l.Kind != "" {
-		b = append(b, l.Kind...)
+	if p.Kind != "" {
+		b = append(b, p.Kind...)
 	} else {
 		b = append(b, "the network"...)
 	}
-	if l.SpeedMbps > 0 {
+	if p.SpeedMbps > 0 {
 		b = append(b, " ("...)
-		b = speed(b, l.SpeedMbps)
+		b = speed(b, p.SpeedMbps)
 		b = append(b, ')')
 	}
 	return b
 }
 
-// speed writes a link speed: "40 Gb/s", "2.5 Gb/s", "100 Mb/s".
+// speed writes a path's speed: "40 Gb/s", "2.5 Gb/s", "100 Mb/s".
 func speed(b []byte, mbps int64) []byte {
 	if mbps >= 1000 {
 		b = strconv.AppendFloat(b, float64(mbps)/1000, 'f', -1, 64)

@@ -21,8 +21,8 @@ func TestReasonsGolden(t *testing.T) {
 	pd := func() *router.Snapshot {
 		s := cluster(4, inst("d", "n1", "decode", inFlight(1)), inst("e", "n2", "decode", inFlight(3)),
 			inst("p-tb", "n3", "prefill"), inst("p-wifi", "n4", "prefill"))
-		setLink(s, "n1", "n3", "thunderbolt", 40000, 0.95)
-		setLink(s, "n1", "n4", "wifi", 400, 0.3)
+		setPath(s, "n1", "n3", "thunderbolt", 40000, 0.95)
+		setPath(s, "n1", "n4", "wifi", 400, 0.3)
 		return s
 	}
 	cases := []struct {
@@ -55,6 +55,21 @@ func TestReasonsGolden(t *testing.T) {
 					inst("p-q4", "n2", "prefill", func(in *router.Instance) { in.Fingerprint = "fp-q4" }),
 					inst("p-loading", "n3", "prefill", func(in *router.Instance) { in.Status = router.InstanceLoading }))
 			}},
+		{name: "approximate prefill: another quantization, linked", reqs: []router.Request{{Model: "m", PromptTokens: 5200}},
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("p-q4", "n2", "prefill", quantized), inst("p", "n3", "prefill", inFlight(1)))
+				setPath(s, "n1", "n2", "thunderbolt", 40000, 0.95)
+				linkPrefill(s, "d", "p-q4", "p")
+				return s
+			}},
+		{name: "exact before approximate at equal score", reqs: []router.Request{{Model: "m", PromptTokens: 5200}},
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("a-q4", "n2", "prefill", quantized), inst("z", "n3", "prefill"))
+				linkPrefill(s, "d", "a-q4", "z")
+				return s
+			}},
+		{name: "excluded instance (the gateway's retry)", snap: pd,
+			reqs: []router.Request{{Model: "m", PromptTokens: 300, SourceNode: "n1", Exclude: []string{"d"}}}},
 		{name: "same node prefill", reqs: []router.Request{{Model: "m", PromptTokens: 1500}},
 			snap: func() *router.Snapshot { return cluster(1, inst("d", "n1", "decode"), inst("p", "n1", "prefill")) }},
 		{name: "weights only load", cfg: func(c *routerdisagg.Config) {
@@ -80,6 +95,8 @@ func TestReasonsGolden(t *testing.T) {
 	loading := inst("a", "n1", "both", func(in *router.Instance) { in.Status = router.InstanceLoading })
 	_, err := newRouter(t, nil).Route(context.Background(), router.Request{Model: "m", PromptTokens: 100}, cluster(2, loading, inst("b", "n2", "prefill")))
 	b.WriteString("no candidate (error):\n\t" + err.Error() + "\n")
+	_, err = newRouter(t, nil).Route(context.Background(), router.Request{Model: "m", PromptTokens: 100, Exclude: []string{"d", "e"}}, pd())
+	b.WriteString("every candidate excluded (error):\n\t" + err.Error() + "\n")
 
 	path := filepath.Join("testdata", "reasons.golden")
 	if *update {

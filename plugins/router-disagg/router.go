@@ -75,7 +75,9 @@ func New(cfg Config) (*Router, error) {
 	if len(cfg.PrefillHardware) > 0 {
 		prefillScorers = append(prefillScorers, sched.Weighted{Scorer: hardware.New(cfg.PrefillHardware), Weight: w.Hardware})
 	}
-	prefill, err := sched.NewProfile(PrefillProfile, filter.Prefill(), prefillScorers)
+	// Exact KV before approximate KV (another quantization) when the scores cannot tell them apart.
+	exactFirst := sched.PreferOnTie(func(c *sched.Cycle, in *view.Instance) bool { return view.ExactKV(in, c.Decode) })
+	prefill, err := sched.NewProfile(PrefillProfile, filter.Prefill(), prefillScorers, exactFirst)
 	if err != nil {
 		return nil, err
 	}
@@ -169,17 +171,22 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 		if len(pres.Ranked) == 0 {
 			pres = r.prefill.Run(c, v.Instances(req.Model), r.cfg.MaxPrefillEndpoints, &s.prefill, false)
 		}
+		if len(pres.Ranked) > 0 {
+			d.PrefillEndpoints = make([]router.PrefillEndpoint, 0, len(pres.Ranked))
+		}
 		for _, rk := range pres.Ranked {
 			p := rk.Instance
-			var linkAddr string
-			if l, ok := v.LinkBetween(dec, p); ok {
-				linkAddr = l.Address
+			var pathAddr string
+			if path, ok := v.PathBetween(dec, p); ok {
+				pathAddr = path.Address
 			}
-			addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, linkAddr)
+			addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, pathAddr)
 			if err != nil {
 				continue // the kv-endpoint filter keeps only dialable endpoints; this is a guard
 			}
-			d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{InstanceID: p.ID, Node: p.Node, Address: addr})
+			d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{
+				InstanceID: p.ID, Node: p.Node, Address: addr, Approximate: !view.ExactKV(p, dec),
+			})
 		}
 		if len(pres.Ranked) > 0 {
 			best := pres.Ranked[0]
@@ -191,7 +198,7 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	}
 	r.affinity.Record(req.PrefixHashes, dec.AffinityID)
 
-	s.reason = r.explain(s.reason[:0], v, &dres, &pres, ranPrefill, verdict, req.PromptTokens, d.PrefillEndpoints)
+	s.reason = r.explain(s.reason[:0], v, &dres, &pres, ranPrefill, verdict, &s.req, d.PrefillEndpoints)
 	d.Reason = string(s.reason)
 	return d, nil
 }

@@ -58,22 +58,32 @@ func route(t testing.TB, r router.Router, req router.Request, snap *router.Snaps
 	return d
 }
 
-// cluster is n alive nodes, fully linked over 10 GbE with quality 0.8, holding the instances.
+// cluster is n alive nodes with paths over 10 GbE of quality 0.8 between each pair, holding the instances.
 func cluster(n int, ins ...router.Instance) *router.Snapshot {
 	s := routertest.Cluster(n, ins...)
-	for i := range s.Links {
-		s.Links[i].Address = "10.0.0." + strings.TrimPrefix(s.Links[i].To, "n")
+	for i := range s.Paths {
+		s.Paths[i].Address = "10.0.0." + strings.TrimPrefix(s.Paths[i].To, "n")
 	}
 	return s
 }
 
-// setLink sets the links between two nodes, both ways.
-func setLink(s *router.Snapshot, a, b, kind string, mbps int64, quality float64) {
-	for i, l := range s.Links {
-		if l.From == a && l.To == b || l.From == b && l.To == a {
-			s.Links[i].Kind, s.Links[i].SpeedMbps, s.Links[i].Quality = kind, mbps, quality
+// setPath sets the paths between two nodes, both ways.
+func setPath(s *router.Snapshot, a, b, kind string, mbps int64, quality float64) {
+	for i, p := range s.Paths {
+		if p.From == a && p.To == b || p.From == b && p.To == a {
+			s.Paths[i].Kind, s.Paths[i].SpeedMbps, s.Paths[i].Quality = kind, mbps, quality
 		}
 	}
+}
+
+// quantized puts the instance at another quantization of its model: another fingerprint, the same KVCompat.
+func quantized(in *router.Instance) { in.Fingerprint += "-q4" }
+
+// linkPrefill adds an instance link giving the decode instance these prefill instances.
+func linkPrefill(s *router.Snapshot, decode string, prefill ...string) {
+	s.InstanceLinks = append(s.InstanceLinks, router.InstanceLink{
+		ID: fmt.Sprintf("l%d", len(s.InstanceLinks)+1), DecodeInstances: []string{decode}, PrefillInstances: prefill,
+	})
 }
 
 func inst(id, node, role string, mod ...func(*router.Instance)) router.Instance {
@@ -116,6 +126,7 @@ func TestDecisions(t *testing.T) {
 		wantDecode  string
 		wantPrefill []string
 		wantAddr    []string
+		wantExact   []bool   // per endpoint; nil: all exact
 		wantReason  []string // substrings
 	}{
 		"prefill above the threshold": {
@@ -178,12 +189,88 @@ func TestDecisions(t *testing.T) {
 				return cluster(2, inst("d", "n1", "decode"), inst("p-q4", "n2", "prefill", func(in *router.Instance) { in.Fingerprint = "fp-m-q4" }))
 			},
 			wantDecode: "d",
-			wantReason: []string{"prefill locally: no prefill candidate (2 instances of the model; same-fingerprint removed 1, not-decode removed 1)"},
+			wantReason: []string{"prefill locally: no prefill candidate (2 instances of the model; kv-compatible removed 1, not-decode removed 1)"},
+		},
+		"other quantization, linked: approximate": {
+			snap: func() *router.Snapshot {
+				s := cluster(2, inst("d", "n1", "decode"), inst("p-q4", "n2", "prefill", quantized))
+				linkPrefill(s, "d", "p-q4")
+				return s
+			},
+			wantDecode:  "d",
+			wantPrefill: []string{"p-q4"},
+			wantExact:   []bool{false},
+			wantReason:  []string{"prefill on p-q4@n2 (approximate: other quantization) over ethernet (10 Gb/s), because"},
+		},
+		"other quantization, not linked: never": {
+			snap: func() *router.Snapshot {
+				return cluster(2, inst("d", "n1", "decode"), inst("p-q4", "n2", "prefill", quantized))
+			},
+			wantDecode: "d",
+			wantReason: []string{"no prefill candidate (2 instances of the model; kv-compatible removed 1, not-decode removed 1)"},
+		},
+		"other quantization, linked to another decode instance: never": {
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("e", "n1", "decode", inFlight(5)), inst("p-q4", "n2", "prefill", quantized))
+				linkPrefill(s, "e", "p-q4")
+				return s
+			},
+			wantDecode: "d",
+			wantReason: []string{"kv-compatible removed 1"},
+		},
+		"other quantization without KVCompat: never": {
+			snap: func() *router.Snapshot {
+				s := cluster(2, inst("d", "n1", "decode", func(in *router.Instance) { in.KVCompat = "" }),
+					inst("p-q4", "n2", "prefill", quantized, func(in *router.Instance) { in.KVCompat = "" }))
+				linkPrefill(s, "d", "p-q4")
+				return s
+			},
+			wantDecode: "d",
+			wantReason: []string{"kv-compatible removed 1"},
+		},
+		"other KV family, linked: never": {
+			snap: func() *router.Snapshot {
+				s := cluster(2, inst("d", "n1", "decode"), inst("p-x", "n2", "prefill", quantized, func(in *router.Instance) { in.KVCompat = "kv-x" }))
+				linkPrefill(s, "d", "p-x")
+				return s
+			},
+			wantDecode: "d",
+			wantReason: []string{"kv-compatible removed 1"},
+		},
+		"exact before approximate at equal score": {
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("a-q4", "n2", "prefill", quantized), inst("z-exact", "n3", "prefill"))
+				linkPrefill(s, "d", "a-q4", "z-exact")
+				return s
+			},
+			wantDecode:  "d",
+			wantPrefill: []string{"z-exact", "a-q4"},
+			wantExact:   []bool{true, false},
+			wantReason:  []string{"prefill on z-exact@n3 over ethernet (10 Gb/s), then a-q4@n2 (approximate: other quantization), because"},
+		},
+		"a better score beats exactness": {
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("a-q4", "n2", "prefill", quantized), inst("z-exact", "n3", "prefill", inFlight(2)))
+				linkPrefill(s, "d", "a-q4", "z-exact")
+				return s
+			},
+			wantDecode:  "d",
+			wantPrefill: []string{"a-q4", "z-exact"},
+			wantExact:   []bool{false, true},
+		},
+		"excluded instance does not decode": {
+			snap: func() *router.Snapshot {
+				return cluster(2, inst("a", "n1", "both"), inst("b", "n2", "both", inFlight(5)))
+			},
+			req:        func(r router.Request) router.Request { r.Exclude = []string{"a"}; return r },
+			wantDecode: "b",
+			// The exclusion is for decoding only: a may still prefill for b.
+			wantPrefill: []string{"a"},
 		},
 		"instance links respected": {
 			snap: func() *router.Snapshot {
 				s := cluster(3, inst("d", "n1", "decode"), inst("p-far", "n2", "prefill", inFlight(5)), inst("p-near", "n3", "prefill"))
-				setLink(s, "n1", "n3", "thunderbolt", 40000, 1)
+				setPath(s, "n1", "n3", "thunderbolt", 40000, 1)
 				s.InstanceLinks = []router.InstanceLink{{ID: "l", DecodeInstances: []string{"d"}, PrefillInstances: []string{"p-far"}}}
 				return s
 			},
@@ -228,12 +315,12 @@ func TestDecisions(t *testing.T) {
 			wantDecode:  "d",
 			wantPrefill: []string{"p"},
 		},
-		"link quality ordering": {
+		"path quality ordering": {
 			snap: func() *router.Snapshot {
 				s := cluster(4, inst("d", "n1", "decode"), inst("p-wifi", "n2", "prefill"), inst("p-tb", "n3", "prefill"), inst("p-eth", "n4", "prefill"))
-				setLink(s, "n1", "n2", "wifi", 400, 0.35)
-				setLink(s, "n1", "n3", "thunderbolt", 40000, 0.95)
-				setLink(s, "n1", "n4", "ethernet", 1000, 0.6)
+				setPath(s, "n1", "n2", "wifi", 400, 0.35)
+				setPath(s, "n1", "n3", "thunderbolt", 40000, 0.95)
+				setPath(s, "n1", "n4", "ethernet", 1000, 0.6)
 				return s
 			},
 			wantDecode:  "d",
@@ -324,6 +411,11 @@ func TestDecisions(t *testing.T) {
 			for i, a := range tc.wantAddr {
 				if i < len(d.PrefillEndpoints) && d.PrefillEndpoints[i].Address != a {
 					t.Errorf("prefill endpoint %d address %q, want %q", i, d.PrefillEndpoints[i].Address, a)
+				}
+			}
+			for i, e := range d.PrefillEndpoints {
+				if want := tc.wantExact == nil || i < len(tc.wantExact) && tc.wantExact[i]; e.Approximate == want {
+					t.Errorf("prefill endpoint %d (%s) exact %v, want %v", i, e.InstanceID, !e.Approximate, want)
 				}
 			}
 			for _, s := range tc.wantReason {
@@ -441,6 +533,15 @@ func TestNoCandidateSaysWhy(t *testing.T) {
 	}
 	want := `model "m": 3 instances of the model; ready removed 1, decode-role removed 1, context-fits removed 1`
 	if !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q lacks %q", err, want)
+	}
+	// Every candidate excluded (the gateway's retry after the only one failed).
+	both := cluster(2, inst("a", "n1", "both"), inst("b", "n2", "both"))
+	_, err = r.Route(context.Background(), router.Request{Model: "m", PromptTokens: 500, Exclude: []string{"b", "a"}}, both)
+	if !errors.Is(err, router.ErrNoCandidate) {
+		t.Fatalf("all excluded: got %v, want ErrNoCandidate", err)
+	}
+	if want := `model "m": 2 instances of the model; not-excluded removed 2`; !strings.Contains(err.Error(), want) {
 		t.Errorf("error %q lacks %q", err, want)
 	}
 	_, err = r.Route(context.Background(), router.Request{Model: "x"}, snap)

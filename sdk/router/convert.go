@@ -16,10 +16,10 @@ func snapshotToProto(s *Snapshot) *pb.Snapshot {
 			Version: n.Version, Hardware: n.Hardware,
 		})
 	}
-	for _, l := range s.Links {
-		out.Links = append(out.Links, &pb.Link{
-			From: l.From, To: l.To, Address: l.Address, Kind: l.Kind, SpeedMbps: l.SpeedMbps,
-			RttNs: int64(l.RTT), Quality: l.Quality,
+	for _, p := range s.Paths {
+		out.Paths = append(out.Paths, &pb.Path{
+			From: p.From, To: p.To, Address: p.Address, Kind: p.Kind, SpeedMbps: p.SpeedMbps,
+			RttNs: int64(p.RTT), Quality: p.Quality,
 		})
 	}
 	for _, in := range s.Instances {
@@ -30,6 +30,7 @@ func snapshotToProto(s *Snapshot) *pb.Snapshot {
 		out.Instances = append(out.Instances, &pb.Instance{
 			Id: in.ID, Model: in.Model, Node: in.Node, Engine: in.Engine, Role: in.Role, Status: in.Status,
 			KvEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, ContextLength: int64(in.ContextLength),
+			Backend: in.Backend, KvCompat: in.KVCompat,
 			Load: &pb.Load{
 				InFlight: int64(in.Load.InFlight), Queued: int64(in.Load.Queued),
 				KvUtilization: in.Load.KVUtilization, UpdatedUnixMs: updated,
@@ -52,10 +53,10 @@ func snapshotFromProto(s *pb.Snapshot) *Snapshot {
 			KVAddress: n.GetKvAddress(), Version: n.GetVersion(), Hardware: n.GetHardware(),
 		})
 	}
-	for _, l := range s.GetLinks() {
-		out.Links = append(out.Links, Link{
-			From: l.GetFrom(), To: l.GetTo(), Address: l.GetAddress(), Kind: l.GetKind(),
-			SpeedMbps: l.GetSpeedMbps(), RTT: time.Duration(l.GetRttNs()), Quality: l.GetQuality(),
+	for _, p := range s.GetPaths() {
+		out.Paths = append(out.Paths, Path{
+			From: p.GetFrom(), To: p.GetTo(), Address: p.GetAddress(), Kind: p.GetKind(),
+			SpeedMbps: p.GetSpeedMbps(), RTT: time.Duration(p.GetRttNs()), Quality: p.GetQuality(),
 		})
 	}
 	for _, in := range s.GetInstances() {
@@ -67,7 +68,7 @@ func snapshotFromProto(s *pb.Snapshot) *Snapshot {
 		out.Instances = append(out.Instances, Instance{
 			ID: in.GetId(), Model: in.GetModel(), Node: in.GetNode(), Engine: in.GetEngine(), Role: in.GetRole(),
 			Status: in.GetStatus(), KVEndpoint: in.GetKvEndpoint(), Fingerprint: in.GetFingerprint(),
-			ContextLength: int(in.GetContextLength()),
+			ContextLength: int(in.GetContextLength()), Backend: in.GetBackend(), KVCompat: in.GetKvCompat(),
 			Load: Load{
 				InFlight: int(ld.GetInFlight()), Queued: int(ld.GetQueued()),
 				KVUtilization: ld.GetKvUtilization(), UpdatedAt: updated,
@@ -85,7 +86,7 @@ func snapshotFromProto(s *pb.Snapshot) *Snapshot {
 func requestToProto(r Request, ref uint64) *pb.RouteRequest {
 	return &pb.RouteRequest{
 		SnapshotRef: ref, RequestId: r.RequestID, Model: r.Model, PromptTokens: int64(r.PromptTokens),
-		PrefixHashes: r.PrefixHashes, SourceNode: r.SourceNode, MaxTokens: int64(r.MaxTokens),
+		PrefixHashes: r.PrefixHashes, SourceNode: r.SourceNode, MaxTokens: int64(r.MaxTokens), Exclude: r.Exclude,
 	}
 }
 
@@ -93,13 +94,16 @@ func requestFromProto(r *pb.RouteRequest) Request {
 	return Request{
 		RequestID: r.GetRequestId(), Model: r.GetModel(), PromptTokens: int(r.GetPromptTokens()),
 		PrefixHashes: r.GetPrefixHashes(), SourceNode: r.GetSourceNode(), MaxTokens: int(r.GetMaxTokens()),
+		Exclude: r.GetExclude(),
 	}
 }
 
 func decisionToProto(d Decision) *pb.Decision {
 	out := &pb.Decision{DecodeInstance: d.DecodeInstance, DecodeNode: d.DecodeNode, Reason: d.Reason, Scores: d.Scores}
 	for _, e := range d.PrefillEndpoints {
-		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Node: e.Node, Address: e.Address})
+		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{
+			InstanceId: e.InstanceID, Node: e.Node, Address: e.Address, Approximate: e.Approximate,
+		})
 	}
 	return out
 }
@@ -107,7 +111,9 @@ func decisionToProto(d Decision) *pb.Decision {
 func decisionFromProto(d *pb.Decision) Decision {
 	out := Decision{DecodeInstance: d.GetDecodeInstance(), DecodeNode: d.GetDecodeNode(), Reason: d.GetReason(), Scores: d.GetScores()}
 	for _, e := range d.GetPrefillEndpoints() {
-		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{InstanceID: e.GetInstanceId(), Node: e.GetNode(), Address: e.GetAddress()})
+		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{
+			InstanceID: e.GetInstanceId(), Node: e.GetNode(), Address: e.GetAddress(), Approximate: e.GetApproximate(),
+		})
 	}
 	return out
 }

@@ -11,7 +11,8 @@ type Router interface {
 	Route(ctx context.Context, req Request, snap *Snapshot) (Decision, error)
 }
 
-// ErrNoCandidate is returned (possibly wrapped) when no instance can serve the request's model.
+// ErrNoCandidate is returned (possibly wrapped) when no instance can serve the request's model, including
+// when every instance that could is in Request.Exclude.
 var ErrNoCandidate = errors.New("no instance can serve this model")
 
 // Request is what the router knows of a request.
@@ -26,15 +27,21 @@ type Request struct {
 	// SourceNode is the node whose gateway received the request.
 	SourceNode string
 	MaxTokens  int
+	// Exclude lists instances that must not decode this request, by id: when the first choice fails before
+	// its first token, the gateway asks again once with that instance excluded and runs the router's next
+	// choice. It constrains the decode instance only.
+	Exclude []string
 }
 
 // Snapshot is an immutable view of the cluster.
 type Snapshot struct {
 	Version uint64
 	// Self is the node id of the gateway asking.
-	Self          string
-	Nodes         []Node
-	Links         []Link
+	Self  string
+	Nodes []Node
+	// Paths are the best paths between pairs of nodes, each way. They are not InstanceLinks: a path is the
+	// network between two nodes, an instance link says which instances serve which.
+	Paths         []Path
 	Instances     []Instance
 	InstanceLinks []InstanceLink
 }
@@ -58,14 +65,16 @@ type Node struct {
 	Hardware   string // hardware class, e.g. "apple-m3-ultra", "cpu"
 }
 
-// Link is the best path from one node to another.
-type Link struct {
+// Path is the best path from one node to another: the address to dial and what is known of the network in
+// between (serfcluster's Path).
+type Path struct {
 	From, To  string
 	Address   string // the address of To that From should use
 	Kind      string // "thunderbolt", "ethernet", "wifi", "loopback", "other"
 	SpeedMbps int64
 	RTT       time.Duration
-	// Quality is in [0, 1]: 1 is the best path the cluster has.
+	// Quality scores the path in [0, 1], 1 being the best; 0 means unknown. The cluster computes it
+	// (serfcluster's Path.Quality), so routers need not weigh kind, speed and RTT themselves.
 	Quality float64
 }
 
@@ -86,16 +95,25 @@ const (
 
 // Instance is one loaded model on one node.
 type Instance struct {
-	ID            string
-	Model         string
-	Node          string
-	Engine        string
-	Role          string
-	Status        string
-	KVEndpoint    string
+	ID         string
+	Model      string
+	Node       string
+	Engine     string
+	Role       string
+	Status     string
+	KVEndpoint string
+	// Fingerprint identifies the weights, dtype and KV layout: instances with equal non-empty fingerprints
+	// exchange KV cache bit for bit.
 	Fingerprint   string
 	ContextLength int
 	Load          Load
+	// Backend is what the engine computes on, e.g. "cpu", "mlx".
+	Backend string
+	// KVCompat names a family of instances that can exchange KV cache: instances with equal non-empty KVCompat
+	// can, exactly when their fingerprints are equal too and approximately otherwise (the same base model at
+	// another quantization, e.g. prefill on bf16 and decode on 4-bit). Empty: only equal fingerprints count.
+	// Approximate pairs need an instance link too (see PrefillEndpoint).
+	KVCompat string
 }
 
 // Load is an instance's coarse load, refreshed at a bounded rate.
@@ -106,7 +124,8 @@ type Load struct {
 	UpdatedAt     time.Time
 }
 
-// InstanceLink says which prefill instances serve which decode instances.
+// InstanceLink says which prefill instances serve which decode instances. In this package a link is always an
+// instance link; the network between two nodes is a Path.
 type InstanceLink struct {
 	ID               string
 	PrefillInstances []string
@@ -133,14 +152,14 @@ func (s *Snapshot) Node(id string) (Node, bool) {
 	return Node{}, false
 }
 
-// Link returns the link from one node to another.
-func (s *Snapshot) Link(from, to string) (Link, bool) {
-	for _, l := range s.Links {
-		if l.From == from && l.To == to {
-			return l, true
+// Path returns the path from one node to another.
+func (s *Snapshot) Path(from, to string) (Path, bool) {
+	for _, p := range s.Paths {
+		if p.From == from && p.To == to {
+			return p, true
 		}
 	}
-	return Link{}, false
+	return Path{}, false
 }
 
 // Decision is where a request runs.
@@ -156,8 +175,16 @@ type Decision struct {
 }
 
 // PrefillEndpoint is a prefill instance's KV wire server.
+//
+// An endpoint is exact when the prefill instance's Fingerprint equals the decode instance's (non-empty), and
+// approximate when only their KVCompat is equal (non-empty): the KV crosses quantizations. A router offers
+// an approximate endpoint only when an instance link names the prefill instance for the decode instance: the
+// operator accepted the approximation.
 type PrefillEndpoint struct {
 	InstanceID string
 	Node       string
 	Address    string
+	// Approximate is true when the KV crosses quantizations. The zero value is the safe one: a router that
+	// does not know about approximation offers exact KV only.
+	Approximate bool
 }

@@ -1,8 +1,9 @@
 // Package routertest is the conformance suite for router plugins. Any implementation of router.Router runs the
 // same checks, in process through the real gRPC adapter (Run) or as a real subprocess (RunPlugin). The checks
 // are the rules every router must keep whatever its policy: only ready decode-capable instances of the
-// requested model on live nodes, prefill endpoints that can actually serve the decode instance, ErrNoCandidate
-// when nothing fits, no mutation of the snapshot, and safety under concurrent calls.
+// requested model on live nodes, never an instance the request excludes, prefill endpoints that can actually
+// serve the decode instance (approximate ones only where an instance link pairs them, and marked so),
+// ErrNoCandidate when nothing fits, no mutation of the snapshot, and safety under concurrent calls.
 package routertest
 
 import (
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os/exec"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -70,7 +72,7 @@ func PluginCommand(t testing.TB) *exec.Cmd {
 	return selfexec.Command(t, pluginEnv)
 }
 
-// Cluster builds a snapshot for tests: nodes n1..nN all alive, each linked to each other over ethernet.
+// Cluster builds a snapshot for tests: nodes n1..nN all alive, with a path over ethernet between each pair.
 func Cluster(nodes int, instances ...router.Instance) *router.Snapshot {
 	s := &router.Snapshot{Version: 1, Self: "n1", Instances: instances}
 	for i := 1; i <= nodes; i++ {
@@ -78,7 +80,7 @@ func Cluster(nodes int, instances ...router.Instance) *router.Snapshot {
 		s.Nodes = append(s.Nodes, router.Node{ID: id, Name: id, Status: router.NodeAlive, APIAddress: fmt.Sprintf("127.0.0.%d:8000", i)})
 		for j := 1; j <= nodes; j++ {
 			if i != j {
-				s.Links = append(s.Links, router.Link{
+				s.Paths = append(s.Paths, router.Path{
 					From: id, To: fmt.Sprintf("n%d", j), Address: fmt.Sprintf("127.0.0.%d", j), Kind: "ethernet",
 					SpeedMbps: 10000, RTT: 200 * time.Microsecond, Quality: 0.8,
 				})
@@ -88,12 +90,20 @@ func Cluster(nodes int, instances ...router.Instance) *router.Snapshot {
 	return s
 }
 
-// Ready is a ready instance of model on node, with a KV endpoint.
+// Ready is a ready instance of model on node, with a KV endpoint. Instances of the same model share their
+// fingerprint and their KV compatibility family.
 func Ready(id, model, node, role string) router.Instance {
 	return router.Instance{
-		ID: id, Model: model, Node: node, Engine: "test", Role: role, Status: router.InstanceReady,
-		KVEndpoint: node + ":7000", Fingerprint: "fp-" + model, ContextLength: 8192,
+		ID: id, Model: model, Node: node, Engine: "test", Backend: "cpu", Role: role, Status: router.InstanceReady,
+		KVEndpoint: node + ":7000", Fingerprint: "fp-" + model, KVCompat: "kv-" + model, ContextLength: 8192,
 	}
+}
+
+// Quantized returns the instance at another quantization of the same model: another fingerprint, the same
+// KV compatibility family (KVCompat).
+func Quantized(in router.Instance, quant string) router.Instance {
+	in.Fingerprint += "-" + quant
+	return in
 }
 
 // RunRouter runs the suite against any Router.
@@ -152,19 +162,39 @@ func RunRouter(t *testing.T, r router.Router) {
 		if d.DecodeInstance != "d" {
 			t.Fatalf("decode instance %q, want d", d.DecodeInstance)
 		}
-		dec, _ := snap.Instance(d.DecodeInstance)
-		for _, pe := range d.PrefillEndpoints {
-			p, ok := snap.Instance(pe.InstanceID)
-			switch {
-			case !ok:
-				t.Errorf("prefill endpoint %q is not in the snapshot", pe.InstanceID)
-			case p.Model != dec.Model || p.Fingerprint != dec.Fingerprint:
-				t.Errorf("prefill endpoint %q serves another model", pe.InstanceID)
-			case pe.InstanceID == d.DecodeInstance:
-				t.Errorf("the decode instance is its own prefill endpoint")
-			case pe.Address == "":
-				t.Errorf("prefill endpoint %q has no address", pe.InstanceID)
+		// route has checked the endpoints.
+	})
+
+	t.Run("ApproximatePrefillOnlyWhenLinked", func(t *testing.T) {
+		// q is the same model at another quantization: its KV can feed d only approximately, and only where an
+		// instance link pairs them. route checks that any endpoint keeps to that and says it is approximate.
+		unlinked := Cluster(2, Ready("d", "m", "n1", router.RoleDecode), Quantized(Ready("q", "m", "n2", router.RolePrefill), "q4"))
+		if d := route(t, r, req, unlinked); d.DecodeInstance != "d" {
+			t.Fatalf("decode instance %q, want d", d.DecodeInstance)
+		}
+		linked := Cluster(2, Ready("d", "m", "n1", router.RoleDecode), Quantized(Ready("q", "m", "n2", router.RolePrefill), "q4"))
+		linked.InstanceLinks = []router.InstanceLink{{ID: "l1", PrefillInstances: []string{"q"}, DecodeInstances: []string{"d"}}}
+		if d := route(t, r, req, linked); d.DecodeInstance != "d" {
+			t.Fatalf("decode instance %q, want d", d.DecodeInstance)
+		}
+	})
+
+	t.Run("HonoursExclude", func(t *testing.T) {
+		snap := Cluster(3, Ready("a", "m", "n1", router.RoleBoth), Ready("b", "m", "n2", router.RoleBoth), Ready("c", "m", "n3", router.RoleBoth))
+		for i := range 20 {
+			req := req
+			req.RequestID = fmt.Sprintf("x%d", i)
+			req.Exclude = []string{"a", "not-in-the-snapshot"}
+			route(t, r, req, snap) // route checks that a is not chosen
+			req.Exclude = []string{"b", "a"}
+			if d := route(t, r, req, snap); d.DecodeInstance != "c" {
+				t.Fatalf("picked %q with a and b excluded, want c", d.DecodeInstance)
 			}
+		}
+		all := req
+		all.Exclude = []string{"c", "b", "a"}
+		if d, err := r.Route(ctx, all, snap); !errors.Is(err, router.ErrNoCandidate) {
+			t.Errorf("every candidate excluded: got %+v, %v; want ErrNoCandidate", d, err)
 		}
 	})
 
@@ -242,5 +272,44 @@ func route(t *testing.T, r router.Router, req router.Request, snap *router.Snaps
 	if in.Model != req.Model {
 		t.Errorf("picked an instance of model %q for %q", in.Model, req.Model)
 	}
+	if slices.Contains(req.Exclude, d.DecodeInstance) {
+		t.Errorf("picked %q, which the request excludes (%v)", d.DecodeInstance, req.Exclude)
+	}
+	checkPrefill(t, snap, in, d.PrefillEndpoints)
 	return d
+}
+
+// checkPrefill checks that each prefill endpoint can feed the decode instance: an exact one has its
+// fingerprint, an approximate one its KV compatibility family and an instance link pairing them.
+func checkPrefill(t *testing.T, snap *router.Snapshot, dec router.Instance, eps []router.PrefillEndpoint) {
+	t.Helper()
+	for _, pe := range eps {
+		p, ok := snap.Instance(pe.InstanceID)
+		exact := p.Fingerprint != "" && p.Fingerprint == dec.Fingerprint
+		approximate := !exact && p.KVCompat != "" && p.KVCompat == dec.KVCompat && linked(snap, dec.ID, p.ID)
+		switch {
+		case !ok:
+			t.Errorf("prefill endpoint %q is not in the snapshot", pe.InstanceID)
+		case pe.InstanceID == dec.ID:
+			t.Errorf("the decode instance is its own prefill endpoint")
+		case p.Model != dec.Model:
+			t.Errorf("prefill endpoint %q serves another model", pe.InstanceID)
+		case !exact && !approximate:
+			t.Errorf("prefill endpoint %q cannot feed %q: other fingerprint, and no instance link pairs them with one KVCompat", pe.InstanceID, dec.ID)
+		case pe.Approximate == exact:
+			t.Errorf("prefill endpoint %q has Approximate %v, want %v (fingerprints %q and %q)", pe.InstanceID, pe.Approximate, !exact, p.Fingerprint, dec.Fingerprint)
+		case pe.Address == "":
+			t.Errorf("prefill endpoint %q has no address", pe.InstanceID)
+		}
+	}
+}
+
+// linked reports whether an instance link names prefill as a prefill instance of decode.
+func linked(snap *router.Snapshot, decode, prefill string) bool {
+	for _, l := range snap.InstanceLinks {
+		if slices.Contains(l.DecodeInstances, decode) && slices.Contains(l.PrefillInstances, prefill) {
+			return true
+		}
+	}
+	return false
 }

@@ -19,21 +19,21 @@ func Parse(kv string) (host string, port string, err error) {
 	return host, port, nil
 }
 
-// Resolve returns the address for the KV endpoint kv of a prefill instance. linkAddress is the address of the
-// prefill node that the decode node should use (router.Link.Address from the decode node to the prefill node,
+// Resolve returns the address for the KV endpoint kv of a prefill instance. pathAddress is the address of the
+// prefill node that the decode node should use (router.Path.Address from the decode node to the prefill node,
 // a bare host or host:port; empty when unknown), and sameNode says both instances share a node.
 //
-// Across nodes, a known link address replaces kv's host. On the same node kv stands, except that an
-// unspecified host (0.0.0.0, ::, empty) becomes loopback. An unspecified host with no link address to replace
+// Across nodes, a known path address replaces kv's host. On the same node kv stands, except that an
+// unspecified host (0.0.0.0, ::, empty) becomes loopback. An unspecified host with no path address to replace
 // it cannot be dialled from another node and is an error.
-func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
+func Resolve(kv string, sameNode bool, pathAddress string) (string, error) {
 	host, port, err := Parse(kv)
 	if err != nil {
 		return "", err
 	}
-	if !sameNode && linkAddress != "" {
-		h := linkAddress
-		if lh, _, err := net.SplitHostPort(linkAddress); err == nil {
+	if !sameNode && pathAddress != "" {
+		h := pathAddress
+		if lh, _, err := net.SplitHostPort(pathAddress); err == nil {
 			h = lh
 		} else if len(h) > 1 && h[0] == '[' && h[len(h)-1] == ']' {
 			h = h[1 : len(h)-1]
@@ -51,7 +51,7 @@ func Resolve(kv string, sameNode bool, linkAddress string) (string, error) {
 		}
 		return net.JoinHostPort("127.0.0.1", port), nil
 	}
-	return "", fmt.Errorf("KV endpoint %q: unspecified host and no link address for its node", kv)
+	return "", fmt.Errorf("KV endpoint %q: unspecified host and no path address for its node", kv)
 }
 
 // Unspecified reports whether host is empty or an unspecified address (0.0.0.0, ::): a server bound to all

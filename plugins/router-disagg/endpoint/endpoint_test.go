@@ -5,21 +5,21 @@ import "testing"
 func TestResolve(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		kv, link string
+		kv, path string
 		same     bool
 		want     string
 		wantErr  bool
 	}{
-		"link host replaces the endpoint's host": {kv: "n2:7000", link: "10.0.0.2", want: "10.0.0.2:7000"},
-		"link host:port keeps the endpoint port": {kv: "n2:7000", link: "10.0.0.2:7946", want: "10.0.0.2:7000"},
-		"ipv6 link address":                      {kv: "0.0.0.0:7000", link: "fe80::1", want: "[fe80::1]:7000"},
-		"bracketed ipv6 link address":            {kv: "0.0.0.0:7000", link: "[fe80::1]", want: "[fe80::1]:7000"},
-		"no link keeps the endpoint":             {kv: "192.168.1.4:7000", want: "192.168.1.4:7000"},
-		"same node ignores the link":             {kv: "127.0.0.1:7000", link: "10.0.0.2", same: true, want: "127.0.0.1:7000"},
+		"path host replaces the endpoint's host": {kv: "n2:7000", path: "10.0.0.2", want: "10.0.0.2:7000"},
+		"path host:port keeps the endpoint port": {kv: "n2:7000", path: "10.0.0.2:7946", want: "10.0.0.2:7000"},
+		"ipv6 path address":                      {kv: "0.0.0.0:7000", path: "fe80::1", want: "[fe80::1]:7000"},
+		"bracketed ipv6 path address":            {kv: "0.0.0.0:7000", path: "[fe80::1]", want: "[fe80::1]:7000"},
+		"no path keeps the endpoint":             {kv: "192.168.1.4:7000", want: "192.168.1.4:7000"},
+		"same node ignores the path":             {kv: "127.0.0.1:7000", path: "10.0.0.2", same: true, want: "127.0.0.1:7000"},
 		"same node unspecified is loopback":      {kv: "0.0.0.0:7000", same: true, want: "127.0.0.1:7000"},
 		"same node unspecified v6 is loopback":   {kv: "[::]:7000", same: true, want: "[::1]:7000"},
 		"same node empty host is loopback":       {kv: ":7000", same: true, want: "127.0.0.1:7000"},
-		"unspecified without link":               {kv: "0.0.0.0:7000", wantErr: true},
+		"unspecified without path":               {kv: "0.0.0.0:7000", wantErr: true},
 		"no port":                                {kv: "n2", wantErr: true},
 		"port zero":                              {kv: "n2:0", wantErr: true},
 		"port too large":                         {kv: "n2:70000", wantErr: true},
@@ -29,15 +29,15 @@ func TestResolve(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Resolve(tc.kv, tc.same, tc.link)
+			got, err := Resolve(tc.kv, tc.same, tc.path)
 			if tc.wantErr {
 				if err == nil {
-					t.Fatalf("Resolve(%q, %v, %q) = %q, want an error", tc.kv, tc.same, tc.link, got)
+					t.Fatalf("Resolve(%q, %v, %q) = %q, want an error", tc.kv, tc.same, tc.path, got)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Fatalf("Resolve(%q, %v, %q) = %q, %v; want %q", tc.kv, tc.same, tc.link, got, err, tc.want)
+				t.Fatalf("Resolve(%q, %v, %q) = %q, %v; want %q", tc.kv, tc.same, tc.path, got, err, tc.want)
 			}
 		})
 	}

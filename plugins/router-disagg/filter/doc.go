@@ -1,8 +1,9 @@
 // Package filter holds the router's filters: the rules that take an instance out of the running before any
-// scoring. The decode profile keeps ready decode-capable instances of the model on live nodes whose context
-// fits the request; the prefill profile keeps ready prefill-capable instances on live nodes that can hand
-// their KV cache to the chosen decode instance: same model and fingerprint, a dialable KV endpoint, linked to
-// it when the instance links say who serves whom.
+// scoring. The decode profile keeps ready decode-capable instances of the model on live nodes, not excluded by
+// the request, whose context fits it; the prefill profile keeps ready prefill-capable instances on live nodes
+// that can hand their KV cache to the chosen decode instance: same model, same fingerprint (exact) or, where
+// an instance link pairs them, same KV compatibility family (approximate), a dialable KV endpoint, linked to it
+// when the instance links say who serves whom.
 //
 // Each filter is a sched.Predicate with a typed name; the router reports how many candidates each one
 // removed when nothing is left, which is most of what an operator needs to see why a request failed.

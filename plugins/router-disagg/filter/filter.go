@@ -8,22 +8,37 @@ import (
 
 // Filter names.
 const (
-	ModelName           sched.Name = "model"
-	ReadyName           sched.Name = "ready"
-	NodeAliveName       sched.Name = "node-alive"
-	DecodeRoleName      sched.Name = "decode-role"
-	ContextFitsName     sched.Name = "context-fits"
-	PrefillRoleName     sched.Name = "prefill-role"
-	NotDecodeName       sched.Name = "not-decode"
-	SameFingerprintName sched.Name = "same-fingerprint"
-	LinkedName          sched.Name = "linked"
-	KVEndpointName      sched.Name = "kv-endpoint"
-	PromptFitsName      sched.Name = "prompt-fits"
+	ModelName        sched.Name = "model"
+	NotExcludedName  sched.Name = "not-excluded"
+	ReadyName        sched.Name = "ready"
+	NodeAliveName    sched.Name = "node-alive"
+	DecodeRoleName   sched.Name = "decode-role"
+	ContextFitsName  sched.Name = "context-fits"
+	PrefillRoleName  sched.Name = "prefill-role"
+	NotDecodeName    sched.Name = "not-decode"
+	KVCompatibleName sched.Name = "kv-compatible"
+	LinkedName       sched.Name = "linked"
+	KVEndpointName   sched.Name = "kv-endpoint"
+	PromptFitsName   sched.Name = "prompt-fits"
 )
 
 // Model keeps instances of the requested model.
 func Model() sched.Filter {
 	return sched.Predicate(ModelName, func(c *sched.Cycle, in *view.Instance) bool { return in.Model == c.Request.Model })
+}
+
+// NotExcluded keeps instances the request does not exclude (router.Request.Exclude): the gateway's retry
+// after the first choice failed before its first token. Requests without exclusions skip it.
+func NotExcluded() sched.Filter {
+	excludes := func(c *sched.Cycle) bool { return len(c.Request.Exclude) > 0 }
+	return sched.PredicateWhen(NotExcludedName, excludes, func(c *sched.Cycle, in *view.Instance) bool {
+		for _, id := range c.Request.Exclude {
+			if id == in.ID {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // Ready keeps instances whose status is ready (not loading, draining or unavailable).
@@ -74,12 +89,15 @@ func NotDecode() sched.Filter {
 	return sched.Predicate(NotDecodeName, func(c *sched.Cycle, in *view.Instance) bool { return in.ID != c.Decode.ID })
 }
 
-// SameFingerprint keeps instances with the decode instance's fingerprint (same weights, dtype and KV layout),
-// whose KV cache the decode instance can ingest. An empty fingerprint matches nothing: compatibility that
-// cannot be checked is not assumed.
-func SameFingerprint() sched.Filter {
-	return sched.Predicate(SameFingerprintName, func(c *sched.Cycle, in *view.Instance) bool {
-		return in.Fingerprint != "" && in.Fingerprint == c.Decode.Fingerprint
+// KVCompatible keeps instances whose KV cache the decode instance can ingest: exactly, with the decode
+// instance's fingerprint (same weights, dtype and KV layout); or approximately, with another fingerprint but
+// the same KV compatibility family (router.Instance.KVCompat: the same model at another quantization), when
+// an instance link names the instance as a prefill instance of the decode instance. An approximate pair that
+// no operator linked is never offered, and an empty fingerprint or KVCompat matches nothing: compatibility
+// that cannot be checked is not assumed.
+func KVCompatible() sched.Filter {
+	return sched.Predicate(KVCompatibleName, func(c *sched.Cycle, in *view.Instance) bool {
+		return view.ExactKV(in, c.Decode) || view.ApproximateKV(in, c.Decode) && c.View.Linked(c.Decode, in)
 	})
 }
 
@@ -92,7 +110,7 @@ func Linked() sched.Filter {
 }
 
 // KVEndpoint keeps instances whose KV endpoint the decode node can dial: host:port with a valid port, and a
-// host that is not unspecified unless the link from the decode node names the prefill node's address (or the
+// host that is not unspecified unless the path from the decode node names the prefill node's address (or the
 // two share a node).
 func KVEndpoint() sched.Filter {
 	return sched.Predicate(KVEndpointName, func(c *sched.Cycle, in *view.Instance) bool {
@@ -102,17 +120,17 @@ func KVEndpoint() sched.Filter {
 		case !in.KVUnspecified || in.Node == c.Decode.Node:
 			return true
 		}
-		l, ok := c.View.LinkBetween(c.Decode, in)
-		return ok && l.Address != ""
+		p, ok := c.View.PathBetween(c.Decode, in)
+		return ok && p.Address != ""
 	})
 }
 
 // Decode is the decode profile's filter chain, cheapest and most selective first.
 func Decode() []sched.Filter {
-	return []sched.Filter{Model(), Ready(), NodeAlive(), DecodeRole(), ContextFits()}
+	return []sched.Filter{Model(), NotExcluded(), Ready(), NodeAlive(), DecodeRole(), ContextFits()}
 }
 
 // Prefill is the prefill profile's filter chain.
 func Prefill() []sched.Filter {
-	return []sched.Filter{Model(), SameFingerprint(), NotDecode(), Ready(), NodeAlive(), PrefillRole(), Linked(), PromptFits(), KVEndpoint()}
+	return []sched.Filter{Model(), KVCompatible(), NotDecode(), Ready(), NodeAlive(), PrefillRole(), Linked(), PromptFits(), KVEndpoint()}
 }

@@ -72,17 +72,27 @@ func TestFilters(t *testing.T) {
 		"prefill role decode":                {filter: PrefillRole(), in: with(base, func(i *router.Instance) { i.Role = router.RoleDecode })},
 		"not the decode instance":            {filter: NotDecode(), in: base, keep: true},
 		"the decode instance":                {filter: NotDecode(), in: with(base, func(i *router.Instance) { i.ID = "d" })},
-		"same fingerprint":                   {filter: SameFingerprint(), in: base, keep: true},
-		"other fingerprint":                  {filter: SameFingerprint(), in: with(base, func(i *router.Instance) { i.Fingerprint = "fp-q4" })},
-		"empty fingerprint":                  {filter: SameFingerprint(), in: with(base, func(i *router.Instance) { i.Fingerprint = "" })},
+		"same fingerprint":                   {filter: KVCompatible(), in: base, keep: true},
+		"same fingerprint, other kv family":  {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.KVCompat = "kv-x" }), keep: true},
+		"same fingerprint, no kv family":     {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.KVCompat = "" }), keep: true},
+		"other fingerprint, not linked":      {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "fp-q4" })},
+		"other fingerprint, linked":          {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "fp-q4" }), links: linkDX, keep: true},
+		"other fingerprint, linked to other": {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "fp-q4" }), links: linkOther},
+		"other fingerprint and kv family":    {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "fp-q4"; i.KVCompat = "kv-x" }), links: linkDX},
+		"other fingerprint, no kv family":    {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "fp-q4"; i.KVCompat = "" }), links: linkDX},
+		"empty fingerprint, not linked":      {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "" })},
+		"empty fingerprint, linked":          {filter: KVCompatible(), in: with(base, func(i *router.Instance) { i.Fingerprint = "" }), links: linkDX, keep: true},
+		"not excluded":                       {filter: NotExcluded(), in: base, req: router.Request{Model: "m", Exclude: []string{"d", "y"}}, keep: true},
+		"nothing excluded":                   {filter: NotExcluded(), in: base, keep: true},
+		"excluded":                           {filter: NotExcluded(), in: base, req: router.Request{Model: "m", Exclude: []string{"y", "x"}}},
 		"no links: any":                      {filter: Linked(), in: base, keep: true},
 		"linked to the decode instance":      {filter: Linked(), in: base, links: linkDX, keep: true},
 		"decode linked to another":           {filter: Linked(), in: base, links: linkDY},
 		"links for other decode only":        {filter: Linked(), in: base, links: linkOther, keep: true},
-		"kv endpoint via link":               {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "0.0.0.0:7000" }), keep: true},
+		"kv endpoint via path":               {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "0.0.0.0:7000" }), keep: true},
 		"kv endpoint missing":                {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "" })},
 		"kv endpoint without port":           {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "n2" })},
-		"kv endpoint unspecified, no link":   {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "0.0.0.0:7000"; i.Node = "n9" })},
+		"kv endpoint unspecified, no path":   {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "0.0.0.0:7000"; i.Node = "n9" })},
 		"kv endpoint unspecified, same node": {filter: KVEndpoint(), in: with(base, func(i *router.Instance) { i.KVEndpoint = "0.0.0.0:7000"; i.Node = "n1" }), keep: true},
 	}
 	for name, tc := range tests {
@@ -110,7 +120,7 @@ func TestChains(t *testing.T) {
 	for _, f := range append(Decode(), Prefill()...) {
 		seen[f.Name()] = true
 	}
-	for _, n := range []sched.Name{ModelName, ReadyName, NodeAliveName, DecodeRoleName, ContextFitsName, PrefillRoleName, NotDecodeName, SameFingerprintName, LinkedName, KVEndpointName, PromptFitsName} {
+	for _, n := range []sched.Name{ModelName, ReadyName, NodeAliveName, DecodeRoleName, ContextFitsName, PrefillRoleName, NotDecodeName, KVCompatibleName, NotExcludedName, LinkedName, KVEndpointName, PromptFitsName} {
 		if !seen[n] {
 			t.Errorf("filter %s is in no chain", n)
 		}

@@ -1,8 +1,8 @@
 // Package sched is the scheduling framework of the P/D router: filter → score → pick, as in the Gateway API
 // Inference Extension and llm-d. A Profile runs its Filters over the candidates (each pass drops the instances
 // that cannot serve), then its Scorers (each writes a score in [0, 1] per candidate), and ranks the candidates
-// by the weighted mean of their scores, ties going to the lowest instance id so that decisions are
-// deterministic.
+// by the weighted mean of their scores, ties going to the candidates the profile prefers (PreferOnTie) and
+// then to the lowest instance id, so that decisions are deterministic.
 //
 // Filters and scorers are small plugins with a typed Name; each scorer lives in its own package under
 // plugins/router-disagg/scorer with a README giving its formula. A Cycle carries what one routing decision

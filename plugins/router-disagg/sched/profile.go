@@ -20,9 +20,22 @@ type Profile struct {
 	name      Name
 	filters   []Filter
 	keeps     []func(*Cycle, *view.Instance) bool // the filters' Keep, unwrapped where possible: one call each
+	applies   []func(*Cycle) bool                 // by filter: Conditional's Applies, nil for the others
+	anyCond   bool                                // some filter is Conditional
+	all       []int                               // 0..len(filters)-1: which filters run, when all do
 	scorers   []Weighted                          // only those with a positive weight
 	weightSum float64
-	stats     []counter // filters, then scorers, then the pick
+	prefer    func(*Cycle, *view.Instance) bool // breaks ties in total before the lowest id; nil: none
+	stats     []counter                         // filters, then scorers, then the pick
+}
+
+// Option configures a profile.
+type Option func(*Profile)
+
+// PreferOnTie ranks the candidates prefer is true of before the others when their totals are equal; the
+// lowest instance id breaks the ties that remain. prefer runs only on ties.
+func PreferOnTie(prefer func(c *Cycle, in *view.Instance) bool) Option {
+	return func(p *Profile) { p.prefer = prefer }
 }
 
 type counter struct {
@@ -36,14 +49,28 @@ func (c *counter) add(d time.Duration) {
 
 // NewProfile builds a profile. Scorers with weight 0 are left out (they would not change the ranking); a
 // negative, infinite or NaN weight is an error.
-func NewProfile(name Name, filters []Filter, scorers []Weighted) (*Profile, error) {
+func NewProfile(name Name, filters []Filter, scorers []Weighted, opts ...Option) (*Profile, error) {
 	p := &Profile{name: name, filters: filters}
-	for _, f := range filters {
-		if pr, ok := f.(predicate); ok {
-			p.keeps = append(p.keeps, pr.keep)
-		} else {
-			p.keeps = append(p.keeps, f.Keep)
+	for _, o := range opts {
+		o(p)
+	}
+	for i, f := range filters {
+		var keep func(*Cycle, *view.Instance) bool
+		var applies func(*Cycle) bool
+		switch f := f.(type) {
+		case predicate:
+			keep = f.keep
+		case conditional:
+			keep, applies = f.keep, f.applies
+		case Conditional:
+			keep, applies = f.Keep, f.Applies
+		default:
+			keep = f.Keep
 		}
+		p.keeps = append(p.keeps, keep)
+		p.applies = append(p.applies, applies)
+		p.anyCond = p.anyCond || applies != nil
+		p.all = append(p.all, i)
 	}
 	for _, w := range scorers {
 		if w.Weight < 0 || math.IsInf(w.Weight, 0) || math.IsNaN(w.Weight) {
@@ -70,6 +97,8 @@ func (p *Profile) Scorers() []Weighted { return p.scorers }
 // Scratch is reusable memory for runs of a profile, so that a run allocates nothing. It is not safe for
 // concurrent use.
 type Scratch struct {
+	keeps   []func(*Cycle, *view.Instance) bool // the filters that apply to the run
+	which   []int                               // their indexes among the profile's filters
 	cands   []*view.Instance
 	scores  []float64
 	ranked  []Ranked
@@ -95,6 +124,7 @@ type Ranked struct {
 	// Total is the weighted mean of the scores, in [0, 1]; 0 when the profile has no weighted scorer.
 	Total float64
 	index int
+	pref  int8 // PreferOnTie's verdict, once asked: 1 preferred, 2 not, 0 not asked yet
 }
 
 // Score is the score the profile's j-th scorer gave the ranked candidate r.
@@ -104,8 +134,9 @@ func (res *Result) Score(r Ranked, j int) float64 { return res.scores[j*res.n+r.
 func (res *Result) Survivors() int { return res.n }
 
 // Run filters the seed candidates (seed itself is not modified), scores the survivors and returns the best
-// top of them, best first. Ties go to the lowest instance id. With timed set, each plugin's time is added to
-// its counters; timing costs a clock read per plugin, so callers time a sample of runs.
+// top of them, best first. Ties go to the preferred candidates (PreferOnTie), then to the lowest instance id.
+// Conditional filters that do not apply to c are skipped. With timed set, each plugin's time is added to its
+// counters; timing costs a clock read per plugin, so callers time a sample of runs.
 func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, timed bool) Result {
 	res := Result{Considered: len(seed)}
 	s.removed = append(s.removed[:0], make([]int, len(p.filters))...)
@@ -121,14 +152,25 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 	if timed {
 		t0 = time.Now()
 	}
+	keeps, which := p.keeps, p.all
+	if p.anyCond {
+		keeps, which = s.keeps[:0], s.which[:0]
+		for i, keep := range p.keeps {
+			if a := p.applies[i]; a == nil || a(c) {
+				keeps, which = append(keeps, keep), append(which, i)
+			}
+		}
+		s.keeps, s.which = keeps, which
+	}
 	cands := s.cands[:0]
 	if timed {
 		// One filter at a time over all candidates, so that each filter's time can be read.
 		cands = append(cands, seed...)
-		for i, keep := range p.keeps {
+		for k, keep := range keeps {
 			if len(cands) == 0 {
 				break
 			}
+			i := which[k]
 			kept := cands[:0]
 			for _, in := range cands {
 				if keep(c, in) {
@@ -144,9 +186,9 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 		// Every filter over one candidate at a time: each instance is loaded once.
 	next:
 		for _, in := range seed {
-			for i, keep := range p.keeps {
+			for k, keep := range keeps {
 				if !keep(c, in) {
-					removed[i]++
+					removed[which[k]]++
 					continue next
 				}
 			}
@@ -186,7 +228,7 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 			}
 			r.Total = Clamp01(sum / p.weightSum)
 		}
-		if len(ranked) == top && !better(r, ranked[top-1]) {
+		if len(ranked) == top && !p.better(c, &r, &ranked[top-1]) {
 			continue
 		}
 		if len(ranked) < top {
@@ -194,7 +236,7 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 		} else {
 			ranked[top-1] = r
 		}
-		for k := len(ranked) - 1; k > 0 && better(ranked[k], ranked[k-1]); k-- {
+		for k := len(ranked) - 1; k > 0 && p.better(c, &ranked[k], &ranked[k-1]); k-- {
 			ranked[k], ranked[k-1] = ranked[k-1], ranked[k]
 		}
 	}
@@ -204,15 +246,37 @@ func (p *Profile) Run(c *Cycle, seed []*view.Instance, top int, s *Scratch, time
 	return res
 }
 
-// better orders by total, highest first, then by instance id, lowest first, then by position.
-func better(a, b Ranked) bool {
+// better orders by total, highest first, then preferred first (PreferOnTie), then by instance id, lowest
+// first, then by position.
+func (p *Profile) better(c *Cycle, a, b *Ranked) bool {
 	if a.Total != b.Total {
 		return a.Total > b.Total
+	}
+	return p.tie(c, a, b) // out of line, so that better inlines into the ranking loop
+}
+
+// tie orders candidates of equal totals.
+func (p *Profile) tie(c *Cycle, a, b *Ranked) bool {
+	if p.prefer != nil {
+		if pa, pb := p.preferred(c, a), p.preferred(c, b); pa != pb {
+			return pa
+		}
 	}
 	if a.Instance.ID != b.Instance.ID {
 		return a.Instance.ID < b.Instance.ID
 	}
 	return a.index < b.index
+}
+
+// preferred asks PreferOnTie about a candidate once and remembers the answer in it.
+func (p *Profile) preferred(c *Cycle, r *Ranked) bool {
+	if r.pref == 0 {
+		r.pref = 2
+		if p.prefer(c, r.Instance) {
+			r.pref = 1
+		}
+	}
+	return r.pref == 1
 }
 
 // PluginStats are one plugin's counters in one profile.

@@ -116,6 +116,65 @@ func TestResultScore(t *testing.T) {
 	}
 }
 
+func TestPreferOnTie(t *testing.T) {
+	t.Parallel()
+	x := fixed{name: "x", scores: map[string]float64{"a": 0.5, "b": 0.5, "c": 0.5, "d": 0.9}}
+	preferBC := PreferOnTie(func(_ *Cycle, in *view.Instance) bool { return in.ID == "c" || in.ID == "b" })
+	tests := map[string]struct {
+		opts []Option
+		top  int
+		want []string
+	}{
+		"without: lowest id":          {top: 4, want: []string{"d", "a", "b", "c"}},
+		"preferred first among equal": {opts: []Option{preferBC}, top: 4, want: []string{"d", "b", "c", "a"}},
+		"a better score still wins":   {opts: []Option{preferBC}, top: 1, want: []string{"d"}},
+		"top 2":                       {opts: []Option{preferBC}, top: 2, want: []string{"d", "b"}},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			p, err := NewProfile("test", nil, []Weighted{{x, 1}}, tc.opts...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res := p.Run(&Cycle{}, instances("c", "a", "d", "b"), tc.top, &Scratch{}, false)
+			if got := rankedIDs(res); !slices.Equal(got, tc.want) {
+				t.Errorf("ranked %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConditionalFilter(t *testing.T) {
+	t.Parallel()
+	// drop-b applies only to cycles with a request.
+	dropB := PredicateWhen("drop-b", func(c *Cycle) bool { return c.Request != nil },
+		func(_ *Cycle, in *view.Instance) bool { return in.ID != "b" })
+	dropC := Predicate("drop-c", func(_ *Cycle, in *view.Instance) bool { return in.ID != "c" })
+	p, err := NewProfile("test", []Filter{dropB, dropC}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, timed := range []bool{false, true} {
+		var s Scratch
+		res := p.Run(&Cycle{}, instances("a", "b", "c"), 3, &s, timed)
+		if got := rankedIDs(res); !slices.Equal(got, []string{"a", "b"}) || !slices.Equal(res.Removed, []int{0, 1}) {
+			t.Errorf("timed %v, not applying: ranked %v, removed %v; want [a b], [0 1]", timed, got, res.Removed)
+		}
+		res = p.Run(&Cycle{Request: &router.Request{}}, instances("a", "b", "c"), 3, &s, timed)
+		if got := rankedIDs(res); !slices.Equal(got, []string{"a"}) || !slices.Equal(res.Removed, []int{1, 1}) {
+			t.Errorf("timed %v, applying: ranked %v, removed %v; want [a], [1 1]", timed, got, res.Removed)
+		}
+	}
+	calls := map[Name]uint64{}
+	for _, st := range p.Stats() {
+		calls[st.Plugin] = st.Calls
+	}
+	if calls["drop-b"] != 1 || calls["drop-c"] != 2 {
+		t.Errorf("calls %v: want drop-b timed once (where it applied), drop-c twice", calls)
+	}
+}
+
 func TestNewProfileRejectsBadWeights(t *testing.T) {
 	t.Parallel()
 	x := fixed{name: "x"}
@@ -149,7 +208,9 @@ func TestStats(t *testing.T) {
 
 func TestRunAllocatesNothingWithScratch(t *testing.T) {
 	x := fixed{name: "x", scores: map[string]float64{"a": 0.2, "b": 0.9}}
-	p, _ := NewProfile("p", []Filter{Predicate("keep", func(*Cycle, *view.Instance) bool { return true })}, []Weighted{{x, 1}})
+	keep := func(*Cycle, *view.Instance) bool { return true }
+	p, _ := NewProfile("p", []Filter{Predicate("keep", keep), PredicateWhen("sometimes", func(*Cycle) bool { return true }, keep)},
+		[]Weighted{{x, 1}}, PreferOnTie(func(*Cycle, *view.Instance) bool { return true }))
 	seed := instances("a", "b", "c")
 	s := &Scratch{}
 	c := &Cycle{}

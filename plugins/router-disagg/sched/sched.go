@@ -49,6 +49,28 @@ func (p predicate) Name() Name { return p.name }
 
 func (p predicate) Keep(c *Cycle, in *view.Instance) bool { return p.keep(c, in) }
 
+// Conditional is a Filter that only some cycles need, such as one that only requests with a certain field
+// set can fail. A profile skips it for the cycles Applies is false of, as if it kept every candidate, which
+// saves a call per candidate; it removes nothing and is not timed there.
+type Conditional interface {
+	Filter
+	Applies(c *Cycle) bool
+}
+
+// PredicateWhen makes a Conditional filter from a per-cycle condition and a per-candidate test.
+func PredicateWhen(name Name, applies func(c *Cycle) bool, keep func(c *Cycle, in *view.Instance) bool) Filter {
+	return conditional{predicate: predicate{name: name, keep: keep}, applies: applies}
+}
+
+type conditional struct {
+	predicate
+	applies func(*Cycle) bool
+}
+
+var _ Conditional = conditional{}
+
+func (f conditional) Applies(c *Cycle) bool { return f.applies(c) }
+
 // Renamed returns s under another name, so that one scorer can serve in two profiles (load and prefill-load)
 // with distinct keys in the decision's scores.
 func Renamed(s Scorer, name Name) Scorer { return renamed{Scorer: s, name: name} }

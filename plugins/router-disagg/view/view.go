@@ -37,8 +37,8 @@ type View struct {
 
 	nodes     map[string]int32 // node index by id (first occurrence)
 	nodeList  []*router.Node
-	dense     []*router.Link          // by from*len(nodeList)+to node indexes, for up to denseNodes nodes
-	links     map[uint64]*router.Link // by from<<32 | to node indexes, for larger clusters
+	dense     []*router.Path          // by from*len(nodeList)+to node indexes, for up to denseNodes nodes
+	paths     map[uint64]*router.Path // by from<<32 | to node indexes, for larger clusters
 	instances []Instance
 	byID      map[string]*Instance
 	byModel   map[string][]*Instance
@@ -59,6 +59,16 @@ func CanPrefill(role string) bool {
 	return role == router.RoleBoth || role == router.RolePrefill || role == ""
 }
 
+// ExactKV reports whether two instances exchange KV cache bit for bit: their fingerprints are equal and not
+// empty.
+func ExactKV(a, b *Instance) bool { return a.Fingerprint != "" && a.Fingerprint == b.Fingerprint }
+
+// ApproximateKV reports whether two instances exchange KV cache only approximately: other fingerprints (or
+// none), but the same non-empty KV compatibility family, such as one model at two quantizations.
+func ApproximateKV(a, b *Instance) bool {
+	return !ExactKV(a, b) && a.KVCompat != "" && a.KVCompat == b.KVCompat
+}
+
 // New indexes s. When ids repeat, the first wins, as in the snapshot's own lookups.
 func New(s *router.Snapshot) *View {
 	v := &View{
@@ -77,31 +87,31 @@ func New(s *router.Snapshot) *View {
 	}
 	n := len(v.nodeList)
 	if n <= denseNodes {
-		v.dense = make([]*router.Link, n*n)
+		v.dense = make([]*router.Path, n*n)
 	} else {
-		v.links = make(map[uint64]*router.Link, len(s.Links))
+		v.paths = make(map[uint64]*router.Path, len(s.Paths))
 	}
-	lastFrom, from := "", int32(-1) // links come grouped by their from node: look it up once per group
-	for i := range s.Links {
-		l := &s.Links[i]
-		if l.From != lastFrom || from < 0 {
-			lastFrom = l.From
-			if f, ok := v.nodes[l.From]; ok {
+	lastFrom, from := "", int32(-1) // paths come grouped by their from node: look it up once per group
+	for i := range s.Paths {
+		p := &s.Paths[i]
+		if p.From != lastFrom || from < 0 {
+			lastFrom = p.From
+			if f, ok := v.nodes[p.From]; ok {
 				from = f
 			} else {
 				from = -1
 			}
 		}
-		to, ok := v.nodes[l.To]
+		to, ok := v.nodes[p.To]
 		if from < 0 || !ok {
-			continue // a link to or from a node the snapshot does not have leads nowhere routable
+			continue // a path to or from a node the snapshot does not have leads nowhere routable
 		}
 		if v.dense != nil {
 			if k := int(from)*n + int(to); v.dense[k] == nil {
-				v.dense[k] = l
+				v.dense[k] = p
 			}
-		} else if k := key(from, to); v.links[k] == nil {
-			v.links[k] = l
+		} else if k := key(from, to); v.paths[k] == nil {
+			v.paths[k] = p
 		}
 	}
 	v.instances = make([]Instance, 0, len(s.Instances))
@@ -140,8 +150,8 @@ func New(s *router.Snapshot) *View {
 				if !ok {
 					continue
 				}
-				// A link naming prefill instances restricts the decode instance to them, even to ones that
-				// are not in the snapshot (yet): the operator said who serves whom.
+				// An instance link naming prefill instances restricts the decode instance to them, even to ones
+				// that are not in the snapshot (yet): the operator said who serves whom.
 				v.hasLinked[di.Index] = v.hasLinked[di.Index] || len(l.PrefillInstances) > 0
 				for _, p := range l.PrefillInstances {
 					if pi, ok := v.byID[p]; ok && !v.linked[key(di.Index, pi.Index)] {
@@ -176,19 +186,19 @@ func (v *View) sides() {
 	}
 }
 
-// denseNodes is the largest cluster whose links are indexed in an n×n table (512 KiB of pointers at most);
+// denseNodes is the largest cluster whose paths are indexed in an n×n table (512 KiB of pointers at most);
 // larger ones use a map.
 const denseNodes = 256
 
-// link returns the link between two node indexes.
-func (v *View) link(from, to int32) (*router.Link, bool) {
-	var l *router.Link
+// path returns the path between two node indexes.
+func (v *View) path(from, to int32) (*router.Path, bool) {
+	var p *router.Path
 	if v.dense != nil {
-		l = v.dense[int(from)*len(v.nodeList)+int(to)]
+		p = v.dense[int(from)*len(v.nodeList)+int(to)]
 	} else {
-		l = v.links[key(from, to)]
+		p = v.paths[key(from, to)]
 	}
-	return l, l != nil
+	return p, p != nil
 }
 
 func key(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
@@ -213,22 +223,22 @@ func (v *View) NodeAlive(id string) bool {
 	return ok && n.Status == router.NodeAlive
 }
 
-// Link returns the link from one node to another.
-func (v *View) Link(from, to string) (*router.Link, bool) {
+// Path returns the path from one node to another.
+func (v *View) Path(from, to string) (*router.Path, bool) {
 	f, ok1 := v.nodes[from]
 	t, ok2 := v.nodes[to]
 	if !ok1 || !ok2 {
 		return nil, false
 	}
-	return v.link(f, t)
+	return v.path(f, t)
 }
 
-// LinkBetween returns the link from one instance's node to another's, without string lookups.
-func (v *View) LinkBetween(from, to *Instance) (*router.Link, bool) {
+// PathBetween returns the path from one instance's node to another's, without string lookups.
+func (v *View) PathBetween(from, to *Instance) (*router.Path, bool) {
 	if from.node < 0 || to.node < 0 {
 		return nil, false
 	}
-	return v.link(from.node, to.node)
+	return v.path(from.node, to.node)
 }
 
 // Instance returns the instance with the given id.

@@ -11,7 +11,7 @@ import (
 func snapshot() *router.Snapshot {
 	return &router.Snapshot{
 		Nodes: []router.Node{{ID: "n1", Status: router.NodeAlive}, {ID: "n2", Status: router.NodeFailed}, {ID: "n1", Status: router.NodeFailed}},
-		Links: []router.Link{{From: "n1", To: "n2", Kind: "ethernet"}, {From: "n1", To: "n2", Kind: "wifi"}},
+		Paths: []router.Path{{From: "n1", To: "n2", Kind: "ethernet"}, {From: "n1", To: "n2", Kind: "wifi"}},
 		Instances: []router.Instance{
 			{ID: "a", Model: "m", Node: "n1"}, {ID: "b", Model: "m", Node: "n2"}, {ID: "c", Model: "o", Node: "n1"},
 			{ID: "a", Model: "o", Node: "n2"}, // a duplicate id: the first wins
@@ -31,11 +31,11 @@ func TestView(t *testing.T) {
 	if !v.NodeAlive("n1") || v.NodeAlive("n2") || v.NodeAlive("n9") {
 		t.Error("NodeAlive: want n1 only (first n1 wins)")
 	}
-	if l, ok := v.Link("n1", "n2"); !ok || l.Kind != "ethernet" {
-		t.Errorf("Link(n1, n2) = %+v, %v; want the first, ethernet", l, ok)
+	if p, ok := v.Path("n1", "n2"); !ok || p.Kind != "ethernet" {
+		t.Errorf("Path(n1, n2) = %+v, %v; want the first, ethernet", p, ok)
 	}
-	if _, ok := v.Link("n2", "n1"); ok {
-		t.Error("Link(n2, n1) found; links are directed")
+	if _, ok := v.Path("n2", "n1"); ok {
+		t.Error("Path(n2, n1) found; paths are directed")
 	}
 	if in, ok := v.Instance("a"); !ok || in.Model != "m" {
 		t.Errorf("Instance(a) = %+v, want the first a", in)
@@ -83,11 +83,11 @@ func TestView(t *testing.T) {
 	if p := in("p"); p.Alive || p.NodeInfo != nil {
 		t.Error("p has no node but is alive")
 	}
-	if l, ok := v.LinkBetween(in("a"), in("b")); !ok || l.Kind != "ethernet" {
-		t.Errorf("LinkBetween(a, b) = %+v, %v", l, ok)
+	if p, ok := v.PathBetween(in("a"), in("b")); !ok || p.Kind != "ethernet" {
+		t.Errorf("PathBetween(a, b) = %+v, %v", p, ok)
 	}
-	if _, ok := v.LinkBetween(in("a"), in("p")); ok {
-		t.Error("LinkBetween to an instance without a node")
+	if _, ok := v.PathBetween(in("a"), in("p")); ok {
+		t.Error("PathBetween to an instance without a node")
 	}
 	names := func(ins []*Instance) string {
 		var s string
@@ -183,7 +183,7 @@ func TestCacheConcurrent(t *testing.T) {
 	wg.Wait()
 }
 
-// TestLargeCluster checks the map-indexed links of clusters past the dense table.
+// TestLargeCluster checks the map-indexed paths of clusters past the dense table.
 func TestLargeCluster(t *testing.T) {
 	t.Parallel()
 	for _, nodes := range []int{denseNodes, denseNodes + 1} {
@@ -192,28 +192,28 @@ func TestLargeCluster(t *testing.T) {
 			s.Nodes = append(s.Nodes, router.Node{ID: fmt.Sprintf("n%d", i), Status: router.NodeAlive})
 		}
 		for i := range nodes {
-			s.Links = append(s.Links, router.Link{From: fmt.Sprintf("n%d", i), To: fmt.Sprintf("n%d", (i+1)%nodes), SpeedMbps: int64(i)})
+			s.Paths = append(s.Paths, router.Path{From: fmt.Sprintf("n%d", i), To: fmt.Sprintf("n%d", (i+1)%nodes), SpeedMbps: int64(i)})
 		}
-		s.Links = append(s.Links, router.Link{From: "n0", To: "n1", SpeedMbps: -1}) // a duplicate: the first wins
-		s.Links = append(s.Links, router.Link{From: "n0", To: "nowhere"})
+		s.Paths = append(s.Paths, router.Path{From: "n0", To: "n1", SpeedMbps: -1}) // a duplicate: the first wins
+		s.Paths = append(s.Paths, router.Path{From: "n0", To: "nowhere"})
 		s.Instances = []router.Instance{{ID: "a", Node: "n3"}, {ID: "b", Node: "n4"}}
 		v := New(s)
 		for i := range nodes {
-			l, ok := v.Link(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", (i+1)%nodes))
-			if !ok || l.SpeedMbps != int64(i) {
-				t.Fatalf("%d nodes: link n%d → next = %+v, %v", nodes, i, l, ok)
+			p, ok := v.Path(fmt.Sprintf("n%d", i), fmt.Sprintf("n%d", (i+1)%nodes))
+			if !ok || p.SpeedMbps != int64(i) {
+				t.Fatalf("%d nodes: path n%d → next = %+v, %v", nodes, i, p, ok)
 			}
 		}
-		if _, ok := v.Link("n1", "n0"); ok && nodes > 2 {
-			t.Errorf("%d nodes: a link that is not there", nodes)
+		if _, ok := v.Path("n1", "n0"); ok && nodes > 2 {
+			t.Errorf("%d nodes: a path that is not there", nodes)
 		}
-		if _, ok := v.Link("n0", "nowhere"); ok {
-			t.Errorf("%d nodes: a link to an unknown node", nodes)
+		if _, ok := v.Path("n0", "nowhere"); ok {
+			t.Errorf("%d nodes: a path to an unknown node", nodes)
 		}
 		a, _ := v.Instance("a")
 		b, _ := v.Instance("b")
-		if l, ok := v.LinkBetween(a, b); !ok || l.SpeedMbps != 3 {
-			t.Errorf("%d nodes: LinkBetween(a, b) = %+v, %v", nodes, l, ok)
+		if p, ok := v.PathBetween(a, b); !ok || p.SpeedMbps != 3 {
+			t.Errorf("%d nodes: PathBetween(a, b) = %+v, %v", nodes, p, ok)
 		}
 	}
 }

@@ -1,9 +1,6 @@
 package link
 
 import (
-	"math"
-	"time"
-
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
@@ -36,54 +33,23 @@ func Between(v *view.View, from, to *view.Instance) float64 {
 	if from.Node == to.Node {
 		return 1
 	}
-	l, ok := v.LinkBetween(from, to)
+	p, ok := v.PathBetween(from, to)
 	if !ok {
-		if l, ok = v.LinkBetween(to, from); !ok {
+		if p, ok = v.PathBetween(to, from); !ok {
 			return 0
 		}
 	}
-	return Quality(l)
+	return Quality(p)
 }
 
-// Path returns the link from one node to another, or the reverse link when only that is known.
-func Path(v *view.View, from, to string) (*router.Link, bool) {
-	if l, ok := v.Link(from, to); ok {
-		return l, true
+// Path returns the path from one node to another, or the reverse path when only that is known.
+func Path(v *view.View, from, to string) (*router.Path, bool) {
+	if p, ok := v.Path(from, to); ok {
+		return p, true
 	}
-	return v.Link(to, from)
+	return v.Path(to, from)
 }
 
-// Quality is a link's score: its own Quality when set, the fallback formula otherwise.
-func Quality(l *router.Link) float64 {
-	if l.Quality > 0 || math.IsNaN(l.Quality) {
-		return sched.Clamp01(l.Quality)
-	}
-	if l.Kind == "loopback" {
-		return 1
-	}
-	mbps := float64(l.SpeedMbps)
-	if mbps <= 0 {
-		mbps = float64(NominalMbps(l.Kind))
-	}
-	bw := sched.Clamp01(math.Log10(math.Max(mbps, 1)) / 5)
-	lat := 0.5
-	if l.RTT > 0 {
-		lat = 1 / (1 + float64(l.RTT)/float64(time.Millisecond))
-	}
-	return sched.Clamp01(0.7*bw + 0.3*lat)
-}
-
-// NominalMbps is the speed assumed for a link kind whose speed is unknown.
-func NominalMbps(kind string) int64 {
-	switch kind {
-	case "thunderbolt":
-		return 40000
-	case "ethernet":
-		return 1000
-	case "wifi":
-		return 400
-	case "loopback":
-		return 100000
-	}
-	return 100
-}
+// Quality is a path's score: its Quality clamped to [0, 1], where 0 (unknown) and NaN score 0. The cluster
+// computes Quality from the path's kind, speed and RTT (serfcluster's Path), so the scorer does not.
+func Quality(p *router.Path) float64 { return sched.Clamp01(p.Quality) }

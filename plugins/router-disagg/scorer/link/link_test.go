@@ -13,32 +13,31 @@ import (
 func TestScore(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
-		links []router.Link
+		paths []router.Path
 		from  string // the prefill node; the decode instance is on n1
 		want  float64
 	}{
 		"same node":           {from: "n1", want: 1},
-		"no link":             {from: "n2", want: 0},
-		"quality wins":        {from: "n2", links: []router.Link{{From: "n2", To: "n1", Quality: 0.8, SpeedMbps: 100}}, want: 0.8},
-		"quality clamped":     {from: "n2", links: []router.Link{{From: "n2", To: "n1", Quality: 1.7}}, want: 1},
-		"reverse link stands": {from: "n2", links: []router.Link{{From: "n1", To: "n2", Quality: 0.3}}, want: 0.3},
-		"forward link first": {from: "n2", links: []router.Link{
+		"same node, no path":  {from: "n1", paths: []router.Path{{From: "n1", To: "n2", Quality: 0.1}}, want: 1},
+		"no path":             {from: "n2", want: 0},
+		"quality":             {from: "n2", paths: []router.Path{{From: "n2", To: "n1", Quality: 0.8, SpeedMbps: 100}}, want: 0.8},
+		"quality clamped":     {from: "n2", paths: []router.Path{{From: "n2", To: "n1", Quality: 1.7}}, want: 1},
+		"reverse path stands": {from: "n2", paths: []router.Path{{From: "n1", To: "n2", Quality: 0.3}}, want: 0.3},
+		"forward path first": {from: "n2", paths: []router.Path{
 			{From: "n1", To: "n2", Quality: 0.3}, {From: "n2", To: "n1", Quality: 0.9}}, want: 0.9},
-		"fallback 100 Gb/s 1 ms":         {from: "n2", links: []router.Link{{From: "n2", To: "n1", SpeedMbps: 100000, RTT: time.Millisecond}}, want: 0.7 + 0.15},
-		"fallback 10 Gb/s unknown rtt":   {from: "n2", links: []router.Link{{From: "n2", To: "n1", SpeedMbps: 10000}}, want: 0.7*0.8 + 0.15},
-		"fallback thunderbolt nominal":   {from: "n2", links: []router.Link{{From: "n2", To: "n1", Kind: "thunderbolt"}}, want: 0.7*math.Log10(40000)/5 + 0.15},
-		"fallback wifi nominal, 9 ms":    {from: "n2", links: []router.Link{{From: "n2", To: "n1", Kind: "wifi", RTT: 9 * time.Millisecond}}, want: 0.7*math.Log10(400)/5 + 0.03},
-		"fallback unknown kind":          {from: "n2", links: []router.Link{{From: "n2", To: "n1"}}, want: 0.7*0.4 + 0.15},
-		"fallback loopback between ids":  {from: "n2", links: []router.Link{{From: "n2", To: "n1", Kind: "loopback"}}, want: 1},
-		"nan quality is 0":               {from: "n2", links: []router.Link{{From: "n2", To: "n1", Quality: math.NaN()}}, want: 0},
-		"negative quality uses fallback": {from: "n2", links: []router.Link{{From: "n2", To: "n1", Quality: -1, SpeedMbps: 100000, RTT: time.Millisecond}}, want: 0.85},
+		"unknown quality is 0, whatever the path": {from: "n2", paths: []router.Path{
+			{From: "n2", To: "n1", Kind: "thunderbolt", SpeedMbps: 40000, RTT: time.Millisecond}}, want: 0},
+		"unknown quality on loopback is 0": {from: "n2", paths: []router.Path{{From: "n2", To: "n1", Kind: "loopback"}}, want: 0},
+		"nan quality is 0":                 {from: "n2", paths: []router.Path{{From: "n2", To: "n1", Quality: math.NaN()}}, want: 0},
+		"negative quality is 0":            {from: "n2", paths: []router.Path{{From: "n2", To: "n1", Quality: -1, SpeedMbps: 100000}}, want: 0},
+		"infinite quality is 1":            {from: "n2", paths: []router.Path{{From: "n2", To: "n1", Quality: math.Inf(1)}}, want: 1},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			v := view.New(&router.Snapshot{
 				Nodes:     []router.Node{{ID: "n1"}, {ID: "n2"}},
-				Links:     tc.links,
+				Paths:     tc.paths,
 				Instances: []router.Instance{{ID: "d", Node: "n1"}, {ID: "p", Node: tc.from}},
 			})
 			d, _ := v.Instance("d")
@@ -52,16 +51,32 @@ func TestScore(t *testing.T) {
 	}
 }
 
-func TestOrdering(t *testing.T) {
+func TestPath(t *testing.T) {
 	t.Parallel()
-	// Without Quality, the fallback still ranks the kinds as exo's interface priority does.
-	kinds := []string{"thunderbolt", "ethernet", "wifi", "other"}
-	prev := 2.0
-	for _, k := range kinds {
-		q := Quality(&router.Link{Kind: k})
-		if q >= prev {
-			t.Errorf("%s scored %v, not below the kind before it (%v)", k, q, prev)
-		}
-		prev = q
+	v := view.New(&router.Snapshot{
+		Nodes: []router.Node{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}},
+		Paths: []router.Path{{From: "n1", To: "n2", Kind: "wifi"}, {From: "n2", To: "n3", Kind: "ethernet"}, {From: "n3", To: "n2", Kind: "thunderbolt"}},
+	})
+	tests := map[string]struct {
+		from, to string
+		want     string // the path's kind; empty for none
+	}{
+		"forward":         {from: "n1", to: "n2", want: "wifi"},
+		"reverse stands":  {from: "n2", to: "n1", want: "wifi"},
+		"forward first":   {from: "n3", to: "n2", want: "thunderbolt"},
+		"none either way": {from: "n1", to: "n3"},
+		"unknown node":    {from: "n1", to: "n9"},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var got string
+			if p, ok := Path(v, tc.from, tc.to); ok {
+				got = p.Kind
+			}
+			if got != tc.want {
+				t.Errorf("Path(%s, %s) is over %q, want %q", tc.from, tc.to, got, tc.want)
+			}
+		})
 	}
 }

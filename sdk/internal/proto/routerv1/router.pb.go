@@ -154,7 +154,8 @@ func (x *Node) GetHardware() string {
 	return ""
 }
 
-type Link struct {
+// Path is the best path from one node to another (not an instance link).
+type Path struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
 	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
@@ -167,20 +168,20 @@ type Link struct {
 	sizeCache     protoimpl.SizeCache
 }
 
-func (x *Link) Reset() {
-	*x = Link{}
+func (x *Path) Reset() {
+	*x = Path{}
 	mi := &file_routerv1_router_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
 
-func (x *Link) String() string {
+func (x *Path) String() string {
 	return protoimpl.X.MessageStringOf(x)
 }
 
-func (*Link) ProtoMessage() {}
+func (*Path) ProtoMessage() {}
 
-func (x *Link) ProtoReflect() protoreflect.Message {
+func (x *Path) ProtoReflect() protoreflect.Message {
 	mi := &file_routerv1_router_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
@@ -192,54 +193,54 @@ func (x *Link) ProtoReflect() protoreflect.Message {
 	return mi.MessageOf(x)
 }
 
-// Deprecated: Use Link.ProtoReflect.Descriptor instead.
-func (*Link) Descriptor() ([]byte, []int) {
+// Deprecated: Use Path.ProtoReflect.Descriptor instead.
+func (*Path) Descriptor() ([]byte, []int) {
 	return file_routerv1_router_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *Link) GetFrom() string {
+func (x *Path) GetFrom() string {
 	if x != nil {
 		return x.From
 	}
 	return ""
 }
 
-func (x *Link) GetTo() string {
+func (x *Path) GetTo() string {
 	if x != nil {
 		return x.To
 	}
 	return ""
 }
 
-func (x *Link) GetAddress() string {
+func (x *Path) GetAddress() string {
 	if x != nil {
 		return x.Address
 	}
 	return ""
 }
 
-func (x *Link) GetKind() string {
+func (x *Path) GetKind() string {
 	if x != nil {
 		return x.Kind
 	}
 	return ""
 }
 
-func (x *Link) GetSpeedMbps() int64 {
+func (x *Path) GetSpeedMbps() int64 {
 	if x != nil {
 		return x.SpeedMbps
 	}
 	return 0
 }
 
-func (x *Link) GetRttNs() int64 {
+func (x *Path) GetRttNs() int64 {
 	if x != nil {
 		return x.RttNs
 	}
 	return 0
 }
 
-func (x *Link) GetQuality() float64 {
+func (x *Path) GetQuality() float64 {
 	if x != nil {
 		return x.Quality
 	}
@@ -326,6 +327,11 @@ type Instance struct {
 	Fingerprint   string                 `protobuf:"bytes,8,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	Load          *Load                  `protobuf:"bytes,9,opt,name=load,proto3" json:"load,omitempty"`
 	ContextLength int64                  `protobuf:"varint,10,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
+	// Where the engine computes, e.g. "cpu", "mlx".
+	Backend string `protobuf:"bytes,11,opt,name=backend,proto3" json:"backend,omitempty"`
+	// Instances with equal non-empty kv_compat exchange KV: exactly when their fingerprints are equal too,
+	// approximately (another quantization of the same base model) otherwise.
+	KvCompat      string `protobuf:"bytes,12,opt,name=kv_compat,json=kvCompat,proto3" json:"kv_compat,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +436,20 @@ func (x *Instance) GetContextLength() int64 {
 	return 0
 }
 
+func (x *Instance) GetBackend() string {
+	if x != nil {
+		return x.Backend
+	}
+	return ""
+}
+
+func (x *Instance) GetKvCompat() string {
+	if x != nil {
+		return x.KvCompat
+	}
+	return ""
+}
+
 type InstanceLink struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Id               string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -491,13 +511,14 @@ func (x *InstanceLink) GetDecodeInstances() []string {
 }
 
 type Snapshot struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	Self          string                 `protobuf:"bytes,2,opt,name=self,proto3" json:"self,omitempty"`
-	Nodes         []*Node                `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	Links         []*Link                `protobuf:"bytes,4,rep,name=links,proto3" json:"links,omitempty"`
-	Instances     []*Instance            `protobuf:"bytes,5,rep,name=instances,proto3" json:"instances,omitempty"`
-	InstanceLinks []*InstanceLink        `protobuf:"bytes,6,rep,name=instance_links,json=instanceLinks,proto3" json:"instance_links,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Version uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Self    string                 `protobuf:"bytes,2,opt,name=self,proto3" json:"self,omitempty"`
+	Nodes   []*Node                `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Field 4 was "repeated Link links": renamed, same wire format.
+	Paths         []*Path         `protobuf:"bytes,4,rep,name=paths,proto3" json:"paths,omitempty"`
+	Instances     []*Instance     `protobuf:"bytes,5,rep,name=instances,proto3" json:"instances,omitempty"`
+	InstanceLinks []*InstanceLink `protobuf:"bytes,6,rep,name=instance_links,json=instanceLinks,proto3" json:"instance_links,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,9 +574,9 @@ func (x *Snapshot) GetNodes() []*Node {
 	return nil
 }
 
-func (x *Snapshot) GetLinks() []*Link {
+func (x *Snapshot) GetPaths() []*Path {
 	if x != nil {
-		return x.Links
+		return x.Paths
 	}
 	return nil
 }
@@ -630,13 +651,15 @@ func (x *SetSnapshotRequest) GetSnapshot() *Snapshot {
 type RouteRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The reference of a snapshot installed with SetSnapshot.
-	SnapshotRef   uint64   `protobuf:"varint,1,opt,name=snapshot_ref,json=snapshotRef,proto3" json:"snapshot_ref,omitempty"`
-	RequestId     string   `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Model         string   `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
-	PromptTokens  int64    `protobuf:"varint,4,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
-	PrefixHashes  []uint64 `protobuf:"varint,5,rep,packed,name=prefix_hashes,json=prefixHashes,proto3" json:"prefix_hashes,omitempty"`
-	SourceNode    string   `protobuf:"bytes,6,opt,name=source_node,json=sourceNode,proto3" json:"source_node,omitempty"`
-	MaxTokens     int64    `protobuf:"varint,7,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	SnapshotRef  uint64   `protobuf:"varint,1,opt,name=snapshot_ref,json=snapshotRef,proto3" json:"snapshot_ref,omitempty"`
+	RequestId    string   `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Model        string   `protobuf:"bytes,3,opt,name=model,proto3" json:"model,omitempty"`
+	PromptTokens int64    `protobuf:"varint,4,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	PrefixHashes []uint64 `protobuf:"varint,5,rep,packed,name=prefix_hashes,json=prefixHashes,proto3" json:"prefix_hashes,omitempty"`
+	SourceNode   string   `protobuf:"bytes,6,opt,name=source_node,json=sourceNode,proto3" json:"source_node,omitempty"`
+	MaxTokens    int64    `protobuf:"varint,7,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// Instances that must not decode this request, by id.
+	Exclude       []string `protobuf:"bytes,8,rep,name=exclude,proto3" json:"exclude,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -720,11 +743,20 @@ func (x *RouteRequest) GetMaxTokens() int64 {
 	return 0
 }
 
+func (x *RouteRequest) GetExclude() []string {
+	if x != nil {
+		return x.Exclude
+	}
+	return nil
+}
+
 type PrefillEndpoint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	Node          string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
-	Address       string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Node       string                 `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	Address    string                 `protobuf:"bytes,3,opt,name=address,proto3" json:"address,omitempty"`
+	// False when the KV crosses quantizations (equal kv_compat, other fingerprint).
+	Approximate   bool `protobuf:"varint,4,opt,name=approximate,proto3" json:"approximate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -778,6 +810,13 @@ func (x *PrefillEndpoint) GetAddress() string {
 		return x.Address
 	}
 	return ""
+}
+
+func (x *PrefillEndpoint) GetApproximate() bool {
+	if x != nil {
+		return x.Approximate
+	}
+	return false
 }
 
 type Decision struct {
@@ -872,7 +911,7 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"kv_address\x18\x05 \x01(\tR\tkvAddress\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\tR\aversion\x12\x1a\n" +
 	"\bhardware\x18\a \x01(\tR\bhardware\"\xa8\x01\n" +
-	"\x04Link\x12\x12\n" +
+	"\x04Path\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
 	"\x02to\x18\x02 \x01(\tR\x02to\x12\x18\n" +
 	"\aaddress\x18\x03 \x01(\tR\aaddress\x12\x12\n" +
@@ -885,7 +924,7 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\tin_flight\x18\x01 \x01(\x03R\binFlight\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\x03R\x06queued\x12%\n" +
 	"\x0ekv_utilization\x18\x03 \x01(\x01R\rkvUtilization\x12&\n" +
-	"\x0fupdated_unix_ms\x18\x04 \x01(\x03R\rupdatedUnixMs\"\x9c\x02\n" +
+	"\x0fupdated_unix_ms\x18\x04 \x01(\x03R\rupdatedUnixMs\"\xd3\x02\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x12\n" +
@@ -898,7 +937,9 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\vfingerprint\x18\b \x01(\tR\vfingerprint\x12(\n" +
 	"\x04load\x18\t \x01(\v2\x14.duet.router.v1.LoadR\x04load\x12%\n" +
 	"\x0econtext_length\x18\n" +
-	" \x01(\x03R\rcontextLength\"v\n" +
+	" \x01(\x03R\rcontextLength\x12\x18\n" +
+	"\abackend\x18\v \x01(\tR\abackend\x12\x1b\n" +
+	"\tkv_compat\x18\f \x01(\tR\bkvCompat\"v\n" +
 	"\fInstanceLink\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x11prefill_instances\x18\x02 \x03(\tR\x10prefillInstances\x12)\n" +
@@ -907,12 +948,12 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x12\n" +
 	"\x04self\x18\x02 \x01(\tR\x04self\x12*\n" +
 	"\x05nodes\x18\x03 \x03(\v2\x14.duet.router.v1.NodeR\x05nodes\x12*\n" +
-	"\x05links\x18\x04 \x03(\v2\x14.duet.router.v1.LinkR\x05links\x126\n" +
+	"\x05paths\x18\x04 \x03(\v2\x14.duet.router.v1.PathR\x05paths\x126\n" +
 	"\tinstances\x18\x05 \x03(\v2\x18.duet.router.v1.InstanceR\tinstances\x12C\n" +
 	"\x0einstance_links\x18\x06 \x03(\v2\x1c.duet.router.v1.InstanceLinkR\rinstanceLinks\"\\\n" +
 	"\x12SetSnapshotRequest\x12\x10\n" +
 	"\x03ref\x18\x01 \x01(\x04R\x03ref\x124\n" +
-	"\bsnapshot\x18\x02 \x01(\v2\x18.duet.router.v1.SnapshotR\bsnapshot\"\xf0\x01\n" +
+	"\bsnapshot\x18\x02 \x01(\v2\x18.duet.router.v1.SnapshotR\bsnapshot\"\x8a\x02\n" +
 	"\fRouteRequest\x12!\n" +
 	"\fsnapshot_ref\x18\x01 \x01(\x04R\vsnapshotRef\x12\x1d\n" +
 	"\n" +
@@ -923,12 +964,14 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\vsource_node\x18\x06 \x01(\tR\n" +
 	"sourceNode\x12\x1d\n" +
 	"\n" +
-	"max_tokens\x18\a \x01(\x03R\tmaxTokens\"`\n" +
+	"max_tokens\x18\a \x01(\x03R\tmaxTokens\x12\x18\n" +
+	"\aexclude\x18\b \x03(\tR\aexclude\"\x82\x01\n" +
 	"\x0fPrefillEndpoint\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x12\n" +
 	"\x04node\x18\x02 \x01(\tR\x04node\x12\x18\n" +
-	"\aaddress\x18\x03 \x01(\tR\aaddress\"\xb3\x02\n" +
+	"\aaddress\x18\x03 \x01(\tR\aaddress\x12 \n" +
+	"\vapproximate\x18\x04 \x01(\bR\vapproximate\"\xb3\x02\n" +
 	"\bDecision\x12'\n" +
 	"\x0fdecode_instance\x18\x01 \x01(\tR\x0edecodeInstance\x12\x1f\n" +
 	"\vdecode_node\x18\x02 \x01(\tR\n" +
@@ -959,7 +1002,7 @@ var file_routerv1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_routerv1_router_proto_goTypes = []any{
 	(*Empty)(nil),              // 0: duet.router.v1.Empty
 	(*Node)(nil),               // 1: duet.router.v1.Node
-	(*Link)(nil),               // 2: duet.router.v1.Link
+	(*Path)(nil),               // 2: duet.router.v1.Path
 	(*Load)(nil),               // 3: duet.router.v1.Load
 	(*Instance)(nil),           // 4: duet.router.v1.Instance
 	(*InstanceLink)(nil),       // 5: duet.router.v1.InstanceLink
@@ -973,7 +1016,7 @@ var file_routerv1_router_proto_goTypes = []any{
 var file_routerv1_router_proto_depIdxs = []int32{
 	3,  // 0: duet.router.v1.Instance.load:type_name -> duet.router.v1.Load
 	1,  // 1: duet.router.v1.Snapshot.nodes:type_name -> duet.router.v1.Node
-	2,  // 2: duet.router.v1.Snapshot.links:type_name -> duet.router.v1.Link
+	2,  // 2: duet.router.v1.Snapshot.paths:type_name -> duet.router.v1.Path
 	4,  // 3: duet.router.v1.Snapshot.instances:type_name -> duet.router.v1.Instance
 	5,  // 4: duet.router.v1.Snapshot.instance_links:type_name -> duet.router.v1.InstanceLink
 	6,  // 5: duet.router.v1.SetSnapshotRequest.snapshot:type_name -> duet.router.v1.Snapshot
