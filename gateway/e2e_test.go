@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -119,8 +120,12 @@ func startDuetWith(t testing.TB, o duetOptions, args ...string) *gateway {
 	if addr == "" {
 		addr = freeAddr(t)
 	}
-	cmd := exec.Command(duetBin, append([]string{"--listen", addr}, args...)...)
-	cmd.Env = append(os.Environ(), "DUET_ENGINETEST_PLUGIN=1")
+	base := []string{"--listen", addr}
+	if !slices.Contains(args, "--data-dir") {
+		base = append(base, "--data-dir", t.TempDir()) // one node id, keyring and serf snapshot per gateway
+	}
+	cmd := exec.Command(duetBin, append(base, args...)...)
+	cmd.Env = append(os.Environ(), "DUET_ENGINETEST_PLUGIN=1", "DUET_CLUSTER_TIMINGS=local")
 	if o.setup != nil {
 		o.setup(cmd)
 	}

@@ -1,5 +1,6 @@
 // Command duet is the duet gateway: an OpenAI-compatible API in front of engine plugins, with a router plugin
-// that decides where each request runs. See the README at the repository root.
+// that decides where each request runs. Every gateway is a member of a cluster (of one, by default); together
+// they serve one API. See the README at the repository root.
 //
 //	duet [flags]                  serve (see duet -h)
 //	duet plugin <kind> <name>     serve a built-in plugin; the gateway runs this itself
@@ -9,6 +10,7 @@ package main
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,20 +18,29 @@ import (
 	"net"
 	"net/http"
 	_ "net/http/pprof"
+	"net/netip"
 	"os"
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"github.com/duet-ai/duet/gateway/internal/builtin"
+	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/config"
+	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/pluginhost"
 	"github.com/duet-ai/duet/gateway/internal/server"
+	"github.com/duet-ai/duet/sdk/clustersecret"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/serfcluster"
+	"github.com/duet-ai/duet/serfcluster/netif"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -88,53 +99,131 @@ func run(ctx context.Context, cfg config.Config) error {
 		// Profiling on a separate listener, only when asked for (net/http/pprof registers on the default mux).
 		go func() { log.Warn("pprof stopped", "error", http.ListenAndServe(addr, nil)) }()
 	}
-	reg := server.NewRegistry(cfg.NodeID)
+
+	// Identity and keys.
+	nodeID := cfg.NodeID
+	if nodeID == "" {
+		var err error
+		if nodeID, err = cluster.LoadNodeID(cfg.DataDir); err != nil {
+			return fmt.Errorf("node id: %w", err)
+		}
+	} else if err := cluster.CheckNodeID(nodeID); err != nil {
+		return fmt.Errorf("--node-id: %w", err)
+	}
+	secrets, err := cluster.LoadSecrets(cfg.SecretFile, os.Getenv("DUET_CLUSTER_SECRET"))
+	if err != nil {
+		return err
+	}
+
+	// The API's listener first: its port is what peers are told.
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		return err
+	}
+	defer ln.Close()
+	listenHost, _, _ := net.SplitHostPort(cfg.Server.Listen)
+	apiAddr := cfg.APIAdvertise
+	if apiAddr == "" {
+		apiAddr = advertisedAPI(ln.Addr().(*net.TCPAddr), log)
+	}
+	var tlsServer, tlsClient *tls.Config
+	scheme := "http"
+	if cfg.TLSCert != "" {
+		if tlsServer, err = newTLSConfig(cfg.TLSCert, cfg.TLSKey); err != nil {
+			return err
+		}
+		if tlsClient, err = peerTLS(cfg.TLSCert); err != nil {
+			return err
+		}
+		ln, scheme = tls.NewListener(ln, tlsServer), "https"
+	}
+
+	// The cluster, before any model loads: instances are published loading, then ready.
+	bind := cfg.ClusterBind
+	if bind == "" {
+		bind = net.JoinHostPort(listenHost, strconv.Itoa(cluster.DefaultGossipPort))
+		if listenHost == "" {
+			bind = net.JoinHostPort("0.0.0.0", strconv.Itoa(cluster.DefaultGossipPort))
+		}
+	}
+	hardware := cfg.Hardware
+	if hardware == "" {
+		hardware = detectHardware()
+	}
+	agent, err := cluster.Start(cluster.Config{
+		NodeID: nodeID, DataDir: cfg.DataDir, Bind: bind, BindExplicit: cfg.ClusterBindSet,
+		Advertise: cfg.ClusterAdvertise, APIAddr: apiAddr, APITLS: tlsServer != nil, TLS: tlsClient,
+		Join: cfg.Join, Secrets: secrets, Addresses: addressesFor(listenHost), Hardware: hardware, Version: version,
+		Timings: timingsFromEnv(), Logger: log.With("component", "cluster"),
+	})
+	if err != nil {
+		return fmt.Errorf("cluster: %w", err)
+	}
+	left := false
+	defer func() {
+		if !left {
+			agent.Shutdown()
+		}
+	}()
+	if secrets == nil && listenHost != "127.0.0.1" && listenHost != "localhost" && listenHost != "::1" {
+		log.Warn("no cluster secret: gossip is not encrypted, KV requests are not authenticated, and forwarded requests carry API keys; set --cluster-secret-file on every node")
+	}
+
+	reg := server.NewRegistry(server.RegistryConfig{
+		Node: nodeID, Engine: cfg.Engine, Agent: agent, Defaults: cfg.EngineOptions, KVHost: kvHost(listenHost, apiAddr),
+		Logger: log,
+	})
+	for _, m := range cfg.Models {
+		reg.AddSpec(server.InstanceSpec{Model: m})
+	}
+
 	sockets, removeSockets, err := pluginhost.RunDir("")
 	if err != nil {
 		return err
 	}
 	defer removeSockets()
 
+	// The server answers while the engine starts (peers pull this node's state; /healthz says "starting").
+	engines := &lateEngines{}
+	routers := &routerSwapper{log: log, sockets: sockets, logLevel: cfg.LogLevel}
+	initial, err := routers.start(ctx, cfg.Router, cfg.RouterSHA256)
+	if err != nil {
+		return err
+	}
+	routers.sw = server.NewRouterSwitch(initial)
+	defer routers.sw.Stop()
+	var hopKey []byte
+	if secrets != nil {
+		hopKey = secrets.HopKeys()[0]
+	}
+	srv := server.New(cfg.Server, server.Deps{
+		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,
+		Forward: forward.NewClient(hopKey, tlsClient), HopKeys: secrets.HopKeys(),
+		Status: func() any {
+			out := []pluginhost.Status{routers.status()}
+			if s := engines.sup.Load(); s != nil {
+				out = append(out, s.Status())
+			}
+			return out
+		},
+	})
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
 	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines, cfg.EngineSHA256)
 	if err != nil {
 		return err
 	}
-	engines, err := pluginhost.Start(ctx, pluginhost.Spec[engine.Engine]{
+	sup, err := pluginhost.Start(ctx, pluginhost.Spec[engine.Engine]{
 		Name:         "engine " + cfg.Engine,
 		Command:      engineCmd,
 		ClientConfig: engine.ClientConfig,
 		Connect:      engine.Connect,
 		Checksum:     cfg.EngineSHA256,
 		SocketDir:    sockets,
-		Ready: func(ctx context.Context, e engine.Engine) error {
-			desc, err := e.Load(ctx, engine.LoadRequest{InstanceID: cfg.NodeID + "-0", Model: cfg.Model, Options: cfg.EngineOptions})
-			if err != nil {
-				return fmt.Errorf("load model %q: %w", cfg.Model, err)
-			}
-			reg.Set([]engine.Description{desc})
-			log.Info("model loaded", "model", desc.ModelID, "instance", desc.InstanceID, "backend", desc.Backend, "architecture", desc.Architecture)
-			return nil
-		},
-		Logger:    log,
-		PluginLog: os.Stderr,
-		LogLevel:  cfg.LogLevel,
-	})
-	if err != nil {
-		return err
-	}
-	defer engines.Stop()
-
-	routerCmd, err := pluginCommand("router", cfg.Router, builtin.Routers, cfg.RouterSHA256)
-	if err != nil {
-		return err
-	}
-	routers, err := pluginhost.Start(ctx, pluginhost.Spec[router.Router]{
-		Name:         "router " + cfg.Router,
-		Command:      routerCmd,
-		ClientConfig: router.ClientConfig,
-		Connect:      router.Connect,
-		Checksum:     cfg.RouterSHA256,
-		SocketDir:    sockets,
+		Env:          pluginEnv(secrets),
+		Ready:        reg.LoadAll,
+		OnExit:       reg.EngineGone,
 		Logger:       log,
 		PluginLog:    os.Stderr,
 		LogLevel:     cfg.LogLevel,
@@ -142,44 +231,218 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
-	defer routers.Stop()
+	engines.sup.Store(sup)
+	defer sup.Stop()
 
-	srv := server.New(cfg.Server, reg, engines, routerProvider{routers}, func() any {
-		return []pluginhost.Status{engines.Status(), routers.Status()}
-	})
-	ln, err := net.Listen("tcp", cfg.Server.Listen)
-	if err != nil {
-		return err
-	}
-	scheme := "http"
-	if cfg.TLSCert != "" {
-		tc, err := newTLSConfig(cfg.TLSCert, cfg.TLSKey)
-		if err != nil {
-			ln.Close()
-			return err
-		}
-		ln, scheme = tls.NewListener(ln, tc), "https"
-	}
-	log.Info("duet is serving", "url", scheme+"://"+ln.Addr().String()+"/v1", "model", cfg.Model, "engine", cfg.Engine, "auth", len(cfg.Server.APIKeys) > 0)
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	log.Info("duet is serving", "url", scheme+"://"+ln.Addr().String()+"/v1", "node", nodeID, "models", cfg.Models,
+		"engine", cfg.Engine, "auth", len(cfg.Server.APIKeys) > 0, "gossip", agent.GossipAddr(), "api_advertise", apiAddr,
+		"encrypted", secrets != nil)
 	select {
 	case err := <-served:
 		return err
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	reg.Draining()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
+	if lerr := agent.Leave(); lerr != nil {
+		log.Warn("leaving the cluster", "error", lerr)
+	}
+	left = true
+	return err
 }
 
-// routerProvider adapts the router supervisor to server.RouterProvider.
-type routerProvider struct {
-	s *pluginhost.Supervisor[router.Router]
+// lateEngines is the engine provider before and after the engine plugin is up.
+type lateEngines struct {
+	sup atomic.Pointer[pluginhost.Supervisor[engine.Engine]]
 }
 
-func (p routerProvider) Get() (router.Router, uint64, error) { return p.s.Get() }
+var errStarting = errors.New("the engine plugin is starting")
+
+func (l *lateEngines) Get() (engine.Engine, uint64, error) {
+	s := l.sup.Load()
+	if s == nil {
+		return nil, 0, errStarting
+	}
+	return s.Get()
+}
+
+func (l *lateEngines) Explain(gen uint64) (bool, string) {
+	s := l.sup.Load()
+	if s == nil {
+		return false, ""
+	}
+	return s.Explain(gen)
+}
+
+// pluginEnv is the environment of engine plugins: this process's, without the cluster secret, plus the KV
+// wire keys derived from it (all an engine needs).
+func pluginEnv(s *cluster.Secrets) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "DUET_CLUSTER_SECRET=") && !strings.HasPrefix(kv, clustersecret.KVKeyEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	if e := s.KVKeyEnv(); e != "" {
+		env = append(env, e)
+	}
+	return env
+}
+
+// advertisedAPI is how peers reach this API: the listener's address, or for one bound to every interface,
+// the best address of this machine (Thunderbolt, Ethernet, Wi-Fi; not loopback).
+func advertisedAPI(a *net.TCPAddr, log *slog.Logger) string {
+	if !a.IP.IsUnspecified() {
+		return a.String()
+	}
+	addrs, err := netif.Detect()
+	if err == nil {
+		netif.Sort(addrs)
+		for _, ad := range addrs {
+			if ad.Kind != netif.KindLoopback && ad.IP.Is4() {
+				return net.JoinHostPort(ad.IP.String(), strconv.Itoa(a.Port))
+			}
+		}
+	}
+	log.Warn("found no address for peers to reach this API; set --api-advertise", "error", err)
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(a.Port))
+}
+
+// addressesFor is what this node advertises for paths: for an API bound to one address, only that one (peers
+// could not reach it elsewhere), with its interface's kind and speed; nil otherwise, to detect them all.
+func addressesFor(listenHost string) []netif.Address {
+	ip, err := netip.ParseAddr(listenHost)
+	if listenHost == "localhost" {
+		ip, err = netip.MustParseAddr("127.0.0.1"), nil
+	}
+	if err != nil || ip.IsUnspecified() {
+		return nil
+	}
+	out := netif.Address{IP: ip, Kind: netif.KindOther}
+	if ip.IsLoopback() {
+		out.Kind, out.PrefixLen = netif.KindLoopback, 8
+	}
+	if addrs, err := netif.Detect(); err == nil {
+		for _, a := range addrs {
+			if p, ok := a.Prefix(); ok && p.Contains(ip) {
+				out.PrefixLen, out.Interface, out.Kind, out.SpeedMbps = a.PrefixLen, a.Interface, a.Kind, a.SpeedMbps
+				if a.IP == ip {
+					break
+				}
+			}
+		}
+	}
+	return []netif.Address{out}
+}
+
+// kvHost is where instances serve KV by default: the API's host when it is bound to one address, else every
+// interface (the router resolves the address peers dial from link state).
+func kvHost(listenHost, apiAddr string) string {
+	if ip, err := netip.ParseAddr(listenHost); err == nil && !ip.IsUnspecified() {
+		return listenHost
+	}
+	if listenHost == "localhost" {
+		return "127.0.0.1"
+	}
+	return "0.0.0.0"
+}
+
+// detectHardware names this machine's class for routers that prefer some hardware for prefill: the CPU's
+// brand on a Mac (apple-m3-ultra), the OS and architecture elsewhere.
+func detectHardware() string {
+	if runtime.GOOS == "darwin" {
+		if out, err := exec.Command("sysctl", "-n", "machdep.cpu.brand_string").Output(); err == nil {
+			if s := strings.ToLower(strings.Join(strings.Fields(string(out)), "-")); s != "" && len(s) <= 48 {
+				return s
+			}
+		}
+	}
+	return runtime.GOOS + "-" + runtime.GOARCH
+}
+
+// timingsFromEnv picks serfcluster's gossip timings: LAN by default, DUET_CLUSTER_TIMINGS=local for a cluster
+// on one machine (tests), which detects failures a few times faster.
+func timingsFromEnv() serfcluster.Timings {
+	if os.Getenv("DUET_CLUSTER_TIMINGS") == "local" {
+		return serfcluster.LocalTimings()
+	}
+	return serfcluster.LANTimings()
+}
+
+// peerTLS is how this gateway trusts peers' API certificates: the system's roots and the certificates of its
+// own --tls-cert file (a cluster that shares a self-signed certificate or a private CA).
+func peerTLS(certFile string) (*tls.Config, error) {
+	pool, err := x509.SystemCertPool()
+	if err != nil {
+		pool = x509.NewCertPool()
+	}
+	b, err := os.ReadFile(certFile)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert: %w", err)
+	}
+	pool.AppendCertsFromPEM(b)
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+}
+
+// routerSwapper starts routers (built-in by name or external by path) as supervised plugins, and swaps the one
+// in use.
+type routerSwapper struct {
+	log      *slog.Logger
+	sockets  string
+	logLevel string
+	sw       *server.RouterSwitch
+
+	cur atomic.Pointer[pluginhost.Supervisor[router.Router]]
+}
+
+func (r *routerSwapper) start(ctx context.Context, name string, checksum []byte) (*server.RouterHandle, error) {
+	cmd, err := pluginCommand("router", name, builtin.Routers, checksum)
+	if err != nil {
+		return nil, err
+	}
+	sup, err := pluginhost.Start(ctx, pluginhost.Spec[router.Router]{
+		Name:         "router " + name,
+		Command:      cmd,
+		ClientConfig: router.ClientConfig,
+		Connect:      router.Connect,
+		Checksum:     checksum,
+		SocketDir:    r.sockets,
+		Logger:       r.log,
+		PluginLog:    os.Stderr,
+		LogLevel:     r.logLevel,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.cur.Store(sup)
+	return &server.RouterHandle{
+		Name: name,
+		Get:  func() (router.Router, error) { rt, _, err := sup.Get(); return rt, err },
+		Stop: sup.Stop,
+	}, nil
+}
+
+// SwapRouter implements server.RouterSwapper.
+func (r *routerSwapper) SwapRouter(ctx context.Context, name string, checksum []byte) error {
+	h, err := r.start(ctx, name, checksum)
+	if err != nil {
+		return err
+	}
+	r.sw.Swap(h)
+	return nil
+}
+
+func (r *routerSwapper) Current() string { return r.sw.Current() }
+
+func (r *routerSwapper) status() pluginhost.Status {
+	if s := r.cur.Load(); s != nil {
+		return s.Status()
+	}
+	return pluginhost.Status{}
+}
 
 // pluginCommand returns how to start a plugin: a built-in one by re-executing this binary, an external one by
 // its path.

@@ -122,3 +122,38 @@ func (c *Cluster) buildExport(now time.Time) *stateExport {
 	c.export = ex
 	return ex
 }
+
+// SnapshotOf builds a snapshot from its parts, for tests and tools that need one without a cluster (a router's
+// table tests, a benchmark of what consumes snapshots). Nodes are sorted by ID and indexed (the first of a
+// repeated ID is the eligible one); instances of nodes that are not alive are reported unavailable, as a real
+// snapshot does. It has no RTT estimates and serves no state.
+func SnapshotOf(local NodeID, version uint64, nodes []Node, instances []Instance, links []InstanceLink) *Snapshot {
+	s := &Snapshot{
+		Version: version, Built: time.Now(), Local: local,
+		nodeIdx: make(map[NodeID]int), instIdx: make(map[string]int), linkIdx: make(map[string]int),
+		coords: make(map[NodeID]*coordinate.Coordinate),
+	}
+	s.Nodes = slices.Clone(nodes)
+	slices.SortStableFunc(s.Nodes, func(a, b Node) int { return cmp.Compare(a.ID, b.ID) })
+	for i, n := range s.Nodes {
+		if _, dup := s.nodeIdx[n.ID]; dup || n.Problem != "" {
+			continue
+		}
+		s.nodeIdx[n.ID] = i
+	}
+	s.Instances = slices.Clone(instances)
+	slices.SortFunc(s.Instances, func(a, b Instance) int { return cmp.Compare(a.ID, b.ID) })
+	for i := range s.Instances {
+		in := &s.Instances[i]
+		if n, ok := s.Node(in.Node); !ok || n.Status == StatusFailed {
+			in.Status = InstanceUnavailable
+		}
+		s.instIdx[in.ID] = i
+	}
+	s.Links = slices.Clone(links)
+	slices.SortFunc(s.Links, func(a, b InstanceLink) int { return cmp.Compare(a.LinkID, b.LinkID) })
+	for i, l := range s.Links {
+		s.linkIdx[l.LinkID] = i
+	}
+	return s
+}

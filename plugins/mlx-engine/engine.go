@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"path/filepath"
 	"runtime"
 	"runtime/metrics"
@@ -179,6 +180,10 @@ func (e *Engine) Load(ctx context.Context, req engine.LoadRequest) (engine.Descr
 	in.cleanup = cleanup
 	in.desc.InstanceID, in.desc.ModelID = id, modelID
 	in.pd = opts.pd
+	if opts.pd.listen == "" && req.KVHost != "" {
+		// Every instance can prefill for other nodes, on the host the gateway suggests.
+		opts.pd.listen = net.JoinHostPort(req.KVHost, "0")
+	}
 	if opts.pd.listen != "" {
 		if err := in.startKVServer(opts.pd); err != nil {
 			in.close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/runner"
+	"github.com/duet-ai/duet/sdk/clustersecret"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/kvwire"
 )
@@ -17,11 +18,11 @@ import (
 // pdOptions configure disaggregated prefill for an instance: the KV wire server it runs as a prefill engine,
 // and how it fetches KV as a decode engine.
 type pdOptions struct {
-	listen    string // KV wire address; empty: no prefill server
-	advertise string // address other engines dial, when it differs from the listener's
-	secret    []byte // cluster secret: the server requires it, the client proves it
-	threshold int    // least uncached prompt tokens worth a remote prefill
-	required  bool   // fail instead of prefilling locally when every endpoint fails
+	listen    string   // KV wire address; empty: no prefill server
+	advertise string   // address other engines dial, when it differs from the listener's
+	secrets   [][]byte // KV wire keys, current first: the server requires one, the client proves the first
+	threshold int      // least uncached prompt tokens worth a remote prefill
+	required  bool     // fail instead of prefilling locally when every endpoint fails
 	timeout   time.Duration
 	frame     time.Duration
 	checksum  bool
@@ -45,8 +46,10 @@ func parsePD(in map[string]string) (pdOptions, map[string]string, error) {
 			o.advertise = v
 		case "cluster_secret_file":
 			var b []byte
-			if b, err = os.ReadFile(v); err == nil {
-				o.secret = []byte(strings.TrimSpace(string(b)))
+			if b, err = clustersecret.ReadFile(v); err == nil {
+				var k []byte
+				k, err = kvKey(b)
+				o.secrets = [][]byte{k}
 			}
 		case "remote_prefill_threshold":
 			_, err = fmt.Sscan(v, &o.threshold)
@@ -67,12 +70,29 @@ func parsePD(in map[string]string) (pdOptions, map[string]string, error) {
 			return o, nil, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
 		}
 	}
-	if o.secret == nil {
-		if s := os.Getenv("DUET_CLUSTER_SECRET"); s != "" {
-			o.secret = []byte(s)
+	if o.secrets == nil {
+		// The gateway hands its plugins the KV keys alone; run on its own, the engine derives the key as a
+		// gateway would from the cluster secret.
+		keys, err := clustersecret.KVKeysFromEnv()
+		if err != nil {
+			return o, nil, engine.InvalidParam("options", "%v", err)
+		}
+		o.secrets = keys
+		if s := os.Getenv("DUET_CLUSTER_SECRET"); keys == nil && s != "" {
+			k, err := kvKey([]byte(s))
+			if err != nil {
+				return o, nil, engine.InvalidParam("options", "DUET_CLUSTER_SECRET: %v", err)
+			}
+			o.secrets = [][]byte{k}
 		}
 	}
 	return o, rest, nil
+}
+
+// kvKey is the KV wire key of a cluster secret.
+func kvKey(secret []byte) ([]byte, error) {
+	k, err := clustersecret.Derive(secret)
+	return k.KV, err
 }
 
 // startKVServer runs the instance's KV wire server: jobs whose model matches go to the instance's loop.
@@ -80,8 +100,8 @@ func (in *instance) startKVServer(o pdOptions) error {
 	srv, err := kvwire.NewServer(kvwire.ServerConfig{
 		Dispatch:      in.dispatch,
 		PickupTimeout: o.pickup,
-		Secrets:       secrets(o.secret),
-		RequireAuth:   len(o.secret) > 0,
+		Secrets:       o.secrets,
+		RequireAuth:   len(o.secrets) > 0,
 	})
 	if err != nil {
 		return err
@@ -100,11 +120,11 @@ func (in *instance) startKVServer(o pdOptions) error {
 	return nil
 }
 
-func secrets(s []byte) [][]byte {
-	if len(s) == 0 {
+func first(keys [][]byte) []byte {
+	if len(keys) == 0 {
 		return nil
 	}
-	return [][]byte{s}
+	return keys[0]
 }
 
 // dispatch runs on a KV wire connection goroutine: it checks the job against this instance's model and hands
@@ -159,6 +179,6 @@ func (in *instance) remote(eps []engine.PrefillEndpoint) *runner.Remote {
 	return &runner.Remote{
 		Endpoints: eps, Threshold: o.threshold, Required: o.required,
 		ModelID: in.desc.ModelID, Fingerprint: in.desc.Fingerprint, KVCompat: in.desc.KVCompat,
-		Secret: o.secret, Checksum: o.checksum, Timeout: o.timeout, FrameTimeout: o.frame,
+		Secret: first(o.secrets), Checksum: o.checksum, Timeout: o.timeout, FrameTimeout: o.frame,
 	}
 }

@@ -11,7 +11,7 @@ import (
 // Weights are the scorers' weights in the weighted mean of each profile. A weight of 0 turns a scorer off.
 type Weights struct {
 	// Decode profile.
-	Load, KVUtilization, Prefix, Locality float64
+	Load, KVUtilization, Prefix, Locality, Partner float64
 	// Prefill profile.
 	PrefillLoad, Link, Hardware float64
 }
@@ -50,7 +50,7 @@ const (
 func DefaultConfig() Config {
 	return Config{
 		Weights: Weights{
-			Load: 1, KVUtilization: 0.5, Prefix: 1, Locality: 0.1,
+			Load: 1, KVUtilization: 0.5, Prefix: 1, Locality: 0.1, Partner: 2,
 			PrefillLoad: 1, Link: 1, Hardware: 0.5,
 		},
 		PrefillThreshold:    1000,
@@ -70,7 +70,7 @@ func (c Config) Validate() error {
 		name string
 		v    float64
 	}{
-		{"Load", w.Load}, {"KVUtilization", w.KVUtilization}, {"Prefix", w.Prefix}, {"Locality", w.Locality},
+		{"Load", w.Load}, {"KVUtilization", w.KVUtilization}, {"Prefix", w.Prefix}, {"Locality", w.Locality}, {"Partner", w.Partner},
 		{"PrefillLoad", w.PrefillLoad}, {"Link", w.Link}, {"Hardware", w.Hardware},
 	} {
 		if f.v < 0 || math.IsNaN(f.v) || math.IsInf(f.v, 0) {
@@ -127,6 +127,7 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	float("WEIGHT_KV", &c.Weights.KVUtilization)
 	float("WEIGHT_PREFIX", &c.Weights.Prefix)
 	float("WEIGHT_LOCALITY", &c.Weights.Locality)
+	float("WEIGHT_PARTNER", &c.Weights.Partner)
 	float("WEIGHT_PREFILL_LOAD", &c.Weights.PrefillLoad)
 	float("WEIGHT_LINK", &c.Weights.Link)
 	float("WEIGHT_HARDWARE", &c.Weights.Hardware)

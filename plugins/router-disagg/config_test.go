@@ -28,10 +28,10 @@ func TestConfigFromEnv(t *testing.T) {
 			vars: map[string]string{
 				"DUET_DISAGG_WEIGHT_LOAD": "2", "DUET_DISAGG_WEIGHT_KV": "0", "DUET_DISAGG_WEIGHT_PREFIX": " 3.5 ",
 				"DUET_DISAGG_WEIGHT_LOCALITY": "0.2", "DUET_DISAGG_WEIGHT_PREFILL_LOAD": "0.5",
-				"DUET_DISAGG_WEIGHT_LINK": "4", "DUET_DISAGG_WEIGHT_HARDWARE": "1",
+				"DUET_DISAGG_WEIGHT_LINK": "4", "DUET_DISAGG_WEIGHT_HARDWARE": "1", "DUET_DISAGG_WEIGHT_PARTNER": "3",
 			},
 			want: func(c *routerdisagg.Config) {
-				c.Weights = routerdisagg.Weights{Load: 2, KVUtilization: 0, Prefix: 3.5, Locality: 0.2, PrefillLoad: 0.5, Link: 4, Hardware: 1}
+				c.Weights = routerdisagg.Weights{Load: 2, KVUtilization: 0, Prefix: 3.5, Locality: 0.2, Partner: 3, PrefillLoad: 0.5, Link: 4, Hardware: 1}
 			},
 		},
 		"prefill settings": {

@@ -17,6 +17,7 @@ import (
 	"github.com/duet-ai/duet/plugins/router-disagg/scorer/link"
 	"github.com/duet-ai/duet/plugins/router-disagg/scorer/load"
 	"github.com/duet-ai/duet/plugins/router-disagg/scorer/locality"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer/partner"
 	"github.com/duet-ai/duet/plugins/router-disagg/scorer/prefix"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
@@ -64,6 +65,7 @@ func New(cfg Config) (*Router, error) {
 		{Scorer: kvutil.New(), Weight: w.KVUtilization},
 		{Scorer: prefix.New(), Weight: w.Prefix},
 		{Scorer: locality.New(), Weight: w.Locality},
+		{Scorer: partner.New(cfg.PrefillThreshold), Weight: w.Partner},
 	})
 	if err != nil {
 		return nil, err

@@ -215,6 +215,7 @@ func TestDecisions(t *testing.T) {
 				linkPrefill(s, "e", "p-q4")
 				return s
 			},
+			cfg:        noPartner, // so that the unlinked d decodes, and what it may prefill from shows
 			wantDecode: "d",
 			wantReason: []string{"kv-compatible removed 1"},
 		},
@@ -292,8 +293,27 @@ func TestDecisions(t *testing.T) {
 				s.InstanceLinks = []router.InstanceLink{{ID: "l", DecodeInstances: []string{"e"}, PrefillInstances: []string{"p1"}}}
 				return s
 			},
+			cfg:         noPartner,
 			wantDecode:  "d",
 			wantPrefill: []string{"p1", "p2"},
+		},
+		"a long prompt goes to the decode instance with a prefill partner": {
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("e", "n2", "decode", inFlight(3)), inst("p1", "n3", "prefill"))
+				s.InstanceLinks = []router.InstanceLink{{ID: "l", DecodeInstances: []string{"e"}, PrefillInstances: []string{"p1"}}}
+				return s
+			},
+			wantDecode:  "e",
+			wantPrefill: []string{"p1"},
+		},
+		"a short prompt does not care for partners": {
+			snap: func() *router.Snapshot {
+				s := cluster(3, inst("d", "n1", "decode"), inst("e", "n2", "decode", inFlight(3)), inst("p1", "n3", "prefill"))
+				s.InstanceLinks = []router.InstanceLink{{ID: "l", DecodeInstances: []string{"e"}, PrefillInstances: []string{"p1"}}}
+				return s
+			},
+			req:        func(r router.Request) router.Request { r.PromptTokens = 300; return r },
+			wantDecode: "d",
 		},
 		"prefill-only by links never decodes": {
 			snap: func() *router.Snapshot {
@@ -427,6 +447,10 @@ func TestDecisions(t *testing.T) {
 	}
 }
 
+// noPartner turns the partner scorer off, for the cases about what an unlinked decode instance may prefill
+// from (with it on, the linked one would win the long prompt).
+func noPartner(c *routerdisagg.Config) { c.Weights.Partner = 0 }
+
 func TestScoresOfTheWinner(t *testing.T) {
 	t.Parallel()
 	r := newRouter(t, nil)
@@ -434,8 +458,8 @@ func TestScoresOfTheWinner(t *testing.T) {
 		inst("e", "n2", "decode", inFlight(4)), inst("p", "n3", "prefill"))
 	d := route(t, r, router.Request{Model: "m", PromptTokens: 3000, SourceNode: "n1"}, snap)
 	want := map[string]float64{
-		"load": 0.75, "kv-utilization": 0.75, "prefix": 0, "locality": 1,
-		"decode-total": (0.75 + 0.5*0.75 + 0 + 0.1) / 2.6,
+		"load": 0.75, "kv-utilization": 0.75, "prefix": 0, "locality": 1, "partner": 1,
+		"decode-total": (0.75 + 0.5*0.75 + 0 + 0.1 + 2*1) / 4.6,
 		"prefill-load": 1, "link": 0.8, "prefill-total": 0.9,
 		"uncached-tokens": 3000,
 	}

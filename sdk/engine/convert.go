@@ -10,11 +10,11 @@ import (
 // functions is the only place that knows a message's field mapping.
 
 func loadRequestToProto(r LoadRequest) *pb.LoadRequest {
-	return &pb.LoadRequest{InstanceId: r.InstanceID, Model: r.Model, Options: r.Options}
+	return &pb.LoadRequest{InstanceId: r.InstanceID, Model: r.Model, Options: r.Options, KvHost: r.KVHost}
 }
 
 func loadRequestFromProto(r *pb.LoadRequest) LoadRequest {
-	return LoadRequest{InstanceID: r.GetInstanceId(), Model: r.GetModel(), Options: r.GetOptions()}
+	return LoadRequest{InstanceID: r.GetInstanceId(), Model: r.GetModel(), Options: r.GetOptions(), KVHost: r.GetKvHost()}
 }
 
 func descriptionToProto(d Description) *pb.Description {

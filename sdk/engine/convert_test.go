@@ -114,3 +114,11 @@ func TestKVBytesPerToken(t *testing.T) {
 		t.Errorf("got %d", got)
 	}
 }
+
+func TestLoadRequestRoundTrip(t *testing.T) {
+	t.Parallel()
+	in := LoadRequest{InstanceID: "n1-0", Model: "org/m", Options: map[string]string{"backend": "cpu"}, KVHost: "10.0.0.1"}
+	if out := loadRequestFromProto(loadRequestToProto(in)); !reflect.DeepEqual(in, out) {
+		t.Errorf("round trip:\n in %+v\nout %+v", in, out)
+	}
+}

@@ -36,6 +36,11 @@ type LoadRequest struct {
 	Model string
 	// Options are engine-specific settings, documented by each engine (e.g. "backend", "kv_listen").
 	Options map[string]string
+	// KVHost is the host the gateway suggests for the instance's KV wire server (its own API's host, or an
+	// unspecified address when it serves every interface), so that every instance can prefill for other
+	// nodes. An engine that serves KV listens there on a port of its choosing unless its options say
+	// otherwise; others ignore it. Empty: serve KV only when the options ask.
+	KVHost string
 }
 
 // Description says what an instance serves and how other engines can reach its KV cache.

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -21,8 +22,8 @@ import (
 // Config is everything the duet binary is told.
 type Config struct {
 	Server server.Config
-	// Model is the model the engine loads (a directory or a model id).
-	Model string
+	// Models are the models this node's engine loads at start, one instance each (directories or model ids).
+	Models []string
 	// Engine and Router are built-in plugin names or paths to plugin binaries.
 	Engine, Router string
 	// EngineSHA256 and RouterSHA256, when set, pin the SHA-256 of an external plugin binary: the gateway checks
@@ -30,7 +31,16 @@ type Config struct {
 	EngineSHA256, RouterSHA256 []byte
 	// EngineOptions are passed to the engine's Load.
 	EngineOptions map[string]string
-	NodeID        string
+	// NodeID is this node's id in the cluster; empty: the one kept in DataDir (created on first start).
+	NodeID  string
+	DataDir string
+	// Cluster membership: the gossip address (ClusterBindSet says it was given), what peers dial, how peers
+	// reach this API, whom to join, the secret file, the hardware class advertised.
+	ClusterBind, ClusterAdvertise, APIAdvertise string
+	ClusterBindSet                              bool
+	Join                                        []string
+	SecretFile                                  string
+	Hardware                                    string
 	// TLSCert and TLSKey, when set, are the PEM files the API is served with over TLS.
 	TLSCert, TLSKey string
 	LogLevel        string
@@ -60,7 +70,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		}
 		return def
 	}
-	var apiKey, apiKeyFile, engineOpts, prefill, engineSum, routerSum string
+	var apiKey, apiKeyFile, adminKey, engineOpts, prefill, engineSum, routerSum, join, models string
 	var envErrs []error
 	intVar := func(p *int, name, envName, usage string) {
 		fs.Func(name, fmt.Sprintf("%s [%s] (default %d)", usage, envName, *p), func(s string) error {
@@ -99,7 +109,28 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		}
 	}
 	fs.StringVar(&c.Server.Listen, "listen", env("DUET_LISTEN", c.Server.Listen), "address to serve the API on [DUET_LISTEN]")
-	fs.StringVar(&c.Model, "model", env("DUET_MODEL", DefaultModel), "model to serve: a local directory or a model id [DUET_MODEL]")
+	models = env("DUET_MODEL", "")
+	modelFlag := false
+	fs.Func("model", "model to serve: embedded, a local directory or a model id; repeat for several instances [DUET_MODEL, comma-separated] (default embedded)", func(v string) error {
+		if !modelFlag {
+			models, modelFlag = "", true
+		}
+		if models != "" {
+			models += ","
+		}
+		models += v
+		return nil
+	})
+	fs.StringVar(&adminKey, "admin-key", env("DUET_ADMIN_KEY", ""), "key the cluster API's writes need (loading models, instance links, the router); comma-separated for several; without one an API key suffices [DUET_ADMIN_KEY]")
+	home, _ := os.UserHomeDir()
+	fs.StringVar(&c.DataDir, "data-dir", env("DUET_DATA_DIR", filepath.Join(home, ".duet")), "where the node keeps its id, keyring and membership snapshot [DUET_DATA_DIR]")
+	fs.StringVar(&c.ClusterBind, "cluster-bind", env("DUET_CLUSTER_BIND", ""), "gossip address host:port (default: the --listen host, port 7946) [DUET_CLUSTER_BIND]")
+	fs.StringVar(&c.ClusterAdvertise, "cluster-advertise", env("DUET_CLUSTER_ADVERTISE", ""), "gossip address peers dial, when not --cluster-bind's [DUET_CLUSTER_ADVERTISE]")
+	fs.StringVar(&c.APIAdvertise, "api-advertise", env("DUET_API_ADVERTISE", ""), "API address peers forward requests to (default: --listen; for 0.0.0.0 the best address of this machine) [DUET_API_ADVERTISE]")
+	fs.StringVar(&join, "join", env("DUET_JOIN", ""), "gossip addresses of peers to join, comma-separated (host or host:port); retried in the background [DUET_JOIN]")
+	fs.StringVar(&c.SecretFile, "cluster-secret-file", env("DUET_CLUSTER_SECRET_FILE", ""), "file with the cluster secret (one per line, current first, for rotation); or set DUET_CLUSTER_SECRET [DUET_CLUSTER_SECRET_FILE]")
+	fs.StringVar(&c.Hardware, "hardware", env("DUET_HARDWARE", ""), "hardware class to advertise, e.g. m3-ultra (default: detected) [DUET_HARDWARE]")
+	intVar(&c.Server.TokenizeMinBytes, "tokenize-min-bytes", "DUET_TOKENIZE_MIN_BYTES", "prompts of at least this many bytes are tokenized for the router; shorter ones are estimated")
 	fs.StringVar(&apiKey, "api-key", env("DUET_API_KEY", ""), "API key clients must send as a Bearer token; comma-separated for several [DUET_API_KEY]")
 	fs.StringVar(&apiKeyFile, "api-key-file", env("DUET_API_KEY_FILE", ""), "file with one API key per line [DUET_API_KEY_FILE]")
 	fs.StringVar(&c.Engine, "engine", env("DUET_ENGINE", DefaultEngine), "engine plugin: a built-in name or a path to a plugin binary [DUET_ENGINE]")
@@ -108,7 +139,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&engineSum, "engine-sha256", env("DUET_ENGINE_SHA256", ""), "SHA-256 (hex) the engine plugin binary must have; checked before every start [DUET_ENGINE_SHA256]")
 	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
-	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", "local"), "this gateway's node id in the cluster [DUET_NODE_ID]")
+	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", ""), "this gateway's node id in the cluster (default: one created once and kept in --data-dir) [DUET_NODE_ID]")
 	fs.StringVar(&c.TLSCert, "tls-cert", env("DUET_TLS_CERT", ""), "PEM certificate (chain) to serve the API over TLS; needs --tls-key [DUET_TLS_CERT]")
 	fs.StringVar(&c.TLSKey, "tls-key", env("DUET_TLS_KEY", ""), "PEM private key of --tls-cert [DUET_TLS_KEY]")
 	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
@@ -132,6 +163,20 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "cluster-bind" {
+			c.ClusterBindSet = true
+		}
+	})
+	if getenv("DUET_CLUSTER_BIND") != "" {
+		c.ClusterBindSet = true
+	}
+	c.Models = splitList(models)
+	if len(c.Models) == 0 {
+		c.Models = []string{DefaultModel}
+	}
+	c.Join = splitList(join)
+	c.Server.AdminKeys = splitList(adminKey)
 	for _, k := range strings.Split(apiKey, ",") {
 		if k = strings.TrimSpace(k); k != "" {
 			c.Server.APIKeys = append(c.Server.APIKeys, k)
@@ -174,8 +219,13 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 
 func (c Config) validate() error {
 	var errs []error
-	if c.Model == "" {
-		errs = append(errs, errors.New("--model must not be empty"))
+	for _, m := range c.Models {
+		if m == "" {
+			errs = append(errs, errors.New("--model must not be empty"))
+		}
+	}
+	if c.DataDir == "" {
+		errs = append(errs, errors.New("--data-dir must not be empty"))
 	}
 	if c.Server.BodyLimit <= 0 {
 		errs = append(errs, errors.New("--body-limit must be positive"))
@@ -201,6 +251,17 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("--log-format %q: want text or json", c.LogFormat))
 	}
 	return errors.Join(errs...)
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, item := range strings.Split(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // parseSHA256 reads a hex SHA-256 as sha256sum prints it; empty means none.

@@ -24,13 +24,13 @@ func TestParse(t *testing.T) {
 		err   string
 	}{
 		{name: "defaults", check: func(t *testing.T, c Config) {
-			if c.Server.Listen != "127.0.0.1:8000" || c.Model != DefaultModel || c.Engine != DefaultEngine || len(c.Server.APIKeys) != 0 {
+			if c.Server.Listen != "127.0.0.1:8000" || len(c.Models) != 1 || c.Models[0] != DefaultModel || c.Engine != DefaultEngine || len(c.Server.APIKeys) != 0 {
 				t.Errorf("%+v", c)
 			}
 		}},
 		{name: "env", env: map[string]string{"DUET_LISTEN": ":9", "DUET_MODEL": "m", "DUET_API_KEY": "a, b", "DUET_REQUEST_TIMEOUT": "5s", "DUET_MAX_INFLIGHT": "3"},
 			check: func(t *testing.T, c Config) {
-				if c.Server.Listen != ":9" || c.Model != "m" || !reflect.DeepEqual(c.Server.APIKeys, []string{"a", "b"}) ||
+				if c.Server.Listen != ":9" || len(c.Models) != 1 || c.Models[0] != "m" || !reflect.DeepEqual(c.Server.APIKeys, []string{"a", "b"}) ||
 					c.Server.RequestTimeout != 5*time.Second || c.Server.MaxInFlight != 3 {
 					t.Errorf("%+v", c)
 				}

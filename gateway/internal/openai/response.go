@@ -14,6 +14,21 @@ type Meta struct {
 	Created     int64  // unix seconds
 	Model       string
 	Fingerprint string // system_fingerprint
+	// Route says where the request ran, for timings.route; nil leaves it out.
+	Route *Route
+}
+
+// Route is where a request ran: the gateway that took it, the node and instance that decoded it, the
+// prefill endpoint the router offered first, whether it was forwarded, and what routing took.
+type Route struct {
+	EntryNode       string
+	DecodeNode      string
+	DecodeInstance  string
+	PrefillInstance string
+	PrefillNode     string
+	PrefillAddress  string
+	Forwarded       bool
+	Time            time.Duration
 }
 
 // Result accumulates a generation for a non-streamed response.
@@ -92,8 +107,9 @@ func AppendUsage(dst []byte, u engine.Usage) []byte {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
-// AppendTimings appends duet's per-phase timings (milliseconds), an extension field clients ignore.
-func AppendTimings(dst []byte, t engine.Timings) []byte {
+// AppendTimings appends duet's per-phase timings (milliseconds) and, when route is set, where the request ran:
+// an extension field clients ignore.
+func AppendTimings(dst []byte, t engine.Timings, route *Route) []byte {
 	field := func(dst []byte, name string, d time.Duration) []byte {
 		dst = append(dst, `,"`...)
 		dst = append(dst, name...)
@@ -123,6 +139,26 @@ func AppendTimings(dst []byte, t engine.Timings) []byte {
 		dst = strconv.AppendInt(dst, int64(r.Attempts), 10)
 		dst = append(dst, `,"fallback_reason":`...)
 		dst = appendNullableString(dst, r.FallbackReason)
+		dst = append(dst, `,"exact":`...)
+		dst = strconv.AppendBool(dst, !r.Approximate)
+		dst = append(dst, '}')
+	}
+	if route != nil {
+		dst = append(dst, `,"route":{"entry_node":`...)
+		dst = appendString(dst, route.EntryNode)
+		dst = append(dst, `,"decode_node":`...)
+		dst = appendString(dst, route.DecodeNode)
+		dst = append(dst, `,"decode_instance":`...)
+		dst = appendString(dst, route.DecodeInstance)
+		dst = append(dst, `,"prefill_instance":`...)
+		dst = appendNullableString(dst, route.PrefillInstance)
+		dst = append(dst, `,"prefill_node":`...)
+		dst = appendNullableString(dst, route.PrefillNode)
+		dst = append(dst, `,"prefill_address":`...)
+		dst = appendNullableString(dst, route.PrefillAddress)
+		dst = append(dst, `,"forwarded":`...)
+		dst = strconv.AppendBool(dst, route.Forwarded)
+		dst = field(dst, "routing_ms", route.Time)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')
@@ -181,7 +217,7 @@ func AppendChatCompletion(dst []byte, m Meta, r *Result, withLogprobs bool) []by
 	dst = append(dst, `"}],"usage":`...)
 	dst = AppendUsage(dst, r.Final.Usage)
 	dst = append(dst, `,"timings":`...)
-	dst = AppendTimings(dst, r.Final.Timings)
+	dst = AppendTimings(dst, r.Final.Timings, m.Route)
 	return append(dst, '}')
 }
 
@@ -223,7 +259,7 @@ func AppendChatChunk(dst []byte, m Meta, c ChatChunk) []byte {
 		dst = append(dst, FinishReason(c.Finish.FinishReason)...)
 		dst = append(dst, `"}]`...)
 		dst = append(dst, `,"timings":`...)
-		dst = AppendTimings(dst, c.Finish.Timings)
+		dst = AppendTimings(dst, c.Finish.Timings, m.Route)
 	} else {
 		dst = append(dst, `null}]`...)
 	}
@@ -301,7 +337,7 @@ func AppendCompletion(dst []byte, m Meta, r *Result, withLogprobs bool) []byte {
 	dst = append(dst, `"}],"usage":`...)
 	dst = AppendUsage(dst, r.Final.Usage)
 	dst = append(dst, `,"timings":`...)
-	dst = AppendTimings(dst, r.Final.Timings)
+	dst = AppendTimings(dst, r.Final.Timings, m.Route)
 	return append(dst, '}')
 }
 
@@ -330,7 +366,7 @@ func AppendCompletionChunk(dst []byte, m Meta, c CompletionChunk) []byte {
 		dst = append(dst, '"')
 		dst = append(dst, FinishReason(c.Finish.FinishReason)...)
 		dst = append(dst, `"}],"timings":`...)
-		dst = AppendTimings(dst, c.Finish.Timings)
+		dst = AppendTimings(dst, c.Finish.Timings, m.Route)
 	} else {
 		dst = append(dst, `null}]`...)
 	}

@@ -35,6 +35,14 @@ func meta() Meta {
 	return Meta{ID: "chatcmpl-abc", Created: 1700000000, Model: "m", Fingerprint: "fp_0123"}
 }
 
+// routed is meta with the route of a request forwarded from n3 to n2 and prefilled on n1.
+func routed() Meta {
+	m := meta()
+	m.Route = &Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
+		PrefillAddress: "127.0.0.1:7000", Forwarded: true, Time: 250 * time.Microsecond}
+	return m
+}
+
 func final() *engine.Final {
 	return &engine.Final{
 		FinishReason: engine.FinishLength,
@@ -66,6 +74,7 @@ func TestGolden(t *testing.T) {
 	cases := map[string][]byte{
 		"chat_completion":        AppendChatCompletion(nil, meta(), result(), true),
 		"chat_completion_plain":  AppendChatCompletion(nil, meta(), result(), false),
+		"chat_completion_routed": AppendChatCompletion(nil, routed(), result(), false),
 		"chat_chunk_role":        AppendChatChunk(nil, meta(), ChatChunk{Role: true, UsageNull: true}),
 		"chat_chunk_content":     AppendChatChunk(nil, meta(), ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
 		"chat_chunk_final":       AppendChatChunk(nil, meta(), ChatChunk{Finish: final(), UsageNull: true}),

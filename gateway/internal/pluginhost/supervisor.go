@@ -29,6 +29,11 @@ type Spec[T any] struct {
 	// Ready runs after every start, before the plugin is handed out: an engine loads its models here. An
 	// error fails the start.
 	Ready func(ctx context.Context, p T) error
+	// OnExit runs when the process is seen to have died (before the restart): the gateway marks the plugin's
+	// instances unavailable at once.
+	OnExit func()
+	// Env replaces the environment the plugin process gets (nil: this process's).
+	Env []string
 	// Checksum, when set, is the SHA-256 the plugin binary must have (go-plugin's SecureConfig).
 	Checksum []byte
 	// SocketDir is where each process gets a directory of its own for go-plugin's unix socket (os.TempDir()
@@ -134,6 +139,9 @@ func (s *Supervisor[T]) start(ctx context.Context) error {
 	cfg.Cmd = s.spec.Command()
 	if cfg.Cmd.Env == nil {
 		cfg.Cmd.Env = os.Environ()
+		if s.spec.Env != nil {
+			cfg.Cmd.Env = append([]string(nil), s.spec.Env...)
+		}
 	}
 	sockDir, err := os.MkdirTemp(s.spec.SocketDir, "plugin-")
 	if err != nil {
@@ -246,6 +254,9 @@ func (s *Supervisor[T]) watch() {
 		s.restarts++
 		lastErr := s.lastErr
 		s.mu.Unlock()
+		if s.spec.OnExit != nil {
+			s.spec.OnExit()
+		}
 		s.spec.Logger.Error("plugin died; restarting", "plugin", s.spec.Name, "in", backoff, "last_error", lastErr)
 
 		select {

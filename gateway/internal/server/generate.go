@@ -10,78 +10,88 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/cluster"
+	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/sdk/router"
 )
 
 func (s *Server) chatCompletions(c *fiber.Ctx) error {
-	if err := s.refuseOverlong(c.Body(), "messages"); err != nil {
+	scan, err := s.refuseOverlong(c.Body(), "messages")
+	if err != nil {
 		return err
 	}
 	req, perr := openai.ParseChat(c.Body())
 	if perr != nil {
 		return perr
 	}
-	return s.serve(c, generation{
-		model:     req.Model,
-		stream:    req.Stream,
-		usage:     req.IncludeUsage,
-		logprobs:  req.Sampling.Logprobs,
-		idPrefix:  "chatcmpl-",
-		chunkKind: "chat.completion.chunk",
-		request:   engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling},
+	return s.serve(c, &generation{
+		model:       req.Model,
+		stream:      req.Stream,
+		usage:       req.IncludeUsage,
+		logprobs:    req.Sampling.Logprobs,
+		idPrefix:    "chatcmpl-",
+		chunkKind:   "chat.completion.chunk",
+		request:     engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling},
+		promptBytes: scan.PromptBytes,
 	})
 }
 
 func (s *Server) completions(c *fiber.Ctx) error {
-	if err := s.refuseOverlong(c.Body(), "prompt"); err != nil {
+	scan, err := s.refuseOverlong(c.Body(), "prompt")
+	if err != nil {
 		return err
 	}
 	req, perr := openai.ParseCompletion(c.Body())
 	if perr != nil {
 		return perr
 	}
-	return s.serve(c, generation{
-		model:     req.Model,
-		stream:    req.Stream,
-		usage:     req.IncludeUsage,
-		logprobs:  req.Logprobs != nil,
-		legacy:    true,
-		idPrefix:  "cmpl-",
-		chunkKind: "text_completion",
-		request:   engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
+	return s.serve(c, &generation{
+		model:       req.Model,
+		stream:      req.Stream,
+		usage:       req.IncludeUsage,
+		logprobs:    req.Logprobs != nil,
+		legacy:      true,
+		idPrefix:    "cmpl-",
+		chunkKind:   "text_completion",
+		request:     engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
+		promptBytes: scan.PromptBytes,
 	})
 }
 
 // refuseOverlong answers context_length_exceeded, before the body is parsed, for a prompt that cannot fit the
-// context of any instance of its model: its decoded length over the instance's MaxBytesPerToken is a lower
-// bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not copies of it in the gateway
-// and the engine (eight 15 MB prompts at once once took the engine to 3.5 GB).
-func (s *Server) refuseOverlong(body []byte, param string) error {
+// context of any instance of its model in the cluster: its decoded length over the instance's
+// MaxBytesPerToken is a lower bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not
+// copies of it in the gateway and the engine (eight 15 MB prompts at once once took the engine to 3.5 GB). It
+// returns what the scan learned.
+func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, error) {
 	scan, ok := openai.ScanPrompt(body)
 	if !ok || scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
-		return nil
+		return scan, nil
 	}
 	least, limit := 0, 0
-	for _, in := range s.reg.ByModel(scan.Model) {
-		mb, ctx := in.Desc.MaxBytesPerToken, in.Desc.ContextLength
-		if ctx <= 0 || mb <= 0 && scan.PromptTokens == 0 {
-			return nil // no bound: the engine decides
+	for _, in := range s.snaps.agent.Snapshot().Instances {
+		if in.Model != scan.Model {
+			continue
+		}
+		f, err := cluster.FactsFromLabels(in.Labels)
+		mb, ctx := f.MaxBytesPerToken, f.ContextLength
+		if err != nil || ctx <= 0 || mb <= 0 && scan.PromptTokens == 0 {
+			return scan, nil // no bound: the engine decides
 		}
 		n := scan.PromptTokens
 		if mb > 0 {
 			n = max(n, (scan.PromptBytes+mb-1)/mb)
 		}
 		if n < ctx {
-			return nil
+			return scan, nil
 		}
 		least, limit = n, max(limit, ctx)
 	}
 	if limit == 0 {
-		return nil // no instance: parsing says so
+		return scan, nil // no instance: parsing and routing say so
 	}
-	return openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
+	return scan, openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
 		"This model's maximum context length is %d tokens, but the prompt has at least %d tokens.", limit, least)})
 }
 
@@ -95,6 +105,13 @@ type generation struct {
 	idPrefix  string
 	chunkKind string
 	request   engine.GenerateRequest
+
+	// What the router is told: the prompt's size, exact or estimated, and its prefix hashes.
+	promptBytes  int
+	promptTokens int
+	prefixHashes []uint64
+	// routeTime is what tokenizing for the router and routing took.
+	routeTime time.Duration
 }
 
 // run is a generation in progress: its events arrive on a channel from the goroutine that calls the engine.
@@ -104,52 +121,21 @@ type run struct {
 	cancel context.CancelFunc
 }
 
-// route picks the instance for a model: directly when there is only one and nothing to decide, through the
-// router plugin otherwise.
-func (s *Server) route(ctx context.Context, g *generation, requestID string) (*Instance, error) {
-	candidates := s.reg.ByModel(g.model)
-	if len(candidates) == 0 {
-		return nil, openai.ModelNotFound(g.model)
-	}
-	snap := s.reg.Snapshot()
-	if len(candidates) == 1 && len(snap.InstanceLinks) == 0 {
-		s.staticPrefill(g)
-		return candidates[0], nil
-	}
-	r, _, err := s.routers.Get()
-	if err != nil {
-		s.log.Warn("router unavailable", "request_id", requestID, "error", err)
-		return nil, openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", requestID))
-	}
-	d, err := r.Route(ctx, router.Request{RequestID: requestID, Model: g.model, SourceNode: snap.Self, MaxTokens: g.request.Sampling.MaxTokens}, snap)
-	if errors.Is(err, router.ErrNoCandidate) {
-		return nil, openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", g.model))
-	}
-	if err != nil {
-		s.log.Warn("routing failed", "request_id", requestID, "error", err)
-		return nil, openai.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", requestID))
-	}
-	in, ok := s.reg.Get(d.DecodeInstance)
-	if !ok {
-		return nil, openai.Internal(fmt.Sprintf("the router picked %q, which this gateway does not serve", d.DecodeInstance))
-	}
-	for _, pe := range d.PrefillEndpoints {
-		g.request.PrefillEndpoints = append(g.request.PrefillEndpoints, engine.PrefillEndpoint{InstanceID: pe.InstanceID, Address: pe.Address, Node: pe.Node})
-	}
-	if len(g.request.PrefillEndpoints) == 0 {
-		s.staticPrefill(g)
-	}
-	return in, nil
-}
-
-// staticPrefill offers the configured prefill endpoints.
+// staticPrefill offers the configured prefill endpoints (--prefill), when the router offered none: a fixed
+// prefill node outside the cluster, an exo one say.
 func (s *Server) staticPrefill(g *generation) {
+	if len(g.request.PrefillEndpoints) > 0 {
+		return
+	}
 	for _, addr := range s.cfg.PrefillEndpoints {
 		g.request.PrefillEndpoints = append(g.request.PrefillEndpoints, engine.PrefillEndpoint{Address: addr})
 	}
 }
 
-func (s *Server) serve(c *fiber.Ctx, g generation) error {
+// serve runs a generation where the router says: on this node's engine, or forwarded to the gateway of the
+// node that serves the instance (one hop, streamed through). A hop from another gateway carries the decision;
+// it is not routed again.
+func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	requestID := requestIDOf(c)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	watch := watchDisconnect(c.Context().Conn(), cancel)
@@ -165,10 +151,48 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 		}
 	}()
 
-	in, err := s.route(ctx, &g, requestID)
-	if err != nil {
-		return err
+	var d *decision
+	route := &openai.Route{EntryNode: s.reg.Node()}
+	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
+		var err error
+		if d, err = s.fromPinned(hop, requestID); err != nil {
+			return err
+		}
+		route.EntryNode, route.Forwarded = hop.EntryNode, true
+	} else {
+		if err := s.promptInfo(ctx, g); err != nil {
+			return err
+		}
+		var exclude []string
+		for attempt := 1; ; attempt++ {
+			var err error
+			if d, err = s.decide(ctx, g, requestID, exclude); err != nil {
+				return err
+			}
+			if d.local != nil {
+				break
+			}
+			done, err := s.proxy(c, ctx, watch, g, d, attempt, &handedOver)
+			if done || err != nil || attempt > 1 {
+				if !done && err == nil {
+					err = openai.Unavailable(fmt.Sprintf("node %s could not take the request, nor could the next candidate; retry shortly (request id %s)", d.DecodeNode, requestID))
+				}
+				return err
+			}
+			// The owner failed before answering: once more, on the router's next candidate.
+			exclude = append(exclude, d.DecodeInstance)
+		}
 	}
+	in := d.local
+	route.DecodeNode, route.DecodeInstance = s.reg.Node(), in.Desc.InstanceID
+	if len(d.PrefillEndpoints) > 0 {
+		pe := d.PrefillEndpoints[0]
+		route.PrefillInstance, route.PrefillNode, route.PrefillAddress = pe.InstanceID, pe.Node, pe.Address
+	}
+	route.Time = g.routeTime
+	g.request.PrefillEndpoints = engineEndpoints(d.PrefillEndpoints)
+	s.staticPrefill(g)
+
 	if err := s.limiter.acquire(ctx); err != nil {
 		return err
 	}
@@ -176,6 +200,7 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 	g.request.InstanceID = in.Desc.InstanceID
 	meta := openai.Meta{
 		ID: g.idPrefix + requestID, Created: time.Now().Unix(), Model: g.model, Fingerprint: fingerprint(in.Desc),
+		Route: route,
 	}
 
 	if !g.stream {
@@ -221,7 +246,7 @@ func (s *Server) serve(c *fiber.Ctx, g generation) error {
 	conn := c.Context().Conn()
 	handedOver = true
 	sw := &sseWriter{
-		s: s, g: &g, meta: meta, run: r, first: first, ctx: ctx, conn: conn,
+		s: s, g: g, meta: meta, run: r, first: first, ctx: ctx, conn: conn,
 		done: func() { watch.stop(); cancel() },
 	}
 	c.Context().SetBodyStreamWriter(sw.write)
@@ -262,8 +287,8 @@ func fingerprint(d engine.Description) string {
 // generate runs a generation on the engine, counting it against the instance's load and the admission slot
 // the caller acquired, which it releases.
 func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, emit func(engine.Event) error) error {
-	in.inFlight.Add(1)
-	defer in.inFlight.Add(-1)
+	s.reg.begin(in)
+	defer s.reg.end(in)
 	defer s.limiter.release()
 	e, gen, err := s.engines.Get()
 	if err != nil {

@@ -11,15 +11,18 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/duet-ai/duet/gateway/internal/cluster"
+	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/serfcluster"
 )
 
 // Config is the HTTP server's configuration.
@@ -49,6 +52,12 @@ type Config struct {
 	// PrefillEndpoints are static KV wire endpoints offered to the engine for every request the router gives
 	// none (the engine decides by prompt length whether to use them).
 	PrefillEndpoints []string
+	// AdminKeys, when any, are required for the writes of the cluster API (loading instances, instance links,
+	// swapping the router); otherwise an API key suffices.
+	AdminKeys []string
+	// TokenizeMinBytes: prompts of at least this many bytes are tokenized for the router (exact length, prefix
+	// hashes for affinity); shorter ones are estimated from their bytes, at no cost.
+	TokenizeMinBytes int
 	Logger           *slog.Logger
 }
 
@@ -76,44 +85,74 @@ type EngineProvider interface {
 	Explain(gen uint64) (died bool, lastWords string)
 }
 
-// RouterProvider hands out the running router plugin.
-type RouterProvider interface {
-	Get() (router.Router, uint64, error)
-}
-
 // StatusFunc reports extra state for GET /admin/v1/status (plugin supervisors).
 type StatusFunc func() any
 
 // Server is the gateway's HTTP server.
 type Server struct {
-	cfg      Config
-	app      *fiber.App
-	reg      *Registry
-	engines  EngineProvider
-	routers  RouterProvider
-	limiter  *limiter
-	bodies   *byteBudget
-	bodyBufs *bufferPool
-	keys     [][sha256.Size]byte
-	status   StatusFunc
-	log      *slog.Logger
-	stopLoad chan struct{}
+	cfg       Config
+	app       *fiber.App
+	reg       *Registry
+	engines   EngineProvider
+	routers   RouterProvider
+	swap      RouterSwapper
+	snaps     *snapshots
+	fwd       *forward.Client
+	hops      *forward.Verifier // nil: no cluster secret
+	limiter   *limiter
+	bodies    *byteBudget
+	bodyBufs  *bufferPool
+	keys      [][sha256.Size]byte
+	adminKeys [][sha256.Size]byte
+	status    StatusFunc
+	log       *slog.Logger
+	stopLoad  chan struct{}
+	started   time.Time
+}
+
+// RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
+// disables swapping.
+type RouterSwapper interface {
+	SwapRouter(ctx context.Context, nameOrPath string, sha256 []byte) error
+	Current() string
+}
+
+// Deps are what the server runs on.
+type Deps struct {
+	Registry *Registry
+	Agent    *cluster.Agent
+	Engines  EngineProvider
+	Routers  RouterProvider
+	Swapper  RouterSwapper
+	Forward  *forward.Client
+	// HopKeys verify hops from other gateways (current first); nil: an unauthenticated cluster.
+	HopKeys [][]byte
+	Status  StatusFunc
 }
 
 // New builds the server. Call Listen or Serve to run it.
-func New(cfg Config, reg *Registry, engines EngineProvider, routers RouterProvider, status StatusFunc) *Server {
+func New(cfg Config, d Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg: cfg, reg: reg, engines: engines, routers: routers, status: status, log: cfg.Logger,
+		cfg: cfg, reg: d.Registry, engines: d.Engines, routers: d.Routers, swap: d.Swapper, fwd: d.Forward,
+		status: d.Status, log: cfg.Logger,
+		snaps:    &snapshots{reg: d.Registry, agent: d.Agent},
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
 		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
 		stopLoad: make(chan struct{}),
+		started:  time.Now(),
+	}
+	if len(d.HopKeys) > 0 {
+		s.hops = forward.NewVerifier(d.HopKeys)
 	}
 	for _, k := range cfg.APIKeys {
 		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
+	}
+	for _, k := range cfg.AdminKeys {
+		s.adminKeys = append(s.adminKeys, sha256.Sum256([]byte(k)))
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "duet",
@@ -128,7 +167,6 @@ func New(cfg Config, reg *Registry, engines EngineProvider, routers RouterProvid
 		StrictRouting:         false,
 	})
 	s.routes()
-	go s.refreshLoad()
 	return s
 }
 
@@ -145,32 +183,39 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	default:
 		close(s.stopLoad)
 	}
-	return s.app.ShutdownWithContext(ctx)
-}
-
-func (s *Server) refreshLoad() {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	for {
-		select {
-		case <-s.stopLoad:
-			return
-		case <-t.C:
-			s.reg.RefreshLoad()
-		}
+	err := s.app.ShutdownWithContext(ctx)
+	if s.fwd != nil {
+		s.fwd.CloseIdle()
 	}
+	return err
 }
 
 func (s *Server) routes() {
 	s.app.Use(s.requestID, s.accessLog, rejectAmbiguousFraming)
 	s.app.Get("/healthz", s.healthz)
-	v1 := s.app.Group("/v1", s.auth, s.readBody)
+	// Peers pull this node's cluster tables here; in an encrypted cluster the answer is sealed with the gossip
+	// key, so it needs no API key.
+	s.app.Get(serfcluster.StatePath, adaptor.HTTPHandler(s.snaps.agent.StateHandler()))
+	v1 := s.app.Group("/v1", s.authOrHop, s.readBody, s.verifyHop)
 	v1.Post("/chat/completions", s.chatCompletions)
 	v1.Post("/completions", s.completions)
 	v1.Get("/models", s.listModels)
 	v1.Get("/models/+", s.getModel)
-	admin := s.app.Group("/admin/v1", s.auth, s.readBody)
+	v1.Get("/instances", s.listInstances)
+	v1.Post("/instances", s.adminOnly, s.createInstance)
+	v1.Delete("/instances/+", s.adminOnly, s.deleteInstance)
+	v1.Get("/instance-links", s.listLinks)
+	v1.Post("/instance-links", s.adminOnly, s.createLink)
+	v1.Put("/instance-links/:id", s.adminOnly, s.updateLink)
+	v1.Delete("/instance-links/:id", s.adminOnly, s.deleteLink)
+	v1.Get("/feature-flags", s.featureFlags)
+	s.app.Get("/state", s.auth, s.state)
+	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop)
 	admin.Get("/status", s.adminStatus)
+	admin.Put("/router", s.adminOnly, s.putRouter)
+	admin.Get("/router", s.getRouter)
+	admin.Get("/cluster/keys", s.adminOnly, s.listKeys)
+	admin.Post("/cluster/keys", s.adminOnly, s.changeKeys)
 	s.app.Use(func(c *fiber.Ctx) error {
 		return &openai.Error{
 			Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
@@ -259,24 +304,94 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 }
 
 // auth requires one of the configured API keys, compared in constant time (through their hashes, so key
-// lengths do not leak either).
+// lengths do not leak either). An admin key is an API key too. Anthropic's clients send theirs as x-api-key.
 func (s *Server) auth(c *fiber.Ctx) error {
-	if len(s.keys) == 0 {
+	if len(s.keys) == 0 && len(s.adminKeys) == 0 {
 		return c.Next()
 	}
-	h := c.Get(fiber.HeaderAuthorization)
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || token == "" {
+	token, ok := bearer(c)
+	if !ok {
 		return openai.Unauthorized("You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.")
 	}
-	sum := sha256.Sum256([]byte(strings.TrimSpace(token)))
-	match := 0
-	for _, k := range s.keys {
-		match |= subtle.ConstantTimeCompare(sum[:], k[:])
-	}
-	if match != 1 {
+	if !matchKey(token, s.keys) && !matchKey(token, s.adminKeys) {
 		return openai.Unauthorized("Incorrect API key provided.")
 	}
+	return c.Next()
+}
+
+func bearer(c *fiber.Ctx) (string, bool) {
+	if token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer "); ok && strings.TrimSpace(token) != "" {
+		return strings.TrimSpace(token), true
+	}
+	if k := c.Get("X-Api-Key"); k != "" {
+		return strings.TrimSpace(k), true
+	}
+	return "", false
+}
+
+func matchKey(token string, keys [][sha256.Size]byte) bool {
+	sum := sha256.Sum256([]byte(token))
+	match := 0
+	for _, k := range keys {
+		match |= subtle.ConstantTimeCompare(sum[:], k[:])
+	}
+	return match == 1
+}
+
+// adminOnly guards the writes of the cluster API: with admin keys configured, one of them (or a hop from
+// another gateway, which carries such a write to the node it concerns) is required.
+func (s *Server) adminOnly(c *fiber.Ctx) error {
+	if len(s.adminKeys) == 0 || c.Locals(hopRouteKey) != nil {
+		return c.Next()
+	}
+	if token, ok := bearer(c); ok && matchKey(token, s.adminKeys) {
+		return c.Next()
+	}
+	return &openai.Error{Status: fiber.StatusForbidden, Type: openai.TypeAuthentication, Code: "admin_key_required",
+		Message: "This changes the cluster: it needs an admin key (--admin-key)."}
+}
+
+const (
+	hopRouteKey   = "duet.hop.route"   // a verified hop's pinned route
+	hopPendingKey = "duet.hop.pending" // a hop whose proof is checked once its body is read
+)
+
+// authOrHop lets a hop from another gateway through on the cluster credential (checked by verifyHop once the
+// body is read, since the proof covers it), and everything else through auth. In a cluster without a secret a
+// hop is an ordinary request that carries a decision: it needs an API key like any other.
+func (s *Server) authOrHop(c *fiber.Ctx) error {
+	h := c.Get(forward.HeaderHop)
+	if h == "" {
+		return s.auth(c)
+	}
+	if n, err := strconv.Atoi(h); err != nil || n < 1 || n > forward.MaxHops {
+		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
+			Message: fmt.Sprintf("The request has been forwarded %q times; a gateway forwards a request at most once.", h)}
+	}
+	route, err := forward.DecodeRoute(c.Get(forward.HeaderRoute))
+	if err != nil {
+		return openai.BadRequest("", "a forwarded request with a bad route: %v", err)
+	}
+	if s.hops == nil {
+		c.Locals(hopRouteKey, route)
+		return s.auth(c)
+	}
+	c.Locals(hopPendingKey, route)
+	return c.Next()
+}
+
+// verifyHop checks a hop's proof against its body.
+func (s *Server) verifyHop(c *fiber.Ctx) error {
+	route, ok := c.Locals(hopPendingKey).(forward.Route)
+	if !ok {
+		return c.Next()
+	}
+	if err := s.hops.Verify(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader),
+		c.Get(forward.HeaderRoute), c.Body()); err != nil {
+		s.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
+		return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
+	}
+	c.Locals(hopRouteKey, route)
 	return c.Next()
 }
 
@@ -334,7 +449,7 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 	}
 	if err != nil {
 		// No key guards this endpoint: the detail (plugin stderr, socket paths) goes to the log only.
-		s.log.Warn("health check failed", "error", err)
+		s.log.Debug("health check failed", "error", err)
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "error": "the engine plugin is not ready"})
 	}
 	return c.JSON(fiber.Map{"status": "ok", "instances": len(s.reg.All())})
@@ -363,30 +478,4 @@ func (s *Server) adminStatus(c *fiber.Ctx) error {
 		out["plugins"] = s.status()
 	}
 	return c.JSON(out)
-}
-
-func (s *Server) listModels(c *fiber.Ctx) error {
-	seen := map[string]bool{}
-	var models []openai.Model
-	for _, in := range s.reg.All() {
-		if !seen[in.Desc.ModelID] {
-			seen[in.Desc.ModelID] = true
-			models = append(models, openai.Model{ID: in.Desc.ModelID, Created: in.LoadedAt.Unix(), OwnedBy: "duet"})
-		}
-	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(openai.AppendModelList(nil, models))
-}
-
-func (s *Server) getModel(c *fiber.Ctx) error {
-	id, err := url.PathUnescape(c.Params("+"))
-	if err != nil {
-		return openai.ModelNotFound(c.Params("+"))
-	}
-	ins := s.reg.ByModel(id)
-	if len(ins) == 0 {
-		return openai.ModelNotFound(id)
-	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(openai.AppendModel(nil, openai.Model{ID: id, Created: ins[0].LoadedAt.Unix(), OwnedBy: "duet"}))
 }

@@ -67,6 +67,7 @@ type LoadRequest struct {
 	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
 	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
 	Options       map[string]string      `protobuf:"bytes,3,rep,name=options,proto3" json:"options,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	KvHost        string                 `protobuf:"bytes,4,opt,name=kv_host,json=kvHost,proto3" json:"kv_host,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -120,6 +121,13 @@ func (x *LoadRequest) GetOptions() map[string]string {
 		return x.Options
 	}
 	return nil
+}
+
+func (x *LoadRequest) GetKvHost() string {
+	if x != nil {
+		return x.KvHost
+	}
+	return ""
 }
 
 type UnloadRequest struct {
@@ -2022,12 +2030,13 @@ var File_enginev1_engine_proto protoreflect.FileDescriptor
 const file_enginev1_engine_proto_rawDesc = "" +
 	"\n" +
 	"\x15enginev1/engine.proto\x12\x0eduet.engine.v1\"\a\n" +
-	"\x05Empty\"\xc4\x01\n" +
+	"\x05Empty\"\xdd\x01\n" +
 	"\vLoadRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12B\n" +
-	"\aoptions\x18\x03 \x03(\v2(.duet.engine.v1.LoadRequest.OptionsEntryR\aoptions\x1a:\n" +
+	"\aoptions\x18\x03 \x03(\v2(.duet.engine.v1.LoadRequest.OptionsEntryR\aoptions\x12\x17\n" +
+	"\akv_host\x18\x04 \x01(\tR\x06kvHost\x1a:\n" +
 	"\fOptionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"0\n" +

@@ -1,0 +1,450 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/duet-ai/duet/gateway/internal/cluster"
+	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/serfcluster"
+)
+
+// The cluster API: the models and instances of every node, exo's instance-links API (same paths and
+// bodies), feature flags, the whole state, and the admin writes (loading instances on any node, swapping the
+// router, the gossip keyring). Reads need an API key when keys are set; writes an admin key when those are.
+
+// listModels lists the models the whole cluster serves.
+func (s *Server) listModels(c *fiber.Ctx) error {
+	models := s.clusterModels()
+	out := make([]openai.Model, 0, len(models))
+	for _, id := range sortedKeys(models) {
+		out = append(out, openai.Model{ID: id, Created: models[id].Unix(), OwnedBy: "duet"})
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(openai.AppendModelList(nil, out))
+}
+
+func (s *Server) getModel(c *fiber.Ctx) error {
+	id, err := url.PathUnescape(c.Params("+"))
+	if err != nil {
+		return openai.ModelNotFound(c.Params("+"))
+	}
+	created, ok := s.clusterModels()[id]
+	if !ok {
+		return openai.ModelNotFound(id)
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(openai.AppendModel(nil, openai.Model{ID: id, Created: created.Unix(), OwnedBy: "duet"}))
+}
+
+// clusterModels maps each model some instance of the cluster serves (or is loading) to when this node first
+// saw one.
+func (s *Server) clusterModels() map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, in := range s.snaps.agent.Snapshot().Instances {
+		if in.Status == serfcluster.InstanceUnavailable {
+			continue
+		}
+		if _, ok := out[in.Model]; !ok {
+			out[in.Model] = s.started
+		}
+	}
+	for _, in := range s.reg.All() {
+		if t, ok := out[in.Desc.ModelID]; !ok || in.LoadedAt.Before(t) {
+			out[in.Desc.ModelID] = in.LoadedAt
+		}
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// instanceView is an instance as GET /v1/instances shows it.
+type instanceView struct {
+	ID               string                     `json:"id"`
+	Model            string                     `json:"model"`
+	Node             string                     `json:"node"`
+	Role             serfcluster.Role           `json:"role"`
+	Status           serfcluster.InstanceStatus `json:"status"`
+	Engine           string                     `json:"engine"`
+	Backend          string                     `json:"backend,omitempty"`
+	Architecture     string                     `json:"architecture,omitempty"`
+	Quantization     string                     `json:"quantization,omitempty"`
+	Parameters       int64                      `json:"parameters,omitempty"`
+	ContextLength    int                        `json:"context_length,omitempty"`
+	KVEndpoint       string                     `json:"kv_endpoint,omitempty"`
+	Fingerprint      string                     `json:"fingerprint,omitempty"`
+	KVCompat         string                     `json:"kv_compat,omitempty"`
+	KV               *kvView                    `json:"kv,omitempty"`
+	MaxBytesPerToken int                        `json:"max_bytes_per_token,omitempty"`
+	Load             loadView                   `json:"load"`
+}
+
+type kvView struct {
+	Layers        int    `json:"layers"`
+	KVHeads       int    `json:"kv_heads"`
+	HeadDim       int    `json:"head_dim"`
+	DType         string `json:"dtype"`
+	BytesPerToken int64  `json:"bytes_per_token"`
+}
+
+type loadView struct {
+	InFlight  int       `json:"in_flight"`
+	Queued    int       `json:"queued"`
+	UpdatedAt time.Time `json:"updated_at,omitzero"`
+}
+
+func viewOf(in serfcluster.Instance) instanceView {
+	f, _ := cluster.FactsFromLabels(in.Labels)
+	v := instanceView{
+		ID: in.ID, Model: in.Model, Node: string(in.Node), Role: in.Role, Status: in.Status, Engine: in.Engine,
+		Backend: f.Backend, Architecture: f.Architecture, Quantization: f.Quantization, Parameters: f.Parameters,
+		ContextLength: f.ContextLength, KVEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, KVCompat: f.KVCompat,
+		MaxBytesPerToken: f.MaxBytesPerToken,
+		Load:             loadView{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt},
+	}
+	if f.KV.NumLayers > 0 {
+		v.KV = &kvView{Layers: f.KV.NumLayers, KVHeads: f.KV.NumKVHeads, HeadDim: f.KV.HeadDim, DType: f.KV.DType,
+			BytesPerToken: f.KV.BytesPerToken()}
+	}
+	return v
+}
+
+func (s *Server) listInstances(c *fiber.Ctx) error {
+	snap := s.snaps.agent.Snapshot()
+	local := s.reg.localLoads()
+	out := make([]instanceView, 0, len(snap.Instances))
+	for _, in := range snap.Instances {
+		v := viewOf(in)
+		if n, ok := local[in.ID]; ok && string(in.Node) == s.reg.Node() {
+			v.Load.InFlight = n // exact here; gossip lags
+		}
+		out = append(out, v)
+	}
+	return c.JSON(fiber.Map{"instances": out})
+}
+
+type createInstanceBody struct {
+	Model   string            `json:"model"`
+	Node    string            `json:"node"`
+	ID      string            `json:"id"`
+	Role    string            `json:"role"`
+	Options map[string]string `json:"options"`
+}
+
+// createInstance loads a model on a node: here, or on the node named, through that node's gateway. It answers
+// once the model is loaded (the cluster shows the instance loading meanwhile).
+func (s *Server) createInstance(c *fiber.Ctx) error {
+	var b createInstanceBody
+	if err := json.Unmarshal(c.Body(), &b); err != nil {
+		return openai.BadRequest("", "the body must be a JSON object {model, node?, id?, role?, options?}: %v", err)
+	}
+	if b.Model == "" {
+		return openai.BadRequest("model", "model is required")
+	}
+	role := serfcluster.Role(b.Role)
+	switch role {
+	case "":
+		role = serfcluster.RoleBoth
+	case serfcluster.RolePrefill, serfcluster.RoleDecode, serfcluster.RoleBoth:
+	default:
+		return openai.BadRequest("role", "role %q is not prefill, decode or both", b.Role)
+	}
+	if b.ID != "" {
+		if err := cluster.CheckNodeID(b.ID); err != nil {
+			return openai.BadRequest("id", "instance id: %v", err)
+		}
+		if _, taken := s.snaps.agent.Snapshot().Instance(b.ID); taken {
+			return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "conflict",
+				Message: fmt.Sprintf("instance %q exists already", b.ID)}
+		}
+	}
+	if b.Node != "" && b.Node != s.reg.Node() {
+		return s.forwardAdmin(c, b.Node)
+	}
+	e, _, err := s.engines.Get()
+	if err != nil {
+		s.log.Warn("engine unavailable", "error", err)
+		return openai.Unavailable("the engine plugin is not running now; retry shortly")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	in, err := s.reg.Add(ctx, e, InstanceSpec{ID: b.ID, Model: b.Model, Options: b.Options, Role: role})
+	if err != nil {
+		var ee *engine.Error
+		if errors.As(err, &ee) {
+			return openai.FromEngine(err)
+		}
+		return openai.BadRequest("", "%v", err)
+	}
+	rec, ok := s.snaps.agent.Snapshot().Instance(in.Desc.InstanceID)
+	if !ok {
+		return c.JSON(fiber.Map{"id": in.Desc.InstanceID, "node": s.reg.Node(), "model": in.Desc.ModelID})
+	}
+	return c.Status(fiber.StatusCreated).JSON(viewOf(rec))
+}
+
+// deleteInstance unloads an instance, on whichever node serves it.
+func (s *Server) deleteInstance(c *fiber.Ctx) error {
+	id, err := url.PathUnescape(c.Params("+"))
+	if err != nil {
+		return openai.BadRequest("", "bad instance id")
+	}
+	rec, ok := s.snaps.agent.Snapshot().Instance(id)
+	if ok && string(rec.Node) != s.reg.Node() {
+		return s.forwardAdmin(c, string(rec.Node))
+	}
+	e, _, _ := s.engines.Get()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := s.reg.Remove(ctx, e, id); errors.Is(err, ErrNoInstance) {
+		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+			Message: fmt.Sprintf("no instance %q in the cluster", id)}
+	} else if err != nil {
+		return openai.FromEngine(err)
+	}
+	return c.JSON(fiber.Map{"message": "instance unloaded", "id": id})
+}
+
+// forwardAdmin carries an admin write to the node it concerns, authenticated as a hop, and passes its answer
+// back.
+func (s *Server) forwardAdmin(c *fiber.Ctx, node string) error {
+	if c.Locals(hopRouteKey) != nil {
+		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
+			Message: fmt.Sprintf("node %s was asked to forward a forwarded request", s.reg.Node())}
+	}
+	hostPort, tls, ok := cluster.APIEndpoint(s.snaps.agent.Snapshot(), s.reg.Node(), node)
+	if !ok {
+		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
+	}
+	header := http.Header{}
+	c.Request().Header.VisitAll(func(k, v []byte) { header.Add(string(k), string(v)) })
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
+		Method: c.Method(), Path: string(c.Request().URI().PathOriginal()), Body: c.Body(), RequestID: requestIDOf(c),
+		Route: forward.Route{EntryNode: s.reg.Node(), DecodeNode: node}, Header: header,
+	})
+	if err != nil {
+		s.log.Warn("forward: admin write", "node", node, "error", err)
+		return openai.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestIDOf(c)))
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return openai.Unavailable(fmt.Sprintf("node %s broke off its answer (request id %s)", node, requestIDOf(c)))
+	}
+	c.Set(fiber.HeaderContentType, resp.Header.Get(fiber.HeaderContentType))
+	return c.Status(resp.StatusCode).Send(body)
+}
+
+// linkView is an instance link as exo's API shows it, with whether its pairs are exact.
+type linkView struct {
+	LinkID           string   `json:"link_id"`
+	PrefillInstances []string `json:"prefill_instances"`
+	DecodeInstances  []string `json:"decode_instances"`
+	Exact            bool     `json:"exact"`
+}
+
+type linkBody struct {
+	PrefillInstances []string `json:"prefill_instances"`
+	DecodeInstances  []string `json:"decode_instances"`
+}
+
+func (s *Server) listLinks(c *fiber.Ctx) error {
+	snap := s.snaps.agent.Snapshot()
+	out := make([]linkView, 0, len(snap.Links))
+	for _, l := range snap.Links {
+		check, err := cluster.CheckLink(snap, l.PrefillInstances, l.DecodeInstances)
+		out = append(out, linkView{LinkID: l.LinkID, PrefillInstances: l.PrefillInstances, DecodeInstances: l.DecodeInstances,
+			Exact: err == nil && check.Exact})
+	}
+	return c.JSON(out)
+}
+
+func (s *Server) createLink(c *fiber.Ctx) error { return s.writeLink(c, cluster.NewLinkID(), false) }
+
+func (s *Server) updateLink(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if _, ok := s.snaps.agent.Snapshot().Link(id); !ok {
+		return linkNotFound(id)
+	}
+	return s.writeLink(c, id, true)
+}
+
+func linkNotFound(id string) error {
+	return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+		Message: fmt.Sprintf("no instance link %q", id)}
+}
+
+// writeLink validates and writes a link: serfcluster replicates it to every node (any node may write).
+func (s *Server) writeLink(c *fiber.Ctx, id string, update bool) error {
+	var b linkBody
+	if err := json.Unmarshal(c.Body(), &b); err != nil {
+		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
+	}
+	check, err := cluster.CheckLink(s.snaps.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
+	if err != nil {
+		param := "prefill_instances"
+		if strings.Contains(err.Error(), "decode_instances") {
+			param = "decode_instances"
+		}
+		return openai.BadRequest(param, "%v", err)
+	}
+	if err := s.snaps.agent.Cluster().PutInstanceLink(serfcluster.InstanceLink{
+		LinkID: id, PrefillInstances: b.PrefillInstances, DecodeInstances: b.DecodeInstances,
+	}); err != nil {
+		return openai.BadRequest("", "%v", err)
+	}
+	verb := "created"
+	if update {
+		verb = "updated"
+	}
+	return c.JSON(fiber.Map{"message": "instance link " + verb, "command_id": commandID(), "link_id": id, "exact": check.Exact})
+}
+
+func (s *Server) deleteLink(c *fiber.Ctx) error {
+	id := c.Params("id")
+	err := s.snaps.agent.Cluster().DeleteInstanceLink(id)
+	if errors.Is(err, serfcluster.ErrNotFound) {
+		return linkNotFound(id)
+	}
+	if err != nil {
+		return openai.Internal(err.Error())
+	}
+	return c.JSON(fiber.Map{"message": "instance link deleted", "command_id": commandID(), "link_id": id})
+}
+
+// commandID is exo's acknowledgement of a write. The write is applied here at once and gossiped; the id
+// names it in logs.
+func commandID() string { return strings.TrimPrefix(cluster.NewLinkID(), "link-") }
+
+func (s *Server) featureFlags(c *fiber.Ctx) error {
+	return c.JSON(fiber.Map{"disaggregation": true})
+}
+
+// state is the cluster snapshot, as exo's /state is its whole state.
+func (s *Server) state(c *fiber.Ctx) error { return c.JSON(s.snaps.agent.Snapshot()) }
+
+func (s *Server) getRouter(c *fiber.Ctx) error {
+	name := ""
+	if s.swap != nil {
+		name = s.swap.Current()
+	}
+	return c.JSON(fiber.Map{"router": name})
+}
+
+// putRouter starts another router and routes new requests to it once it is ready; the old one is stopped
+// after its calls returned. A router that fails to start leaves the old one in place.
+func (s *Server) putRouter(c *fiber.Ctx) error {
+	if s.swap == nil {
+		return &openai.Error{Status: fiber.StatusNotImplemented, Type: openai.TypeServer, Message: "this gateway cannot swap its router"}
+	}
+	var b struct {
+		Router string `json:"router"`
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Router == "" {
+		return openai.BadRequest("router", "the body must be {\"router\": name or path, \"sha256\"?: hex}")
+	}
+	var sum []byte
+	if b.SHA256 != "" {
+		var err error
+		if sum, err = decodeHex32(b.SHA256); err != nil {
+			return openai.BadRequest("sha256", "%v", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := s.swap.SwapRouter(ctx, b.Router, sum); err != nil {
+		return openai.BadRequest("router", "the router was not swapped: %v", err)
+	}
+	s.log.Info("router swapped", "router", s.swap.Current())
+	return c.JSON(fiber.Map{"router": s.swap.Current(), "message": "new requests use this router"})
+}
+
+func decodeHex32(s string) ([]byte, error) {
+	var out [32]byte
+	if len(s) != 64 {
+		return nil, errors.New("want the 64 hex digits of a SHA-256")
+	}
+	for i := range out {
+		var v byte
+		for _, c := range []byte(s[2*i : 2*i+2]) {
+			v <<= 4
+			switch {
+			case c >= '0' && c <= '9':
+				v |= c - '0'
+			case c >= 'a' && c <= 'f':
+				v |= c - 'a' + 10
+			case c >= 'A' && c <= 'F':
+				v |= c - 'A' + 10
+			default:
+				return nil, errors.New("want the 64 hex digits of a SHA-256")
+			}
+		}
+		out[i] = v
+	}
+	return out[:], nil
+}
+
+// listKeys reports the gossip keyring across the cluster (how many nodes hold each key, and use it).
+func (s *Server) listKeys(c *fiber.Ctx) error {
+	st, err := s.snaps.agent.Cluster().ListKeys()
+	if err != nil {
+		return openai.BadRequest("", "%v", err)
+	}
+	return c.JSON(st)
+}
+
+// changeKeys rotates the gossip key online, cluster-wide: install the new key, use it, remove the old one
+// (serf rewrites every node's keyring file). The KV and hop keys rotate through the secret file.
+func (s *Server) changeKeys(c *fiber.Ctx) error {
+	var b struct {
+		Op  string `json:"op"`
+		Key string `json:"key"`
+	}
+	if err := json.Unmarshal(c.Body(), &b); err != nil {
+		return openai.BadRequest("", "the body must be {\"op\": install|use|remove, \"key\": base64}")
+	}
+	key, err := base64.StdEncoding.DecodeString(b.Key)
+	if err != nil {
+		return openai.BadRequest("key", "key is not base64: %v", err)
+	}
+	cl := s.snaps.agent.Cluster()
+	switch b.Op {
+	case "install":
+		err = cl.InstallKey(key)
+	case "use":
+		err = cl.UseKey(key)
+	case "remove":
+		err = cl.RemoveKey(key)
+	default:
+		return openai.BadRequest("op", "op %q is not install, use or remove", b.Op)
+	}
+	if err != nil {
+		return openai.BadRequest("", "%v", err)
+	}
+	return c.JSON(fiber.Map{"message": "keyring " + b.Op + " done"})
+}

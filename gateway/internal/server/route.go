@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/duet-ai/duet/gateway/internal/cluster"
+	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/prefixhash"
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// snapshots builds the router's snapshots: the cluster's (converted once per cluster snapshot by the agent)
+// with this node's own in-flight counts laid over its instances, since gossip carries them late. A new one is
+// made when either changed, at most every loadRefresh for load changes alone.
+type snapshots struct {
+	reg   *Registry
+	agent *cluster.Agent
+
+	mu       sync.Mutex
+	base     *router.Snapshot
+	loadGen  uint64
+	builtAt  time.Time
+	version  uint64
+	snapshot *router.Snapshot
+}
+
+// loadRefresh bounds how often local load changes alone rebuild the snapshot.
+const loadRefresh = 100 * time.Millisecond
+
+func (s *snapshots) current() *router.Snapshot {
+	base := s.agent.RouterSnapshot()
+	gen := s.reg.loadGen.Load()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.snapshot != nil && base == s.base && (gen == s.loadGen || time.Since(s.builtAt) < loadRefresh) {
+		return s.snapshot
+	}
+	loads := s.reg.localLoads()
+	snap := *base
+	snap.Instances = slices.Clone(base.Instances)
+	for i := range snap.Instances {
+		in := &snap.Instances[i]
+		if n, ok := loads[in.ID]; ok && in.Node == snap.Self {
+			in.Load.InFlight, in.Load.UpdatedAt = n, time.Now()
+		}
+	}
+	s.version++
+	snap.Version = s.version
+	s.base, s.loadGen, s.builtAt, s.snapshot = base, gen, time.Now(), &snap
+	return s.snapshot
+}
+
+// decision is where a request runs, as the gateway acts on it.
+type decision struct {
+	router.Decision
+	// local is the instance when it is this node's.
+	local *Instance
+}
+
+// decide asks the router where a request runs. Instances in exclude failed it already.
+func (s *Server) decide(ctx context.Context, g *generation, requestID string, exclude []string) (*decision, error) {
+	snap := s.snaps.current()
+	known := false
+	for i := range snap.Instances {
+		if snap.Instances[i].Model == g.model {
+			known = true
+			break
+		}
+	}
+	if !known {
+		return nil, openai.ModelNotFound(g.model)
+	}
+	r, release, err := s.routers.Acquire()
+	if err != nil {
+		s.log.Warn("router unavailable", "request_id", requestID, "error", err)
+		return nil, openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", requestID))
+	}
+	start := time.Now()
+	d, err := r.Route(ctx, router.Request{
+		RequestID: requestID, Model: g.model, PromptTokens: g.promptTokens, PrefixHashes: g.prefixHashes,
+		SourceNode: snap.Self, MaxTokens: g.request.Sampling.MaxTokens, Exclude: exclude,
+	}, snap)
+	release()
+	g.routeTime += time.Since(start)
+	if errors.Is(err, router.ErrNoCandidate) {
+		return nil, openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", g.model))
+	}
+	if err != nil {
+		s.log.Warn("routing failed", "request_id", requestID, "error", err)
+		return nil, openai.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", requestID))
+	}
+	if s.log.Enabled(ctx, slog.LevelDebug) {
+		s.log.Debug("routed", "request_id", requestID, "decode", d.DecodeInstance, "node", d.DecodeNode,
+			"prefill", len(d.PrefillEndpoints), "reason", d.Reason, "scores", d.Scores)
+	}
+	out := &decision{Decision: d}
+	if d.DecodeNode == "" {
+		if in, ok := snap.Instance(d.DecodeInstance); ok {
+			out.DecodeNode = in.Node
+		}
+	}
+	out.PrefillEndpoints = linkedApproximations(snap, d.DecodeInstance, d.PrefillEndpoints)
+	if out.DecodeNode == snap.Self || out.DecodeNode == "" {
+		in, ok := s.reg.Get(d.DecodeInstance)
+		if !ok {
+			return nil, openai.Unavailable(fmt.Sprintf("the router picked instance %q, which this node does not serve now; retry shortly (request id %s)", d.DecodeInstance, requestID))
+		}
+		out.local = in
+		out.DecodeNode = snap.Self
+	}
+	return out, nil
+}
+
+// linkedApproximations keeps an endpoint approximate (KV from another quantization) only when an instance link
+// pairs it with the decode instance: whatever the router says, the gateway never asks an engine for
+// approximate KV that no operator asked for.
+func linkedApproximations(snap *router.Snapshot, decode string, eps []router.PrefillEndpoint) []router.PrefillEndpoint {
+	out := slices.Clone(eps)
+	for i := range out {
+		if !out[i].Approximate || linked(snap, out[i].InstanceID, decode) {
+			continue
+		}
+		out[i].Approximate = false // the engine then accepts exact KV only
+	}
+	return out
+}
+
+func linked(snap *router.Snapshot, prefill, decode string) bool {
+	for _, l := range snap.InstanceLinks {
+		if slices.Contains(l.PrefillInstances, prefill) && slices.Contains(l.DecodeInstances, decode) {
+			return true
+		}
+	}
+	return false
+}
+
+// engineEndpoints turns a decision's prefill endpoints into the engine's.
+func engineEndpoints(eps []router.PrefillEndpoint) []engine.PrefillEndpoint {
+	out := make([]engine.PrefillEndpoint, 0, len(eps))
+	for _, pe := range eps {
+		out = append(out, engine.PrefillEndpoint{InstanceID: pe.InstanceID, Address: pe.Address, Node: pe.Node, Approximate: pe.Approximate})
+	}
+	return out
+}
+
+// pinned turns a decision into the route a hop carries.
+func pinned(entry string, d *decision, attempt int) forward.Route {
+	r := forward.Route{EntryNode: entry, DecodeNode: d.DecodeNode, DecodeInstance: d.DecodeInstance, Attempt: attempt}
+	for _, pe := range d.PrefillEndpoints {
+		r.Prefill = append(r.Prefill, forward.Endpoint{InstanceID: pe.InstanceID, Node: pe.Node, Address: pe.Address, Approximate: pe.Approximate})
+	}
+	return r
+}
+
+// fromPinned is the decision a hop carries, on its owner.
+func (s *Server) fromPinned(r forward.Route, requestID string) (*decision, error) {
+	if r.DecodeInstance == "" {
+		return nil, openai.BadRequest("", "a forwarded request names no decode instance (request id %s)", requestID)
+	}
+	in, ok := s.reg.Get(r.DecodeInstance)
+	if !ok {
+		return nil, openai.Unavailable(fmt.Sprintf("instance %q is not served by this node now; retry (request id %s)", r.DecodeInstance, requestID))
+	}
+	d := &decision{local: in}
+	d.DecodeInstance, d.DecodeNode = r.DecodeInstance, s.reg.Node()
+	for _, e := range r.Prefill {
+		d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{InstanceID: e.InstanceID, Node: e.Node, Address: e.Address, Approximate: e.Approximate})
+	}
+	return d, nil
+}
+
+// promptInfo gives the router the prompt's length in tokens and its chained prefix-block hashes: exact when a
+// local instance of the model can tokenize it and the prompt is long enough for that to matter, estimated from
+// its bytes otherwise. A prompt shorter than TokenizeMinBytes has fewer tokens than bytes, too few for remote
+// prefill, and short prefixes gain little from affinity: it costs no tokenizer call.
+func (s *Server) promptInfo(ctx context.Context, g *generation) error {
+	if n := len(g.request.PromptTokens); n > 0 {
+		g.promptTokens = n
+		g.prefixHashes = prefixhash.Blocks(g.request.PromptTokens)
+		return nil
+	}
+	g.promptTokens = (g.promptBytes + 3) / 4
+	if g.promptBytes < s.cfg.TokenizeMinBytes {
+		return nil
+	}
+	var in *Instance
+	for _, c := range s.reg.ByModel(g.model) {
+		if c.Desc.Capabilities.Chat || len(g.request.Messages) == 0 {
+			in = c
+			break
+		}
+	}
+	if in == nil {
+		return nil
+	}
+	e, _, err := s.engines.Get()
+	if err != nil {
+		return nil
+	}
+	start := time.Now()
+	res, err := e.Tokenize(ctx, engine.TokenizeRequest{
+		InstanceID: in.Desc.InstanceID, Messages: g.request.Messages, Prompt: g.request.Prompt,
+		AddGenerationPrompt: len(g.request.Messages) > 0, AddSpecialTokens: len(g.request.Messages) == 0,
+	})
+	g.routeTime += time.Since(start)
+	switch engine.CodeOf(err) {
+	case "":
+	case engine.CodeContextLength, engine.CodeInvalidArgument:
+		return openai.FromEngine(err) // the generation would fail the same way: say so before routing it
+	default:
+		return nil // tokenizing is an optimisation; the engine that runs the request tokenizes anyway
+	}
+	g.promptTokens = len(res.Tokens)
+	g.prefixHashes = prefixhash.Blocks(res.Tokens)
+	return nil
+}
