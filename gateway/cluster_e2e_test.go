@@ -272,6 +272,22 @@ func TestClusterDisaggregated(t *testing.T) {
 		t.Errorf("streamed through the hop: %q (%v), want %q", b.String(), err, want.Content)
 	}
 
+	// A client that leaves a stream through the hop cancels it on the owner.
+	sctx, cancel := context.WithCancel(context.Background())
+	params.MaxTokens = openai.Int(2000)
+	stream = c.Chat.Completions.NewStreaming(sctx, params)
+	if !stream.Next() || !stream.Next() {
+		t.Fatalf("stream: %v", stream.Err())
+	}
+	if n2.status(t).InFlight != 1 {
+		t.Fatalf("the stream is not decoded on node 2")
+	}
+	cancel()
+	stream.Close()
+	left := time.Now()
+	waitFor(t, 5*time.Second, "node 2 to stop the generation", func() bool { return n2.status(t).InFlight == 0 })
+	t.Logf("node 2 stopped %v after the client left node 3", time.Since(left).Round(time.Millisecond))
+
 	// A short prompt on node 2 is prefilled there.
 	short := n2.chat(t, "Hello there", 8)
 	if short.Timings.Route.DecodeNode != id2 || short.Timings.PrefillSource == "remote" || short.Timings.Remote != nil {

@@ -112,6 +112,8 @@ type duetOptions struct {
 	listen string       // default: a free port on 127.0.0.1
 	client *http.Client // default: http.DefaultClient; set it (and https) for a gateway that serves TLS
 	https  bool
+	// prefix runs duet under another command, e.g. ip netns exec <ns>.
+	prefix []string
 }
 
 func startDuetWith(t testing.TB, o duetOptions, args ...string) *gateway {
@@ -124,7 +126,8 @@ func startDuetWith(t testing.TB, o duetOptions, args ...string) *gateway {
 	if !slices.Contains(args, "--data-dir") {
 		base = append(base, "--data-dir", t.TempDir()) // one node id, keyring and serf snapshot per gateway
 	}
-	cmd := exec.Command(duetBin, append(base, args...)...)
+	argv := append(append(append([]string(nil), o.prefix...), duetBin), append(base, args...)...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "DUET_ENGINETEST_PLUGIN=1", "DUET_CLUSTER_TIMINGS=local")
 	if o.setup != nil {
 		o.setup(cmd)
