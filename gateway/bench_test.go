@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -52,13 +54,25 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 
 func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
+// BenchmarkGatewayOverhead: "short" prompts are estimated for the router from their bytes; "long" ones (2 KB,
+// past --tokenize-min-bytes) are tokenized by the engine for the router first, which is what the exact prompt
+// length and the prefix hashes cost.
 func BenchmarkGatewayOverhead(b *testing.B) {
 	g := startGateway(b)
 	e, instance := directEngine(b)
+	for _, c := range []struct{ name, prompt string }{
+		{"short", "hello world"},
+		{"long-tokenized", strings.Repeat("hello world ", 180)},
+	} {
+		b.Run(c.name, func(b *testing.B) { gatewayOverhead(b, g, e, instance, c.prompt) })
+	}
+}
+
+func gatewayOverhead(b *testing.B, g *gateway, e engine.Engine, instance, prompt string) {
 	ctx := context.Background()
-	body := []byte(`{"model":"echo","temperature":0,"max_tokens":1,"messages":[{"role":"user","content":"hello world"}]}`)
+	body := []byte(fmt.Sprintf(`{"model":"echo","temperature":0,"max_tokens":1,"messages":[{"role":"user","content":%q}]}`, prompt))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
-	req := engine.GenerateRequest{InstanceID: instance, Messages: []engine.Message{{Role: "user", Content: "hello world"}}, Sampling: engine.Sampling{MaxTokens: 1}}
+	req := engine.GenerateRequest{InstanceID: instance, Messages: []engine.Message{{Role: "user", Content: prompt}}, Sampling: engine.Sampling{MaxTokens: 1}}
 	direct := func() {
 		if err := e.Generate(ctx, req, func(engine.Event) error { return nil }); err != nil {
 			b.Fatal(err)
@@ -154,5 +168,61 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(tokens*b.N)/directDur.Seconds(), "direct-tok/s")
 	b.ReportMetric(float64(tokens*b.N)/gatewayDur.Seconds(), "gateway-tok/s")
+	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkForwardOverhead measures what a hop adds: two gateways in one cluster on 127.0.0.1 and .2, the
+// second serving the model; each iteration asks the second directly and then through the first, which
+// forwards (authenticated, decision pinned), and reports the percentiles of both and of the difference.
+func BenchmarkForwardOverhead(b *testing.B) {
+	port := clusterPort(b)
+	secret := filepath.Join(b.TempDir(), "secret")
+	os.WriteFile(secret, []byte("a benchmark's cluster secret, long enough\n"), 0o600)
+	owner := startDuetWith(b, duetOptions{listen: "127.0.0.2:" + port}, "--engine", "echo", "--model", "echo",
+		"--cluster-secret-file", secret)
+	entry := startDuetWith(b, duetOptions{listen: "127.0.0.1:" + port}, "--engine", "echo", "--model", "other",
+		"--cluster-secret-file", secret, "--join", "127.0.0.2")
+	body := []byte(`{"model":"echo","temperature":0,"max_tokens":1,"messages":[{"role":"user","content":"hello world"}]}`)
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
+	ask := func(g *gateway) http.Header {
+		resp, err := client.Post(g.url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("status %d", resp.StatusCode)
+		}
+		return resp.Header
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for ask(entry).Get("X-Duet-Forwarded-To") == "" {
+		if time.Now().After(deadline) {
+			b.Fatal("the entry gateway never forwarded")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for range 200 {
+		ask(owner)
+		ask(entry)
+	}
+	var ds, fs []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		ask(owner)
+		t1 := time.Now()
+		ask(entry)
+		t2 := time.Now()
+		ds = append(ds, t1.Sub(t0))
+		fs = append(fs, t2.Sub(t1))
+	}
+	b.StopTimer()
+	b.ReportMetric(us(percentile(ds, 0.5)), "direct-p50-µs")
+	b.ReportMetric(us(percentile(ds, 0.99)), "direct-p99-µs")
+	b.ReportMetric(us(percentile(fs, 0.5)), "forwarded-p50-µs")
+	b.ReportMetric(us(percentile(fs, 0.99)), "forwarded-p99-µs")
+	b.ReportMetric(us(percentile(fs, 0.5)-percentile(ds, 0.5)), "added-p50-µs")
 	b.ReportMetric(0, "ns/op")
 }

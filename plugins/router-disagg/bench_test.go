@@ -3,9 +3,14 @@ package routerdisagg_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/duet-ai/duet/sdk/router"
+	"github.com/duet-ai/duet/sdk/routertest"
 )
 
 // benchSnapshot is n instances of one model (the worst case: all are candidates) on n/10 nodes (at least 2),
@@ -84,5 +89,78 @@ func BenchmarkRouteParallel(b *testing.B) {
 			}
 			i++
 		}
+	})
+}
+
+// clusterSnapshot is nodes × perNode instances of one model, the fifth of them prefill-only by role, fully
+// linked node to node.
+func clusterSnapshot(nodes, perNode int) *router.Snapshot {
+	var ins []router.Instance
+	for n := range nodes {
+		for j := range perNode {
+			role := router.RoleBoth
+			if j%5 == 0 {
+				role = router.RolePrefill
+			}
+			in := inst(fmt.Sprintf("n%d-i%03d", n+1, j), fmt.Sprintf("n%d", n+1), role, inFlight((n+j)%7))
+			in.Load.KVUtilization = float64(j%10) / 10
+			ins = append(ins, in)
+		}
+	}
+	return cluster(nodes, ins...)
+}
+
+// reportLatency reports the p50 and p99 of per-call times, in microseconds.
+func reportLatency(b *testing.B, d []time.Duration) {
+	if len(d) == 0 {
+		return
+	}
+	slices.Sort(d)
+	b.ReportMetric(float64(d[len(d)/2])/1e3, "p50-µs")
+	b.ReportMetric(float64(d[len(d)*99/100])/1e3, "p99-µs")
+}
+
+// BenchmarkDecision is one routing decision for a 10-node cluster with 100 instances per node, in process and
+// through the plugin boundary (this test binary re-executed as the plugin, over go-plugin's gRPC, as the
+// gateway calls it): p50 and p99 per call. The snapshot is sent once, as the gateway does between cluster
+// changes; requests mix long prompts (remote prefill) and short ones, with prefix hashes.
+func BenchmarkDecision(b *testing.B) {
+	snap := clusterSnapshot(10, 100)
+	reqs := make([]router.Request, 16)
+	for i := range reqs {
+		tokens := 5200
+		if i%2 == 1 {
+			tokens = 300
+		}
+		reqs[i] = router.Request{Model: "m", PromptTokens: tokens, MaxTokens: 256, SourceNode: "n1", PrefixHashes: hashes(uint64(i), tokens/64)}
+	}
+	run := func(b *testing.B, r router.Router) {
+		ctx := context.Background()
+		times := make([]time.Duration, 0, 1<<16)
+		i := 0
+		for b.Loop() {
+			start := time.Now()
+			if _, err := r.Route(ctx, reqs[i%len(reqs)], snap); err != nil {
+				b.Fatal(err)
+			}
+			if len(times) < cap(times) {
+				times = append(times, time.Since(start))
+			}
+			i++
+		}
+		reportLatency(b, times)
+	}
+	b.Run("in-process", func(b *testing.B) { run(b, newRouter(b, nil)) })
+	b.Run("plugin-rpc", func(b *testing.B) {
+		cfg := router.ClientConfig()
+		cfg.Cmd = routertest.PluginCommand(b)
+		cfg.AutoMTLS = true
+		cfg.Logger = hclog.NewNullLogger()
+		r, pc, err := router.Connect(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer pc.Kill()
+		run(b, r)
 	})
 }
