@@ -588,6 +588,12 @@ func TestClusterAPIErrors(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, "the unloaded instance gone everywhere", func() bool { return n2.statusOf(t, created.ID) == "" })
 
+	// A node that stops leaves: its peers drop its instances at once, instead of marking them unavailable.
+	echoID := e2.ID
+	n2.cmd.Process.Signal(syscall.SIGTERM)
+	<-n2.exited
+	waitFor(t, 5*time.Second, "node 2's instance gone from node 1", func() bool { return n1.statusOf(t, echoID) == "" })
+
 	// A node with another secret cannot join: neither side ever sees the other.
 	wrong := writeSecret(t, "not the secret the others share, at all")
 	n3 := startNode(t, "127.0.0.3", port, wrong, "127.0.0.1")

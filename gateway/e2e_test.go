@@ -553,10 +553,16 @@ func TestEngineKilledMidStream(t *testing.T) {
 	if ended > time.Second {
 		t.Errorf("the stream took %v to end after SIGKILL, want under 1s", ended)
 	}
+	// The cluster hears of it at once: the instance is unavailable until the engine is back, then ready.
+	id := g.instances(t)[0].ID
+	if st := g.statusOf(t, id); st != "unavailable" && enginePID(t, g) == 0 {
+		t.Errorf("instance %s is %q while its engine is down, want unavailable", id, st)
+	}
 	waitFor(t, 15*time.Second, "the engine plugin to restart", func() bool {
 		newPID := enginePID(t, g)
 		return newPID != 0 && newPID != pid
 	})
+	waitFor(t, 5*time.Second, "the instance ready again", func() bool { return g.statusOf(t, id) == "ready" })
 	resp, err := c.Chat.Completions.New(ctx, chatParams("echo", "back again"))
 	if err != nil || resp.Choices[0].Message.Content != "back again" {
 		t.Fatalf("after restart: %v %+v", err, resp)
