@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"time"
 
 	pb "github.com/duet-ai/duet/sdk/internal/proto/enginev1"
@@ -45,6 +46,11 @@ func descriptionToProto(d Description) *pb.Description {
 			MaxTopLogprobs: int64(d.Capabilities.MaxTopLogprobs),
 			PrefillServer:  d.Capabilities.PrefillServer,
 			RemotePrefill:  d.Capabilities.RemotePrefill,
+			Tools:          d.Capabilities.Tools,
+			Grammar:        d.Capabilities.Grammar,
+			Reasoning:      d.Capabilities.Reasoning,
+			MaxChoices:     int64(d.Capabilities.MaxChoices),
+			LogitBias:      d.Capabilities.LogitBias,
 		},
 		PrefillEndpoint: d.PrefillEndpoint,
 	}
@@ -79,6 +85,11 @@ func descriptionFromProto(d *pb.Description) Description {
 			MaxTopLogprobs: int(c.GetMaxTopLogprobs()),
 			PrefillServer:  c.GetPrefillServer(),
 			RemotePrefill:  c.GetRemotePrefill(),
+			Tools:          c.GetTools(),
+			Grammar:        c.GetGrammar(),
+			Reasoning:      c.GetReasoning(),
+			MaxChoices:     int(c.GetMaxChoices()),
+			LogitBias:      c.GetLogitBias(),
 		},
 		PrefillEndpoint: d.GetPrefillEndpoint(),
 	}
@@ -90,7 +101,52 @@ func messagesToProto(ms []Message) []*pb.Message {
 	}
 	out := make([]*pb.Message, len(ms))
 	for i, m := range ms {
-		out[i] = &pb.Message{Role: m.Role, Content: m.Content, Name: m.Name}
+		out[i] = &pb.Message{Role: m.Role, Content: m.Content, Name: m.Name, ToolCalls: toolCallsToProto(m.ToolCalls),
+			ToolCallId: m.ToolCallID, Reasoning: m.Reasoning}
+	}
+	return out
+}
+
+func toolCallsToProto(cs []ToolCall) []*pb.ToolCall {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]*pb.ToolCall, len(cs))
+	for i, c := range cs {
+		out[i] = &pb.ToolCall{Id: c.ID, Name: c.Name, Arguments: c.Arguments}
+	}
+	return out
+}
+
+func toolCallsFromProto(cs []*pb.ToolCall) []ToolCall {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]ToolCall, len(cs))
+	for i, c := range cs {
+		out[i] = ToolCall{ID: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}
+	}
+	return out
+}
+
+func toolCallDeltasToProto(ds []ToolCallDelta) []*pb.ToolCallDelta {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]*pb.ToolCallDelta, len(ds))
+	for i, d := range ds {
+		out[i] = &pb.ToolCallDelta{Index: int64(d.Index), Id: d.ID, Name: d.Name, Arguments: d.Arguments}
+	}
+	return out
+}
+
+func toolCallDeltasFromProto(ds []*pb.ToolCallDelta) []ToolCallDelta {
+	if len(ds) == 0 {
+		return nil
+	}
+	out := make([]ToolCallDelta, len(ds))
+	for i, d := range ds {
+		out[i] = ToolCallDelta{Index: int(d.GetIndex()), ID: d.GetId(), Name: d.GetName(), Arguments: d.GetArguments()}
 	}
 	return out
 }
@@ -101,7 +157,8 @@ func messagesFromProto(ms []*pb.Message) []Message {
 	}
 	out := make([]Message, len(ms))
 	for i, m := range ms {
-		out[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName()}
+		out[i] = Message{Role: m.GetRole(), Content: m.GetContent(), Name: m.GetName(), ToolCalls: toolCallsFromProto(m.GetToolCalls()),
+			ToolCallID: m.GetToolCallId(), Reasoning: m.GetReasoning()}
 	}
 	return out
 }
@@ -129,7 +186,21 @@ func generateRequestToProto(r GenerateRequest) *pb.GenerateRequest {
 			PresencePenalty:   s.PresencePenalty,
 			FrequencyPenalty:  s.FrequencyPenalty,
 			RepetitionPenalty: s.RepetitionPenalty,
+			LogitBias:         s.LogitBias,
 		},
+		ToolChoice:        &pb.ToolChoice{Mode: r.ToolChoice.Mode, Name: r.ToolChoice.Name},
+		ParallelToolCalls: r.ParallelToolCalls,
+		ResponseFormat: &pb.ResponseFormat{Type: r.ResponseFormat.Type, Name: r.ResponseFormat.Name,
+			Schema: r.ResponseFormat.Schema, Strict: r.ResponseFormat.Strict},
+		N: int64(r.N),
+	}
+	for _, t := range r.Tools {
+		out.Tools = append(out.Tools, &pb.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
+	}
+	if len(r.TemplateVars) > 0 {
+		// The variables are JSON values by contract; one that does not encode is dropped, as a template never
+		// could have read it.
+		out.TemplateVars, _ = json.Marshal(r.TemplateVars)
 	}
 	for _, e := range r.PrefillEndpoints {
 		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Address: e.Address, Node: e.Node, Approximate: e.Approximate})
@@ -159,7 +230,20 @@ func generateRequestFromProto(r *pb.GenerateRequest) GenerateRequest {
 			PresencePenalty:   s.GetPresencePenalty(),
 			FrequencyPenalty:  s.GetFrequencyPenalty(),
 			RepetitionPenalty: s.GetRepetitionPenalty(),
+			LogitBias:         s.GetLogitBias(),
 		},
+		ToolChoice:        ToolChoice{Mode: r.GetToolChoice().GetMode(), Name: r.GetToolChoice().GetName()},
+		ParallelToolCalls: r.GetParallelToolCalls(),
+		N:                 int(r.GetN()),
+	}
+	if f := r.GetResponseFormat(); f != nil {
+		out.ResponseFormat = ResponseFormat{Type: f.GetType(), Name: f.GetName(), Schema: f.GetSchema(), Strict: f.GetStrict()}
+	}
+	for _, t := range r.GetTools() {
+		out.Tools = append(out.Tools, Tool{Name: t.GetName(), Description: t.GetDescription(), Parameters: t.GetParameters(), Strict: t.GetStrict()})
+	}
+	if b := r.GetTemplateVars(); len(b) > 0 {
+		_ = json.Unmarshal(b, &out.TemplateVars)
 	}
 	if s != nil && s.Seed != nil {
 		seed := s.GetSeed()
@@ -172,9 +256,15 @@ func generateRequestFromProto(r *pb.GenerateRequest) GenerateRequest {
 }
 
 func eventToProto(ev Event) *pb.Event {
+	e := eventKindToProto(ev)
+	e.Choice = int64(ev.Choice)
+	return e
+}
+
+func eventKindToProto(ev Event) *pb.Event {
 	switch {
 	case ev.Token != nil:
-		t := &pb.Token{Id: ev.Token.ID, Text: ev.Token.Text}
+		t := &pb.Token{Id: ev.Token.ID, Text: ev.Token.Text, Reasoning: ev.Token.Reasoning, ToolCalls: toolCallDeltasToProto(ev.Token.ToolCalls)}
 		if lp := ev.Token.Logprob; lp != nil {
 			t.Logprob = &pb.Logprob{Token: lp.Token, Bytes: lp.Bytes, Logprob: lp.Logprob}
 			for _, alt := range lp.Top {
@@ -191,6 +281,8 @@ func eventToProto(ev Event) *pb.Event {
 			Error:        f.Error,
 			ErrorCode:    string(f.ErrorCode),
 			Text:         f.Text,
+			Reasoning:    f.Reasoning,
+			ToolCalls:    toolCallsToProto(f.ToolCalls),
 			Usage: &pb.Usage{
 				PromptTokens:     int64(f.Usage.PromptTokens),
 				CompletionTokens: int64(f.Usage.CompletionTokens),
@@ -203,9 +295,15 @@ func eventToProto(ev Event) *pb.Event {
 }
 
 func eventFromProto(ev *pb.Event) Event {
+	e := eventKindFromProto(ev)
+	e.Choice = int(ev.GetChoice())
+	return e
+}
+
+func eventKindFromProto(ev *pb.Event) Event {
 	switch k := ev.GetKind().(type) {
 	case *pb.Event_Token:
-		t := &Token{ID: k.Token.GetId(), Text: k.Token.GetText()}
+		t := &Token{ID: k.Token.GetId(), Text: k.Token.GetText(), Reasoning: k.Token.GetReasoning(), ToolCalls: toolCallDeltasFromProto(k.Token.GetToolCalls())}
 		if lp := k.Token.GetLogprob(); lp != nil {
 			t.Logprob = &Logprob{Token: lp.GetToken(), Bytes: lp.GetBytes(), Logprob: lp.GetLogprob()}
 			for _, alt := range lp.GetTop() {
@@ -222,6 +320,8 @@ func eventFromProto(ev *pb.Event) Event {
 			Error:        f.GetError(),
 			ErrorCode:    Code(f.GetErrorCode()),
 			Text:         f.GetText(),
+			Reasoning:    f.GetReasoning(),
+			ToolCalls:    toolCallsFromProto(f.GetToolCalls()),
 			Usage: Usage{
 				PromptTokens:     int(u.GetPromptTokens()),
 				CompletionTokens: int(u.GetCompletionTokens()),

@@ -24,6 +24,17 @@ func TestGenerateRequestRoundTrip(t *testing.T) {
 			PrefillEndpoints: []PrefillEndpoint{{InstanceID: "p", Address: "10.0.0.1:7000", Node: "n2"}, {Address: "10.0.0.2:7000", Approximate: true}},
 		},
 		"tokens without seed": {InstanceID: "i", PromptTokens: []int32{5, 6, 7}},
+		"tools and formats": {InstanceID: "i", N: 3, ParallelToolCalls: true,
+			Messages: []Message{
+				{Role: "assistant", Reasoning: "thinking", ToolCalls: []ToolCall{{ID: "call_1", Name: "f", Arguments: `{"x":1}`}}},
+				{Role: "tool", ToolCallID: "call_1", Content: "42"},
+			},
+			Tools:          []Tool{{Name: "f", Description: "does f", Parameters: []byte(`{"type":"object"}`), Strict: true}},
+			ToolChoice:     ToolChoice{Mode: ToolChoiceFunction, Name: "f"},
+			ResponseFormat: ResponseFormat{Type: FormatJSONSchema, Name: "s", Schema: []byte(`{"type":"object"}`), Strict: true},
+			TemplateVars:   map[string]any{"enable_thinking": false, "date_string": "1 Dec 2026"},
+			Sampling:       Sampling{LogitBias: map[int32]float64{5: -100, 7: 2.5}},
+		},
 		// Counts beyond int32 cross unchanged: the boundary never narrows (it once turned 2^32+4 into 4).
 		"counts past int32": {InstanceID: "i", Prompt: "p", Sampling: Sampling{
 			MaxTokens: 1<<32 + 4, TopK: 1<<31 + 1, TopLogprobs: 1 << 40}},
@@ -44,7 +55,10 @@ func TestEventRoundTrip(t *testing.T) {
 	cases := map[string]Event{
 		"progress":            {Progress: &Progress{Done: 3, Total: 9}},
 		"progress past int32": {Progress: &Progress{Done: 1 << 33, Total: 1<<33 + 1}},
-		"token":               {Token: &Token{ID: 42, Text: "hé"}},
+		"token of choice 2":   {Choice: 2, Token: &Token{ID: 3, Reasoning: "hmm", ToolCalls: []ToolCallDelta{{Index: 1, ID: "call_2", Name: "g", Arguments: `{"a"`}}}},
+		"final with calls": {Choice: 1, Final: &Final{FinishReason: FinishToolCalls, Reasoning: "done thinking",
+			ToolCalls: []ToolCall{{ID: "call_1", Name: "f", Arguments: `{}`}}}},
+		"token": {Token: &Token{ID: 42, Text: "hé"}},
 		"token with logprobs": {Token: &Token{ID: 1, Text: "a", Logprob: &Logprob{
 			Token: "a", Bytes: []byte("a"), Logprob: -0.5,
 			Top: []TopLogprob{{ID: 1, Token: "a", Bytes: []byte("a"), Logprob: -0.5}, {ID: 2, Token: "b", Bytes: []byte{0xe2}, Logprob: -2}},
@@ -73,8 +87,9 @@ func TestDescriptionStatsRoundTrip(t *testing.T) {
 	d := Description{
 		InstanceID: "i", ModelID: "m", Architecture: "llama", Backend: "go", Fingerprint: "f", DType: "bfloat16",
 		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000, MaxBytesPerToken: 48, KVCompat: "kv1:llama-0011",
-		KV:              KVLayout{NumLayers: 2, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16"},
-		Capabilities:    Capabilities{Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20, PrefillServer: true, RemotePrefill: true},
+		KV: KVLayout{NumLayers: 2, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16"},
+		Capabilities: Capabilities{Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20, PrefillServer: true, RemotePrefill: true,
+			Tools: true, Grammar: true, Reasoning: true, MaxChoices: 8, LogitBias: true},
 		PrefillEndpoint: "127.0.0.1:7000",
 	}
 	if out := descriptionFromProto(descriptionToProto(d)); !reflect.DeepEqual(d, out) {

@@ -98,13 +98,85 @@ type Capabilities struct {
 	MaxTopLogprobs int
 	PrefillServer  bool // serves its KV to other engines
 	RemotePrefill  bool // can continue from KV fetched from PrefillEndpoints
+	// Tools: the chat template renders GenerateRequest.Tools and tool messages, and the engine parses tool
+	// calls out of the output (Token.ToolCalls, Final.ToolCalls).
+	Tools bool
+	// Grammar: the engine constrains decoding to ResponseFormat's JSON and to forced tool calls.
+	Grammar bool
+	// Reasoning: the engine sends a reasoning model's thinking as Token.Reasoning, not as content.
+	Reasoning bool
+	// MaxChoices is the largest GenerateRequest.N honoured (0 or 1: one choice).
+	MaxChoices int
+	// LogitBias: Sampling.LogitBias is applied.
+	LogitBias bool
 }
 
 // Message is one chat message. Content is plain text: the gateway flattens OpenAI content parts.
 type Message struct {
-	Role    string // "system", "user", "assistant" (engines may accept others their templates know)
+	Role    string // "system", "user", "assistant", "tool" (engines may accept others their templates know)
 	Content string
 	Name    string
+	// ToolCalls are the calls an assistant message made; ToolCallID says which call a "tool" message answers.
+	ToolCalls  []ToolCall
+	ToolCallID string
+	// Reasoning is an assistant message's thinking (OpenAI-compatible servers call it reasoning_content);
+	// templates of reasoning models decide whether to show it.
+	Reasoning string
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is the JSON schema of the function's arguments (an object schema), as the client sent it.
+	Parameters []byte
+	// Strict asks that the arguments match Parameters exactly: engines with Grammar constrain them.
+	Strict bool
+}
+
+// ToolCall is one call of a tool.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string // a JSON object
+}
+
+// ToolCallDelta is a piece of a tool call as it streams: the first piece of a call has its ID and Name, the
+// following ones add to its Arguments.
+type ToolCallDelta struct {
+	Index     int // of the call among the choice's calls
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Tool choice modes.
+const (
+	ToolChoiceAuto     = "auto"     // the model decides (the default when tools are given)
+	ToolChoiceNone     = "none"     // no call: tools are shown to the template but the output is text
+	ToolChoiceRequired = "required" // at least one call
+	ToolChoiceFunction = "function" // a call of ToolChoice.Name
+)
+
+// ToolChoice says whether and which tool the model must call.
+type ToolChoice struct {
+	Mode string // one of the ToolChoice constants; empty: auto
+	Name string // for ToolChoiceFunction
+}
+
+// Response formats.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object" // any JSON object
+	FormatJSONSchema = "json_schema" // a JSON value matching Schema
+)
+
+// ResponseFormat constrains a generation's text.
+type ResponseFormat struct {
+	Type   string // one of the Format constants; empty: text
+	Name   string
+	Schema []byte // for FormatJSONSchema
+	Strict bool
 }
 
 // GenerateRequest is one generation. Exactly one of Messages, Prompt and PromptTokens is set.
@@ -119,6 +191,19 @@ type GenerateRequest struct {
 	// PrefillEndpoints are KV wire servers, in order of preference, that may prefill the prompt for this
 	// request. Engines without RemotePrefill ignore them.
 	PrefillEndpoints []PrefillEndpoint
+	// Tools the model may call, and whether and which it must (chat requests; Capabilities.Tools).
+	Tools      []Tool
+	ToolChoice ToolChoice
+	// ParallelToolCalls allows more than one call in an answer.
+	ParallelToolCalls bool
+	// ResponseFormat constrains the output (Capabilities.Grammar).
+	ResponseFormat ResponseFormat
+	// TemplateVars are further variables of the chat template, e.g. "enable_thinking": false. Values are JSON
+	// values (strings, numbers, bools, nil, []any, map[string]any).
+	TemplateVars map[string]any
+	// N is how many choices to generate from the one prompt (0 or 1: one). They share the prompt's prefill;
+	// each has its own stream of draws (seeded from Sampling.Seed and its index). Events say their choice.
+	N int
 }
 
 // Sampling controls how tokens are chosen. The zero value is greedy decoding up to the engine's default limit.
@@ -138,6 +223,9 @@ type Sampling struct {
 	PresencePenalty   float64
 	FrequencyPenalty  float64
 	RepetitionPenalty float64 // 0 or 1: off
+	// LogitBias is added to the logits of the given tokens before sampling (OpenAI's logit_bias, in [-100,
+	// 100]; -100 bans a token, 100 all but forces it).
+	LogitBias map[int32]float64
 }
 
 // PrefillEndpoint is a KV wire server that can prefill for a decode instance.
@@ -150,8 +238,10 @@ type PrefillEndpoint struct {
 	Approximate bool
 }
 
-// Event is one step of a generation stream. Exactly one field is set.
+// Event is one step of a generation stream. Exactly one of Progress, Token and Final is set.
 type Event struct {
+	// Choice is the index of the choice the event belongs to, when GenerateRequest.N > 1.
+	Choice   int
 	Progress *Progress
 	Token    *Token
 	Final    *Final
@@ -165,10 +255,14 @@ type Progress struct {
 // Token is one generated token.
 type Token struct {
 	ID int32
-	// Text is what this token adds to the output. It can be empty while the engine holds back bytes of an
-	// incomplete UTF-8 character or a possible stop string.
-	Text    string
-	Logprob *Logprob // set when the request asked for logprobs
+	// Text is what this token adds to the output's content. It can be empty while the engine holds back bytes
+	// of an incomplete UTF-8 character, a possible stop string or a possible tool-call marker.
+	Text string
+	// Reasoning is what it adds to the reasoning (a reasoning model's thinking), ToolCalls what it adds to tool
+	// calls (Capabilities.Reasoning, Capabilities.Tools).
+	Reasoning string
+	ToolCalls []ToolCallDelta
+	Logprob   *Logprob // set when the request asked for logprobs
 }
 
 // Logprob is the log probability of a chosen token and its top alternatives.
@@ -194,6 +288,7 @@ type FinishReason string
 const (
 	FinishStop      FinishReason = "stop"      // EOS, a stop token or a stop string
 	FinishLength    FinishReason = "length"    // MaxTokens or the context length
+	FinishToolCalls FinishReason = "tool_calls" // the model called tools
 	FinishCancelled FinishReason = "cancelled" // the caller cancelled or the instance was unloaded
 	FinishError     FinishReason = "error"     // the engine failed; Final.Error says why
 )
@@ -204,8 +299,13 @@ type Final struct {
 	// Error and ErrorCode describe the failure when FinishReason is FinishError.
 	Error     string
 	ErrorCode Code
-	// Text is output held back until the end (e.g. the start of a stop string that never completed).
-	Text    string
+	// Text is output held back until the end (e.g. the start of a stop string that never completed);
+	// Reasoning likewise for the reasoning.
+	Text      string
+	Reasoning string
+	// ToolCalls are the choice's complete tool calls, also when they streamed as ToolCallDeltas.
+	ToolCalls []ToolCall
+	// Usage counts this choice's completion tokens (and the prompt, shared by all choices).
 	Usage   Usage
 	Timings Timings
 }

@@ -251,6 +251,11 @@ type Capabilities struct {
 	MaxTopLogprobs int64                  `protobuf:"varint,5,opt,name=max_top_logprobs,json=maxTopLogprobs,proto3" json:"max_top_logprobs,omitempty"`
 	PrefillServer  bool                   `protobuf:"varint,6,opt,name=prefill_server,json=prefillServer,proto3" json:"prefill_server,omitempty"`
 	RemotePrefill  bool                   `protobuf:"varint,7,opt,name=remote_prefill,json=remotePrefill,proto3" json:"remote_prefill,omitempty"`
+	Tools          bool                   `protobuf:"varint,8,opt,name=tools,proto3" json:"tools,omitempty"`
+	Grammar        bool                   `protobuf:"varint,9,opt,name=grammar,proto3" json:"grammar,omitempty"`
+	Reasoning      bool                   `protobuf:"varint,10,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	MaxChoices     int64                  `protobuf:"varint,11,opt,name=max_choices,json=maxChoices,proto3" json:"max_choices,omitempty"`
+	LogitBias      bool                   `protobuf:"varint,12,opt,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -330,6 +335,41 @@ func (x *Capabilities) GetPrefillServer() bool {
 func (x *Capabilities) GetRemotePrefill() bool {
 	if x != nil {
 		return x.RemotePrefill
+	}
+	return false
+}
+
+func (x *Capabilities) GetTools() bool {
+	if x != nil {
+		return x.Tools
+	}
+	return false
+}
+
+func (x *Capabilities) GetGrammar() bool {
+	if x != nil {
+		return x.Grammar
+	}
+	return false
+}
+
+func (x *Capabilities) GetReasoning() bool {
+	if x != nil {
+		return x.Reasoning
+	}
+	return false
+}
+
+func (x *Capabilities) GetMaxChoices() int64 {
+	if x != nil {
+		return x.MaxChoices
+	}
+	return 0
+}
+
+func (x *Capabilities) GetLogitBias() bool {
+	if x != nil {
+		return x.LogitBias
 	}
 	return false
 }
@@ -539,6 +579,9 @@ type Message struct {
 	Role          string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
 	Content       string                 `protobuf:"bytes,2,opt,name=content,proto3" json:"content,omitempty"`
 	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	ToolCalls     []*ToolCall            `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCallId    string                 `protobuf:"bytes,5,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	Reasoning     string                 `protobuf:"bytes,6,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -594,6 +637,343 @@ func (x *Message) GetName() string {
 	return ""
 }
 
+func (x *Message) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *Message) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *Message) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
+	}
+	return ""
+}
+
+type ToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_enginev1_engine_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_enginev1_engine_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+type ToolCallDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_enginev1_engine_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_enginev1_engine_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ToolCallDelta) GetIndex() int64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCallDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+type Tool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Parameters    []byte                 `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	Strict        bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_enginev1_engine_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_enginev1_engine_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetParameters() []byte {
+	if x != nil {
+		return x.Parameters
+	}
+	return nil
+}
+
+func (x *Tool) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+type ToolChoice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_enginev1_engine_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_enginev1_engine_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ToolChoice) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ToolChoice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type ResponseFormat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Schema        []byte                 `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Strict        bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseFormat) Reset() {
+	*x = ResponseFormat{}
+	mi := &file_enginev1_engine_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseFormat) ProtoMessage() {}
+
+func (x *ResponseFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_enginev1_engine_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseFormat.ProtoReflect.Descriptor instead.
+func (*ResponseFormat) Descriptor() ([]byte, []int) {
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ResponseFormat) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ResponseFormat) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ResponseFormat) GetSchema() []byte {
+	if x != nil {
+		return x.Schema
+	}
+	return nil
+}
+
+func (x *ResponseFormat) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
 type Sampling struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	MaxTokens         int64                  `protobuf:"varint,1,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
@@ -610,13 +990,14 @@ type Sampling struct {
 	PresencePenalty   float64                `protobuf:"fixed64,12,opt,name=presence_penalty,json=presencePenalty,proto3" json:"presence_penalty,omitempty"`
 	FrequencyPenalty  float64                `protobuf:"fixed64,13,opt,name=frequency_penalty,json=frequencyPenalty,proto3" json:"frequency_penalty,omitempty"`
 	RepetitionPenalty float64                `protobuf:"fixed64,14,opt,name=repetition_penalty,json=repetitionPenalty,proto3" json:"repetition_penalty,omitempty"`
+	LogitBias         map[int32]float64      `protobuf:"bytes,15,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_enginev1_engine_proto_msgTypes[8]
+	mi := &file_enginev1_engine_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +1009,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[8]
+	mi := &file_enginev1_engine_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +1022,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{8}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Sampling) GetMaxTokens() int64 {
@@ -742,6 +1123,13 @@ func (x *Sampling) GetRepetitionPenalty() float64 {
 	return 0
 }
 
+func (x *Sampling) GetLogitBias() map[int32]float64 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
 type PrefillEndpoint struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
@@ -754,7 +1142,7 @@ type PrefillEndpoint struct {
 
 func (x *PrefillEndpoint) Reset() {
 	*x = PrefillEndpoint{}
-	mi := &file_enginev1_engine_proto_msgTypes[9]
+	mi := &file_enginev1_engine_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -766,7 +1154,7 @@ func (x *PrefillEndpoint) String() string {
 func (*PrefillEndpoint) ProtoMessage() {}
 
 func (x *PrefillEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[9]
+	mi := &file_enginev1_engine_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -779,7 +1167,7 @@ func (x *PrefillEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillEndpoint.ProtoReflect.Descriptor instead.
 func (*PrefillEndpoint) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{9}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PrefillEndpoint) GetInstanceId() string {
@@ -821,14 +1209,21 @@ type GenerateRequest struct {
 	PrefillEndpoints    []*PrefillEndpoint     `protobuf:"bytes,7,rep,name=prefill_endpoints,json=prefillEndpoints,proto3" json:"prefill_endpoints,omitempty"`
 	AddGenerationPrompt bool                   `protobuf:"varint,8,opt,name=add_generation_prompt,json=addGenerationPrompt,proto3" json:"add_generation_prompt,omitempty"`
 	// Set when the caller wants the prompt rendered but not continued with a generation prompt (chat only).
-	ContinueFinalMessage bool `protobuf:"varint,9,opt,name=continue_final_message,json=continueFinalMessage,proto3" json:"continue_final_message,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	ContinueFinalMessage bool            `protobuf:"varint,9,opt,name=continue_final_message,json=continueFinalMessage,proto3" json:"continue_final_message,omitempty"`
+	Tools                []*Tool         `protobuf:"bytes,10,rep,name=tools,proto3" json:"tools,omitempty"`
+	ToolChoice           *ToolChoice     `protobuf:"bytes,11,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	ParallelToolCalls    bool            `protobuf:"varint,12,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3" json:"parallel_tool_calls,omitempty"`
+	ResponseFormat       *ResponseFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	// JSON object of further chat template variables.
+	TemplateVars  []byte `protobuf:"bytes,14,opt,name=template_vars,json=templateVars,proto3" json:"template_vars,omitempty"`
+	N             int64  `protobuf:"varint,15,opt,name=n,proto3" json:"n,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GenerateRequest) Reset() {
 	*x = GenerateRequest{}
-	mi := &file_enginev1_engine_proto_msgTypes[10]
+	mi := &file_enginev1_engine_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +1235,7 @@ func (x *GenerateRequest) String() string {
 func (*GenerateRequest) ProtoMessage() {}
 
 func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[10]
+	mi := &file_enginev1_engine_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +1248,7 @@ func (x *GenerateRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GenerateRequest.ProtoReflect.Descriptor instead.
 func (*GenerateRequest) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{10}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GenerateRequest) GetRequestId() string {
@@ -919,6 +1314,48 @@ func (x *GenerateRequest) GetContinueFinalMessage() bool {
 	return false
 }
 
+func (x *GenerateRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetParallelToolCalls() bool {
+	if x != nil {
+		return x.ParallelToolCalls
+	}
+	return false
+}
+
+func (x *GenerateRequest) GetResponseFormat() *ResponseFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetTemplateVars() []byte {
+	if x != nil {
+		return x.TemplateVars
+	}
+	return nil
+}
+
+func (x *GenerateRequest) GetN() int64 {
+	if x != nil {
+		return x.N
+	}
+	return 0
+}
+
 type TopLogprob struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -931,7 +1368,7 @@ type TopLogprob struct {
 
 func (x *TopLogprob) Reset() {
 	*x = TopLogprob{}
-	mi := &file_enginev1_engine_proto_msgTypes[11]
+	mi := &file_enginev1_engine_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -943,7 +1380,7 @@ func (x *TopLogprob) String() string {
 func (*TopLogprob) ProtoMessage() {}
 
 func (x *TopLogprob) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[11]
+	mi := &file_enginev1_engine_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -956,7 +1393,7 @@ func (x *TopLogprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopLogprob.ProtoReflect.Descriptor instead.
 func (*TopLogprob) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{11}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TopLogprob) GetId() int32 {
@@ -999,7 +1436,7 @@ type Logprob struct {
 
 func (x *Logprob) Reset() {
 	*x = Logprob{}
-	mi := &file_enginev1_engine_proto_msgTypes[12]
+	mi := &file_enginev1_engine_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1011,7 +1448,7 @@ func (x *Logprob) String() string {
 func (*Logprob) ProtoMessage() {}
 
 func (x *Logprob) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[12]
+	mi := &file_enginev1_engine_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1024,7 +1461,7 @@ func (x *Logprob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Logprob.ProtoReflect.Descriptor instead.
 func (*Logprob) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{12}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Logprob) GetToken() string {
@@ -1065,7 +1502,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_enginev1_engine_proto_msgTypes[13]
+	mi := &file_enginev1_engine_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1514,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[13]
+	mi := &file_enginev1_engine_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1527,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{13}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Progress) GetDone() int64 {
@@ -1112,13 +1549,15 @@ type Token struct {
 	Id            int32                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
 	Logprob       *Logprob               `protobuf:"bytes,3,opt,name=logprob,proto3" json:"logprob,omitempty"`
+	Reasoning     string                 `protobuf:"bytes,4,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	ToolCalls     []*ToolCallDelta       `protobuf:"bytes,5,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Token) Reset() {
 	*x = Token{}
-	mi := &file_enginev1_engine_proto_msgTypes[14]
+	mi := &file_enginev1_engine_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1569,7 @@ func (x *Token) String() string {
 func (*Token) ProtoMessage() {}
 
 func (x *Token) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[14]
+	mi := &file_enginev1_engine_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1582,7 @@ func (x *Token) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Token.ProtoReflect.Descriptor instead.
 func (*Token) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{14}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Token) GetId() int32 {
@@ -1167,6 +1606,20 @@ func (x *Token) GetLogprob() *Logprob {
 	return nil
 }
 
+func (x *Token) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
+	}
+	return ""
+}
+
+func (x *Token) GetToolCalls() []*ToolCallDelta {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
 type Usage struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	PromptTokens     int64                  `protobuf:"varint,1,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
@@ -1178,7 +1631,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_enginev1_engine_proto_msgTypes[15]
+	mi := &file_enginev1_engine_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1643,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[15]
+	mi := &file_enginev1_engine_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1656,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{15}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Usage) GetPromptTokens() int64 {
@@ -1245,7 +1698,7 @@ type RemotePrefill struct {
 
 func (x *RemotePrefill) Reset() {
 	*x = RemotePrefill{}
-	mi := &file_enginev1_engine_proto_msgTypes[16]
+	mi := &file_enginev1_engine_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1710,7 @@ func (x *RemotePrefill) String() string {
 func (*RemotePrefill) ProtoMessage() {}
 
 func (x *RemotePrefill) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[16]
+	mi := &file_enginev1_engine_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1723,7 @@ func (x *RemotePrefill) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemotePrefill.ProtoReflect.Descriptor instead.
 func (*RemotePrefill) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{16}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RemotePrefill) GetEndpoint() string {
@@ -1358,7 +1811,7 @@ type Timings struct {
 
 func (x *Timings) Reset() {
 	*x = Timings{}
-	mi := &file_enginev1_engine_proto_msgTypes[17]
+	mi := &file_enginev1_engine_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1823,7 @@ func (x *Timings) String() string {
 func (*Timings) ProtoMessage() {}
 
 func (x *Timings) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[17]
+	mi := &file_enginev1_engine_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1836,7 @@ func (x *Timings) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Timings.ProtoReflect.Descriptor instead.
 func (*Timings) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{17}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Timings) GetQueueNs() int64 {
@@ -1443,13 +1896,15 @@ type Final struct {
 	Usage         *Usage                 `protobuf:"bytes,4,opt,name=usage,proto3" json:"usage,omitempty"`
 	Timings       *Timings               `protobuf:"bytes,5,opt,name=timings,proto3" json:"timings,omitempty"`
 	ErrorCode     string                 `protobuf:"bytes,6,opt,name=error_code,json=errorCode,proto3" json:"error_code,omitempty"`
+	Reasoning     string                 `protobuf:"bytes,7,opt,name=reasoning,proto3" json:"reasoning,omitempty"`
+	ToolCalls     []*ToolCall            `protobuf:"bytes,8,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Final) Reset() {
 	*x = Final{}
-	mi := &file_enginev1_engine_proto_msgTypes[18]
+	mi := &file_enginev1_engine_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1916,7 @@ func (x *Final) String() string {
 func (*Final) ProtoMessage() {}
 
 func (x *Final) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[18]
+	mi := &file_enginev1_engine_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1929,7 @@ func (x *Final) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Final.ProtoReflect.Descriptor instead.
 func (*Final) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{18}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Final) GetFinishReason() string {
@@ -1519,6 +1974,20 @@ func (x *Final) GetErrorCode() string {
 	return ""
 }
 
+func (x *Final) GetReasoning() string {
+	if x != nil {
+		return x.Reasoning
+	}
+	return ""
+}
+
+func (x *Final) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
 type Event struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Kind:
@@ -1527,13 +1996,14 @@ type Event struct {
 	//	*Event_Token
 	//	*Event_Final
 	Kind          isEvent_Kind `protobuf_oneof:"kind"`
+	Choice        int64        `protobuf:"varint,4,opt,name=choice,proto3" json:"choice,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_enginev1_engine_proto_msgTypes[19]
+	mi := &file_enginev1_engine_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1545,7 +2015,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[19]
+	mi := &file_enginev1_engine_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1558,7 +2028,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{19}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Event) GetKind() isEvent_Kind {
@@ -1595,6 +2065,13 @@ func (x *Event) GetFinal() *Final {
 	return nil
 }
 
+func (x *Event) GetChoice() int64 {
+	if x != nil {
+		return x.Choice
+	}
+	return 0
+}
+
 type isEvent_Kind interface {
 	isEvent_Kind()
 }
@@ -1626,7 +2103,7 @@ type EventBatch struct {
 
 func (x *EventBatch) Reset() {
 	*x = EventBatch{}
-	mi := &file_enginev1_engine_proto_msgTypes[20]
+	mi := &file_enginev1_engine_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +2115,7 @@ func (x *EventBatch) String() string {
 func (*EventBatch) ProtoMessage() {}
 
 func (x *EventBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[20]
+	mi := &file_enginev1_engine_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +2128,7 @@ func (x *EventBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventBatch.ProtoReflect.Descriptor instead.
 func (*EventBatch) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{20}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *EventBatch) GetEvents() []*Event {
@@ -1674,7 +2151,7 @@ type TokenizeRequest struct {
 
 func (x *TokenizeRequest) Reset() {
 	*x = TokenizeRequest{}
-	mi := &file_enginev1_engine_proto_msgTypes[21]
+	mi := &file_enginev1_engine_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1686,7 +2163,7 @@ func (x *TokenizeRequest) String() string {
 func (*TokenizeRequest) ProtoMessage() {}
 
 func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[21]
+	mi := &file_enginev1_engine_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1699,7 +2176,7 @@ func (x *TokenizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeRequest.ProtoReflect.Descriptor instead.
 func (*TokenizeRequest) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{21}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TokenizeRequest) GetInstanceId() string {
@@ -1747,7 +2224,7 @@ type TokenizeResponse struct {
 
 func (x *TokenizeResponse) Reset() {
 	*x = TokenizeResponse{}
-	mi := &file_enginev1_engine_proto_msgTypes[22]
+	mi := &file_enginev1_engine_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1759,7 +2236,7 @@ func (x *TokenizeResponse) String() string {
 func (*TokenizeResponse) ProtoMessage() {}
 
 func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[22]
+	mi := &file_enginev1_engine_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1772,7 +2249,7 @@ func (x *TokenizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TokenizeResponse.ProtoReflect.Descriptor instead.
 func (*TokenizeResponse) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{22}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TokenizeResponse) GetTokens() []int32 {
@@ -1804,7 +2281,7 @@ type PrefixCacheStats struct {
 
 func (x *PrefixCacheStats) Reset() {
 	*x = PrefixCacheStats{}
-	mi := &file_enginev1_engine_proto_msgTypes[23]
+	mi := &file_enginev1_engine_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2293,7 @@ func (x *PrefixCacheStats) String() string {
 func (*PrefixCacheStats) ProtoMessage() {}
 
 func (x *PrefixCacheStats) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[23]
+	mi := &file_enginev1_engine_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2306,7 @@ func (x *PrefixCacheStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefixCacheStats.ProtoReflect.Descriptor instead.
 func (*PrefixCacheStats) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{23}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PrefixCacheStats) GetHits() int64 {
@@ -1896,7 +2373,7 @@ type InstanceStats struct {
 
 func (x *InstanceStats) Reset() {
 	*x = InstanceStats{}
-	mi := &file_enginev1_engine_proto_msgTypes[24]
+	mi := &file_enginev1_engine_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2385,7 @@ func (x *InstanceStats) String() string {
 func (*InstanceStats) ProtoMessage() {}
 
 func (x *InstanceStats) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[24]
+	mi := &file_enginev1_engine_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2398,7 @@ func (x *InstanceStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceStats.ProtoReflect.Descriptor instead.
 func (*InstanceStats) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{24}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *InstanceStats) GetInstanceId() string {
@@ -1983,7 +2460,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_enginev1_engine_proto_msgTypes[25]
+	mi := &file_enginev1_engine_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1995,7 +2472,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_enginev1_engine_proto_msgTypes[25]
+	mi := &file_enginev1_engine_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2008,7 +2485,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_enginev1_engine_proto_rawDescGZIP(), []int{25}
+	return file_enginev1_engine_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *StatsResponse) GetInstances() []*InstanceStats {
@@ -2049,7 +2526,7 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\fnum_kv_heads\x18\x02 \x01(\x03R\n" +
 	"numKvHeads\x12\x19\n" +
 	"\bhead_dim\x18\x03 \x01(\x03R\aheadDim\x12\x14\n" +
-	"\x05dtype\x18\x04 \x01(\tR\x05dtype\"\xfd\x01\n" +
+	"\x05dtype\x18\x04 \x01(\tR\x05dtype\"\x8b\x03\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04chat\x18\x01 \x01(\bR\x04chat\x12 \n" +
 	"\vcompletions\x18\x02 \x01(\bR\vcompletions\x12#\n" +
@@ -2057,7 +2534,15 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\blogprobs\x18\x04 \x01(\bR\blogprobs\x12(\n" +
 	"\x10max_top_logprobs\x18\x05 \x01(\x03R\x0emaxTopLogprobs\x12%\n" +
 	"\x0eprefill_server\x18\x06 \x01(\bR\rprefillServer\x12%\n" +
-	"\x0eremote_prefill\x18\a \x01(\bR\rremotePrefill\"\xac\x04\n" +
+	"\x0eremote_prefill\x18\a \x01(\bR\rremotePrefill\x12\x14\n" +
+	"\x05tools\x18\b \x01(\bR\x05tools\x12\x18\n" +
+	"\agrammar\x18\t \x01(\bR\agrammar\x12\x1c\n" +
+	"\treasoning\x18\n" +
+	" \x01(\bR\treasoning\x12\x1f\n" +
+	"\vmax_choices\x18\v \x01(\x03R\n" +
+	"maxChoices\x12\x1d\n" +
+	"\n" +
+	"logit_bias\x18\f \x01(\bR\tlogitBias\"\xac\x04\n" +
 	"\vDescription\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x19\n" +
@@ -2080,11 +2565,41 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x13max_bytes_per_token\x18\x0e \x01(\x03R\x10maxBytesPerToken\x12\x1b\n" +
 	"\tkv_compat\x18\x0f \x01(\tR\bkvCompat\"N\n" +
 	"\x11InstancesResponse\x129\n" +
-	"\tinstances\x18\x01 \x03(\v2\x1b.duet.engine.v1.DescriptionR\tinstances\"K\n" +
+	"\tinstances\x18\x01 \x03(\v2\x1b.duet.engine.v1.DescriptionR\tinstances\"\xc4\x01\n" +
 	"\aMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x12\x18\n" +
 	"\acontent\x18\x02 \x01(\tR\acontent\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\"\xcb\x03\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x127\n" +
+	"\n" +
+	"tool_calls\x18\x04 \x03(\v2\x18.duet.engine.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x05 \x01(\tR\n" +
+	"toolCallId\x12\x1c\n" +
+	"\treasoning\x18\x06 \x01(\tR\treasoning\"L\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"g\n" +
+	"\rToolCallDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"t\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
+	"\n" +
+	"parameters\x18\x03 \x01(\fR\n" +
+	"parameters\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"4\n" +
+	"\n" +
+	"ToolChoice\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"h\n" +
+	"\x0eResponseFormat\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\fR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"\xd1\x04\n" +
 	"\bSampling\x12\x1d\n" +
 	"\n" +
 	"max_tokens\x18\x01 \x01(\x03R\tmaxTokens\x12 \n" +
@@ -2102,14 +2617,19 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\ftop_logprobs\x18\v \x01(\x03R\vtopLogprobs\x12)\n" +
 	"\x10presence_penalty\x18\f \x01(\x01R\x0fpresencePenalty\x12+\n" +
 	"\x11frequency_penalty\x18\r \x01(\x01R\x10frequencyPenalty\x12-\n" +
-	"\x12repetition_penalty\x18\x0e \x01(\x01R\x11repetitionPenaltyB\a\n" +
+	"\x12repetition_penalty\x18\x0e \x01(\x01R\x11repetitionPenalty\x12F\n" +
+	"\n" +
+	"logit_bias\x18\x0f \x03(\v2'.duet.engine.v1.Sampling.LogitBiasEntryR\tlogitBias\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x05R\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\a\n" +
 	"\x05_seed\"\x82\x01\n" +
 	"\x0fPrefillEndpoint\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x18\n" +
 	"\aaddress\x18\x02 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04node\x18\x03 \x01(\tR\x04node\x12 \n" +
-	"\vapproximate\x18\x04 \x01(\bR\vapproximate\"\xb1\x03\n" +
+	"\vapproximate\x18\x04 \x01(\bR\vapproximate\"\xc6\x05\n" +
 	"\x0fGenerateRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1f\n" +
@@ -2121,7 +2641,15 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\bsampling\x18\x06 \x01(\v2\x18.duet.engine.v1.SamplingR\bsampling\x12L\n" +
 	"\x11prefill_endpoints\x18\a \x03(\v2\x1f.duet.engine.v1.PrefillEndpointR\x10prefillEndpoints\x122\n" +
 	"\x15add_generation_prompt\x18\b \x01(\bR\x13addGenerationPrompt\x124\n" +
-	"\x16continue_final_message\x18\t \x01(\bR\x14continueFinalMessage\"b\n" +
+	"\x16continue_final_message\x18\t \x01(\bR\x14continueFinalMessage\x12*\n" +
+	"\x05tools\x18\n" +
+	" \x03(\v2\x14.duet.engine.v1.ToolR\x05tools\x12;\n" +
+	"\vtool_choice\x18\v \x01(\v2\x1a.duet.engine.v1.ToolChoiceR\n" +
+	"toolChoice\x12.\n" +
+	"\x13parallel_tool_calls\x18\f \x01(\bR\x11parallelToolCalls\x12G\n" +
+	"\x0fresponse_format\x18\r \x01(\v2\x1e.duet.engine.v1.ResponseFormatR\x0eresponseFormat\x12#\n" +
+	"\rtemplate_vars\x18\x0e \x01(\fR\ftemplateVars\x12\f\n" +
+	"\x01n\x18\x0f \x01(\x03R\x01n\"b\n" +
 	"\n" +
 	"TopLogprob\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x14\n" +
@@ -2135,11 +2663,14 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x03top\x18\x04 \x03(\v2\x1a.duet.engine.v1.TopLogprobR\x03top\"4\n" +
 	"\bProgress\x12\x12\n" +
 	"\x04done\x18\x01 \x01(\x03R\x04done\x12\x14\n" +
-	"\x05total\x18\x02 \x01(\x03R\x05total\"^\n" +
+	"\x05total\x18\x02 \x01(\x03R\x05total\"\xba\x01\n" +
 	"\x05Token\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x05R\x02id\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x121\n" +
-	"\alogprob\x18\x03 \x01(\v2\x17.duet.engine.v1.LogprobR\alogprob\"~\n" +
+	"\alogprob\x18\x03 \x01(\v2\x17.duet.engine.v1.LogprobR\alogprob\x12\x1c\n" +
+	"\treasoning\x18\x04 \x01(\tR\treasoning\x12<\n" +
+	"\n" +
+	"tool_calls\x18\x05 \x03(\v2\x1d.duet.engine.v1.ToolCallDeltaR\ttoolCalls\"~\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12#\n" +
@@ -2166,7 +2697,7 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\tdecode_ns\x18\x04 \x01(\x03R\bdecodeNs\x12\x19\n" +
 	"\btotal_ns\x18\x05 \x01(\x03R\atotalNs\x12%\n" +
 	"\x0eprefill_source\x18\x06 \x01(\tR\rprefillSource\x125\n" +
-	"\x06remote\x18\a \x01(\v2\x1d.duet.engine.v1.RemotePrefillR\x06remote\"\xd5\x01\n" +
+	"\x06remote\x18\a \x01(\v2\x1d.duet.engine.v1.RemotePrefillR\x06remote\"\xac\x02\n" +
 	"\x05Final\x12#\n" +
 	"\rfinish_reason\x18\x01 \x01(\tR\ffinishReason\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x12\n" +
@@ -2174,11 +2705,15 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x05usage\x18\x04 \x01(\v2\x15.duet.engine.v1.UsageR\x05usage\x121\n" +
 	"\atimings\x18\x05 \x01(\v2\x17.duet.engine.v1.TimingsR\atimings\x12\x1d\n" +
 	"\n" +
-	"error_code\x18\x06 \x01(\tR\terrorCode\"\xa5\x01\n" +
+	"error_code\x18\x06 \x01(\tR\terrorCode\x12\x1c\n" +
+	"\treasoning\x18\a \x01(\tR\treasoning\x127\n" +
+	"\n" +
+	"tool_calls\x18\b \x03(\v2\x18.duet.engine.v1.ToolCallR\ttoolCalls\"\xbd\x01\n" +
 	"\x05Event\x126\n" +
 	"\bprogress\x18\x01 \x01(\v2\x18.duet.engine.v1.ProgressH\x00R\bprogress\x12-\n" +
 	"\x05token\x18\x02 \x01(\v2\x15.duet.engine.v1.TokenH\x00R\x05token\x12-\n" +
-	"\x05final\x18\x03 \x01(\v2\x15.duet.engine.v1.FinalH\x00R\x05finalB\x06\n" +
+	"\x05final\x18\x03 \x01(\v2\x15.duet.engine.v1.FinalH\x00R\x05final\x12\x16\n" +
+	"\x06choice\x18\x04 \x01(\x03R\x06choiceB\x06\n" +
 	"\x04kind\";\n" +
 	"\n" +
 	"EventBatch\x12-\n" +
@@ -2241,7 +2776,7 @@ func file_enginev1_engine_proto_rawDescGZIP() []byte {
 	return file_enginev1_engine_proto_rawDescData
 }
 
-var file_enginev1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_enginev1_engine_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_enginev1_engine_proto_goTypes = []any{
 	(*Empty)(nil),             // 0: duet.engine.v1.Empty
 	(*LoadRequest)(nil),       // 1: duet.engine.v1.LoadRequest
@@ -2251,69 +2786,82 @@ var file_enginev1_engine_proto_goTypes = []any{
 	(*Description)(nil),       // 5: duet.engine.v1.Description
 	(*InstancesResponse)(nil), // 6: duet.engine.v1.InstancesResponse
 	(*Message)(nil),           // 7: duet.engine.v1.Message
-	(*Sampling)(nil),          // 8: duet.engine.v1.Sampling
-	(*PrefillEndpoint)(nil),   // 9: duet.engine.v1.PrefillEndpoint
-	(*GenerateRequest)(nil),   // 10: duet.engine.v1.GenerateRequest
-	(*TopLogprob)(nil),        // 11: duet.engine.v1.TopLogprob
-	(*Logprob)(nil),           // 12: duet.engine.v1.Logprob
-	(*Progress)(nil),          // 13: duet.engine.v1.Progress
-	(*Token)(nil),             // 14: duet.engine.v1.Token
-	(*Usage)(nil),             // 15: duet.engine.v1.Usage
-	(*RemotePrefill)(nil),     // 16: duet.engine.v1.RemotePrefill
-	(*Timings)(nil),           // 17: duet.engine.v1.Timings
-	(*Final)(nil),             // 18: duet.engine.v1.Final
-	(*Event)(nil),             // 19: duet.engine.v1.Event
-	(*EventBatch)(nil),        // 20: duet.engine.v1.EventBatch
-	(*TokenizeRequest)(nil),   // 21: duet.engine.v1.TokenizeRequest
-	(*TokenizeResponse)(nil),  // 22: duet.engine.v1.TokenizeResponse
-	(*PrefixCacheStats)(nil),  // 23: duet.engine.v1.PrefixCacheStats
-	(*InstanceStats)(nil),     // 24: duet.engine.v1.InstanceStats
-	(*StatsResponse)(nil),     // 25: duet.engine.v1.StatsResponse
-	nil,                       // 26: duet.engine.v1.LoadRequest.OptionsEntry
-	nil,                       // 27: duet.engine.v1.InstanceStats.MetricsEntry
-	nil,                       // 28: duet.engine.v1.StatsResponse.MetricsEntry
+	(*ToolCall)(nil),          // 8: duet.engine.v1.ToolCall
+	(*ToolCallDelta)(nil),     // 9: duet.engine.v1.ToolCallDelta
+	(*Tool)(nil),              // 10: duet.engine.v1.Tool
+	(*ToolChoice)(nil),        // 11: duet.engine.v1.ToolChoice
+	(*ResponseFormat)(nil),    // 12: duet.engine.v1.ResponseFormat
+	(*Sampling)(nil),          // 13: duet.engine.v1.Sampling
+	(*PrefillEndpoint)(nil),   // 14: duet.engine.v1.PrefillEndpoint
+	(*GenerateRequest)(nil),   // 15: duet.engine.v1.GenerateRequest
+	(*TopLogprob)(nil),        // 16: duet.engine.v1.TopLogprob
+	(*Logprob)(nil),           // 17: duet.engine.v1.Logprob
+	(*Progress)(nil),          // 18: duet.engine.v1.Progress
+	(*Token)(nil),             // 19: duet.engine.v1.Token
+	(*Usage)(nil),             // 20: duet.engine.v1.Usage
+	(*RemotePrefill)(nil),     // 21: duet.engine.v1.RemotePrefill
+	(*Timings)(nil),           // 22: duet.engine.v1.Timings
+	(*Final)(nil),             // 23: duet.engine.v1.Final
+	(*Event)(nil),             // 24: duet.engine.v1.Event
+	(*EventBatch)(nil),        // 25: duet.engine.v1.EventBatch
+	(*TokenizeRequest)(nil),   // 26: duet.engine.v1.TokenizeRequest
+	(*TokenizeResponse)(nil),  // 27: duet.engine.v1.TokenizeResponse
+	(*PrefixCacheStats)(nil),  // 28: duet.engine.v1.PrefixCacheStats
+	(*InstanceStats)(nil),     // 29: duet.engine.v1.InstanceStats
+	(*StatsResponse)(nil),     // 30: duet.engine.v1.StatsResponse
+	nil,                       // 31: duet.engine.v1.LoadRequest.OptionsEntry
+	nil,                       // 32: duet.engine.v1.Sampling.LogitBiasEntry
+	nil,                       // 33: duet.engine.v1.InstanceStats.MetricsEntry
+	nil,                       // 34: duet.engine.v1.StatsResponse.MetricsEntry
 }
 var file_enginev1_engine_proto_depIdxs = []int32{
-	26, // 0: duet.engine.v1.LoadRequest.options:type_name -> duet.engine.v1.LoadRequest.OptionsEntry
+	31, // 0: duet.engine.v1.LoadRequest.options:type_name -> duet.engine.v1.LoadRequest.OptionsEntry
 	3,  // 1: duet.engine.v1.Description.kv:type_name -> duet.engine.v1.KVLayout
 	4,  // 2: duet.engine.v1.Description.capabilities:type_name -> duet.engine.v1.Capabilities
 	5,  // 3: duet.engine.v1.InstancesResponse.instances:type_name -> duet.engine.v1.Description
-	7,  // 4: duet.engine.v1.GenerateRequest.messages:type_name -> duet.engine.v1.Message
-	8,  // 5: duet.engine.v1.GenerateRequest.sampling:type_name -> duet.engine.v1.Sampling
-	9,  // 6: duet.engine.v1.GenerateRequest.prefill_endpoints:type_name -> duet.engine.v1.PrefillEndpoint
-	11, // 7: duet.engine.v1.Logprob.top:type_name -> duet.engine.v1.TopLogprob
-	12, // 8: duet.engine.v1.Token.logprob:type_name -> duet.engine.v1.Logprob
-	16, // 9: duet.engine.v1.Timings.remote:type_name -> duet.engine.v1.RemotePrefill
-	15, // 10: duet.engine.v1.Final.usage:type_name -> duet.engine.v1.Usage
-	17, // 11: duet.engine.v1.Final.timings:type_name -> duet.engine.v1.Timings
-	13, // 12: duet.engine.v1.Event.progress:type_name -> duet.engine.v1.Progress
-	14, // 13: duet.engine.v1.Event.token:type_name -> duet.engine.v1.Token
-	18, // 14: duet.engine.v1.Event.final:type_name -> duet.engine.v1.Final
-	19, // 15: duet.engine.v1.EventBatch.events:type_name -> duet.engine.v1.Event
-	7,  // 16: duet.engine.v1.TokenizeRequest.messages:type_name -> duet.engine.v1.Message
-	23, // 17: duet.engine.v1.InstanceStats.prefix_cache:type_name -> duet.engine.v1.PrefixCacheStats
-	27, // 18: duet.engine.v1.InstanceStats.metrics:type_name -> duet.engine.v1.InstanceStats.MetricsEntry
-	24, // 19: duet.engine.v1.StatsResponse.instances:type_name -> duet.engine.v1.InstanceStats
-	28, // 20: duet.engine.v1.StatsResponse.metrics:type_name -> duet.engine.v1.StatsResponse.MetricsEntry
-	1,  // 21: duet.engine.v1.Engine.Load:input_type -> duet.engine.v1.LoadRequest
-	2,  // 22: duet.engine.v1.Engine.Unload:input_type -> duet.engine.v1.UnloadRequest
-	0,  // 23: duet.engine.v1.Engine.Instances:input_type -> duet.engine.v1.Empty
-	10, // 24: duet.engine.v1.Engine.Generate:input_type -> duet.engine.v1.GenerateRequest
-	21, // 25: duet.engine.v1.Engine.Tokenize:input_type -> duet.engine.v1.TokenizeRequest
-	0,  // 26: duet.engine.v1.Engine.Stats:input_type -> duet.engine.v1.Empty
-	0,  // 27: duet.engine.v1.Engine.Health:input_type -> duet.engine.v1.Empty
-	5,  // 28: duet.engine.v1.Engine.Load:output_type -> duet.engine.v1.Description
-	0,  // 29: duet.engine.v1.Engine.Unload:output_type -> duet.engine.v1.Empty
-	6,  // 30: duet.engine.v1.Engine.Instances:output_type -> duet.engine.v1.InstancesResponse
-	20, // 31: duet.engine.v1.Engine.Generate:output_type -> duet.engine.v1.EventBatch
-	22, // 32: duet.engine.v1.Engine.Tokenize:output_type -> duet.engine.v1.TokenizeResponse
-	25, // 33: duet.engine.v1.Engine.Stats:output_type -> duet.engine.v1.StatsResponse
-	0,  // 34: duet.engine.v1.Engine.Health:output_type -> duet.engine.v1.Empty
-	28, // [28:35] is the sub-list for method output_type
-	21, // [21:28] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	8,  // 4: duet.engine.v1.Message.tool_calls:type_name -> duet.engine.v1.ToolCall
+	32, // 5: duet.engine.v1.Sampling.logit_bias:type_name -> duet.engine.v1.Sampling.LogitBiasEntry
+	7,  // 6: duet.engine.v1.GenerateRequest.messages:type_name -> duet.engine.v1.Message
+	13, // 7: duet.engine.v1.GenerateRequest.sampling:type_name -> duet.engine.v1.Sampling
+	14, // 8: duet.engine.v1.GenerateRequest.prefill_endpoints:type_name -> duet.engine.v1.PrefillEndpoint
+	10, // 9: duet.engine.v1.GenerateRequest.tools:type_name -> duet.engine.v1.Tool
+	11, // 10: duet.engine.v1.GenerateRequest.tool_choice:type_name -> duet.engine.v1.ToolChoice
+	12, // 11: duet.engine.v1.GenerateRequest.response_format:type_name -> duet.engine.v1.ResponseFormat
+	16, // 12: duet.engine.v1.Logprob.top:type_name -> duet.engine.v1.TopLogprob
+	17, // 13: duet.engine.v1.Token.logprob:type_name -> duet.engine.v1.Logprob
+	9,  // 14: duet.engine.v1.Token.tool_calls:type_name -> duet.engine.v1.ToolCallDelta
+	21, // 15: duet.engine.v1.Timings.remote:type_name -> duet.engine.v1.RemotePrefill
+	20, // 16: duet.engine.v1.Final.usage:type_name -> duet.engine.v1.Usage
+	22, // 17: duet.engine.v1.Final.timings:type_name -> duet.engine.v1.Timings
+	8,  // 18: duet.engine.v1.Final.tool_calls:type_name -> duet.engine.v1.ToolCall
+	18, // 19: duet.engine.v1.Event.progress:type_name -> duet.engine.v1.Progress
+	19, // 20: duet.engine.v1.Event.token:type_name -> duet.engine.v1.Token
+	23, // 21: duet.engine.v1.Event.final:type_name -> duet.engine.v1.Final
+	24, // 22: duet.engine.v1.EventBatch.events:type_name -> duet.engine.v1.Event
+	7,  // 23: duet.engine.v1.TokenizeRequest.messages:type_name -> duet.engine.v1.Message
+	28, // 24: duet.engine.v1.InstanceStats.prefix_cache:type_name -> duet.engine.v1.PrefixCacheStats
+	33, // 25: duet.engine.v1.InstanceStats.metrics:type_name -> duet.engine.v1.InstanceStats.MetricsEntry
+	29, // 26: duet.engine.v1.StatsResponse.instances:type_name -> duet.engine.v1.InstanceStats
+	34, // 27: duet.engine.v1.StatsResponse.metrics:type_name -> duet.engine.v1.StatsResponse.MetricsEntry
+	1,  // 28: duet.engine.v1.Engine.Load:input_type -> duet.engine.v1.LoadRequest
+	2,  // 29: duet.engine.v1.Engine.Unload:input_type -> duet.engine.v1.UnloadRequest
+	0,  // 30: duet.engine.v1.Engine.Instances:input_type -> duet.engine.v1.Empty
+	15, // 31: duet.engine.v1.Engine.Generate:input_type -> duet.engine.v1.GenerateRequest
+	26, // 32: duet.engine.v1.Engine.Tokenize:input_type -> duet.engine.v1.TokenizeRequest
+	0,  // 33: duet.engine.v1.Engine.Stats:input_type -> duet.engine.v1.Empty
+	0,  // 34: duet.engine.v1.Engine.Health:input_type -> duet.engine.v1.Empty
+	5,  // 35: duet.engine.v1.Engine.Load:output_type -> duet.engine.v1.Description
+	0,  // 36: duet.engine.v1.Engine.Unload:output_type -> duet.engine.v1.Empty
+	6,  // 37: duet.engine.v1.Engine.Instances:output_type -> duet.engine.v1.InstancesResponse
+	25, // 38: duet.engine.v1.Engine.Generate:output_type -> duet.engine.v1.EventBatch
+	27, // 39: duet.engine.v1.Engine.Tokenize:output_type -> duet.engine.v1.TokenizeResponse
+	30, // 40: duet.engine.v1.Engine.Stats:output_type -> duet.engine.v1.StatsResponse
+	0,  // 41: duet.engine.v1.Engine.Health:output_type -> duet.engine.v1.Empty
+	35, // [35:42] is the sub-list for method output_type
+	28, // [28:35] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_enginev1_engine_proto_init() }
@@ -2321,8 +2869,8 @@ func file_enginev1_engine_proto_init() {
 	if File_enginev1_engine_proto != nil {
 		return
 	}
-	file_enginev1_engine_proto_msgTypes[8].OneofWrappers = []any{}
-	file_enginev1_engine_proto_msgTypes[19].OneofWrappers = []any{
+	file_enginev1_engine_proto_msgTypes[13].OneofWrappers = []any{}
+	file_enginev1_engine_proto_msgTypes[24].OneofWrappers = []any{
 		(*Event_Progress)(nil),
 		(*Event_Token)(nil),
 		(*Event_Final)(nil),
@@ -2333,7 +2881,7 @@ func file_enginev1_engine_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_enginev1_engine_proto_rawDesc), len(file_enginev1_engine_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   29,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
