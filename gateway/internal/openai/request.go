@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -20,15 +21,28 @@ const (
 	// maxCount bounds every count a client sends (max_tokens, top_k, ...). No context comes near it, and it keeps
 	// each value exact on every platform and wire it crosses: larger values are a 400, never a narrowed number.
 	maxCount = 1<<31 - 1
+	// maxChoices is OpenAI's bound on n; the engine says how many it serves (Capabilities.MaxChoices).
+	maxChoices = 128
+	// maxTools and the name pattern are OpenAI's.
+	maxTools        = 128
+	maxToolNameLen  = 64
+	maxLogitBias    = 1024
+	maxLogitBiasAbs = 100
 )
 
 // ChatRequest is a parsed POST /v1/chat/completions body.
 type ChatRequest struct {
-	Model        string
-	Messages     []engine.Message
-	Stream       bool
-	IncludeUsage bool
-	Sampling     engine.Sampling
+	Model             string
+	Messages          []engine.Message
+	Stream            bool
+	IncludeUsage      bool
+	Sampling          engine.Sampling
+	Tools             []engine.Tool
+	ToolChoice        engine.ToolChoice
+	ParallelToolCalls bool
+	ResponseFormat    engine.ResponseFormat
+	TemplateVars      map[string]any
+	N                 int
 }
 
 // CompletionRequest is a parsed POST /v1/completions body.
@@ -68,14 +82,41 @@ type commonBody struct {
 
 type chatBody struct {
 	commonBody
-	Messages            []messageBody   `json:"messages"`
-	MaxTokens           *int            `json:"max_tokens"`
-	MaxCompletionTokens *int            `json:"max_completion_tokens"`
-	Logprobs            *bool           `json:"logprobs"`
-	TopLogprobs         *int            `json:"top_logprobs"`
-	Tools               json.RawMessage `json:"tools"`
-	Functions           json.RawMessage `json:"functions"`
-	ResponseFormat      *responseFormat `json:"response_format"`
+	Messages            []messageBody          `json:"messages"`
+	MaxTokens           *int                   `json:"max_tokens"`
+	MaxCompletionTokens *int                   `json:"max_completion_tokens"`
+	Logprobs            *bool                  `json:"logprobs"`
+	TopLogprobs         *int                   `json:"top_logprobs"`
+	Tools               []toolBody             `json:"tools"`
+	ToolChoice          json.RawMessage        `json:"tool_choice"`
+	ParallelToolCalls   *bool                  `json:"parallel_tool_calls"`
+	Functions           []functionBody         `json:"functions"`
+	FunctionCall        json.RawMessage        `json:"function_call"`
+	ResponseFormat      *responseFormat        `json:"response_format"`
+	ChatTemplateKwargs  map[string]any         `json:"chat_template_kwargs"`
+	LogitBias           map[string]json.Number `json:"logit_bias"`
+	ReasoningEffort     *string                `json:"reasoning_effort"`
+}
+
+type toolBody struct {
+	Type     *string       `json:"type"`
+	Function *functionBody `json:"function"`
+}
+
+type functionBody struct {
+	Name        *string         `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+type toolCallBody struct {
+	ID       *string `json:"id"`
+	Type     *string `json:"type"`
+	Function *struct {
+		Name      *string `json:"name"`
+		Arguments *string `json:"arguments"`
+	} `json:"function"`
 }
 
 type streamOptions struct {
@@ -83,15 +124,25 @@ type streamOptions struct {
 }
 
 type responseFormat struct {
-	Type string `json:"type"`
+	Type       string `json:"type"`
+	JSONSchema *struct {
+		Name   string          `json:"name"`
+		Schema json.RawMessage `json:"schema"`
+		Strict *bool           `json:"strict"`
+	} `json:"json_schema"`
 }
 
 type messageBody struct {
-	Role       *string         `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       *string         `json:"name"`
-	ToolCalls  json.RawMessage `json:"tool_calls"`
-	ToolCallID *string         `json:"tool_call_id"`
+	Role             *string         `json:"role"`
+	Content          json.RawMessage `json:"content"`
+	Name             *string         `json:"name"`
+	ToolCalls        []toolCallBody  `json:"tool_calls"`
+	ToolCallID       *string         `json:"tool_call_id"`
+	ReasoningContent *string         `json:"reasoning_content"`
+	FunctionCall     *struct {
+		Name      *string `json:"name"`
+		Arguments *string `json:"arguments"`
+	} `json:"function_call"`
 }
 
 type contentPart struct {
@@ -143,18 +194,40 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		}
 		r.Messages = append(r.Messages, msg)
 	}
-	if len(b.Tools) > 0 && string(b.Tools) != "null" || len(b.Functions) > 0 && string(b.Functions) != "null" {
-		return r, BadRequest("tools", "tool and function calling are not supported by this server")
-	}
-	if f := b.ResponseFormat; f != nil && f.Type != "" && f.Type != "text" {
-		return r, BadRequest("response_format", "response_format %q is not supported; only \"text\"", f.Type)
-	}
 	var err *Error
+	if err = b.parseTools(&r); err != nil {
+		return r, err
+	}
+	if r.ResponseFormat, err = parseResponseFormat(b.ResponseFormat); err != nil {
+		return r, err
+	}
 	if r.Stream, r.IncludeUsage, err = parseStream(b.Stream, b.StreamOptions); err != nil {
 		return r, err
 	}
-	if err := checkN(b.N, "n"); err != nil {
+	r.N = 1
+	if b.N != nil {
+		if err := checkCount("n", *b.N, 1); err != nil || *b.N > maxChoices {
+			return r, BadRequest("n", "n must be between 1 and %d, got %d", maxChoices, *b.N)
+		}
+		r.N = *b.N
+	}
+	if r.Sampling.LogitBias, err = parseLogitBias(b.LogitBias); err != nil {
 		return r, err
+	}
+	r.TemplateVars = b.ChatTemplateKwargs
+	if e := b.ReasoningEffort; e != nil {
+		// OpenAI's knob for reasoning models: "none" turns thinking off where the template can (enable_thinking).
+		switch *e {
+		case "none", "minimal", "low", "medium", "high":
+		default:
+			return r, BadRequest("reasoning_effort", "reasoning_effort must be none, minimal, low, medium or high, got %q", *e)
+		}
+		if _, set := r.TemplateVars["enable_thinking"]; !set {
+			if r.TemplateVars == nil {
+				r.TemplateVars = map[string]any{}
+			}
+			r.TemplateVars["enable_thinking"] = *e != "none"
+		}
 	}
 	maxTokens, param := b.MaxCompletionTokens, "max_completion_tokens"
 	if maxTokens == nil {
@@ -299,7 +372,7 @@ func jsonTypeName(goType string) string {
 	}
 }
 
-var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true}
+var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
 func parseMessage(i int, m messageBody) (engine.Message, *Error) {
 	param := fmt.Sprintf("messages[%d]", i)
@@ -307,27 +380,238 @@ func parseMessage(i int, m messageBody) (engine.Message, *Error) {
 		return engine.Message{}, BadRequest(param+".role", "%s is missing the role", param)
 	}
 	role := *m.Role
-	if role == "tool" || role == "function" {
-		return engine.Message{}, BadRequest(param+".role", "role %q is not supported: this server does not support tool calling", role)
-	}
 	if !roles[role] {
-		return engine.Message{}, BadRequest(param+".role", "invalid role %q: expected system, developer, user or assistant", role)
-	}
-	if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
-		return engine.Message{}, BadRequest(param+".tool_calls", "tool calls are not supported by this server")
+		return engine.Message{}, BadRequest(param+".role", "invalid role %q: expected system, developer, user, assistant or tool", role)
 	}
 	if role == "developer" {
 		role = "system" // OpenAI's newer name for system; chat templates know "system"
+	}
+	var msg engine.Message
+	switch role {
+	case "tool":
+		if m.ToolCallID == nil || *m.ToolCallID == "" {
+			return engine.Message{}, BadRequest(param+".tool_call_id", "%s is a tool message without tool_call_id", param)
+		}
+		msg.ToolCallID = *m.ToolCallID
+	case "function":
+		// The deprecated functions API: the answer of a call, named by its function.
+		if m.Name == nil || *m.Name == "" {
+			return engine.Message{}, BadRequest(param+".name", "%s is a function message without name", param)
+		}
+		role = "tool"
+	case "assistant":
+		for j, tc := range m.ToolCalls {
+			call, err := parseToolCall(fmt.Sprintf("%s.tool_calls[%d]", param, j), tc)
+			if err != nil {
+				return engine.Message{}, err
+			}
+			msg.ToolCalls = append(msg.ToolCalls, call)
+		}
+		if fc := m.FunctionCall; fc != nil && fc.Name != nil {
+			args := "{}"
+			if fc.Arguments != nil {
+				args = *fc.Arguments
+			}
+			msg.ToolCalls = append(msg.ToolCalls, engine.ToolCall{ID: fmt.Sprintf("call_%d", i), Name: *fc.Name, Arguments: args})
+		}
+		if m.ReasoningContent != nil {
+			msg.Reasoning = *m.ReasoningContent
+		}
+	}
+	if len(m.ToolCalls) > 0 && role != "assistant" {
+		return engine.Message{}, BadRequest(param+".tool_calls", "only assistant messages carry tool_calls")
 	}
 	content, err := parseContent(param+".content", m.Content, role == "assistant")
 	if err != nil {
 		return engine.Message{}, err
 	}
-	msg := engine.Message{Role: role, Content: content}
+	msg.Role, msg.Content = role, content
 	if m.Name != nil {
 		msg.Name = *m.Name
 	}
 	return msg, nil
+}
+
+func parseToolCall(param string, tc toolCallBody) (engine.ToolCall, *Error) {
+	if tc.Type != nil && *tc.Type != "function" {
+		return engine.ToolCall{}, BadRequest(param+".type", "tool call type %q is not supported; only \"function\"", *tc.Type)
+	}
+	if tc.Function == nil || tc.Function.Name == nil || *tc.Function.Name == "" {
+		return engine.ToolCall{}, BadRequest(param+".function.name", "%s has no function name", param)
+	}
+	call := engine.ToolCall{Name: *tc.Function.Name, Arguments: "{}"}
+	if tc.ID != nil {
+		call.ID = *tc.ID
+	}
+	if a := tc.Function.Arguments; a != nil && *a != "" {
+		if !json.Valid([]byte(*a)) {
+			return engine.ToolCall{}, BadRequest(param+".function.arguments", "%s's arguments are not valid JSON", param)
+		}
+		call.Arguments = *a
+	}
+	return call, nil
+}
+
+// parseTools reads tools and tool_choice (and the deprecated functions and function_call).
+func (b *chatBody) parseTools(r *ChatRequest) *Error {
+	if len(b.Tools) > 0 && len(b.Functions) > 0 {
+		return BadRequest("functions", "send tools or functions, not both")
+	}
+	if len(b.Tools)+len(b.Functions) > maxTools {
+		return BadRequest("tools", "at most %d tools, got %d", maxTools, len(b.Tools)+len(b.Functions))
+	}
+	seen := map[string]bool{}
+	addFunc := func(param string, f *functionBody) *Error {
+		if f == nil || f.Name == nil {
+			return BadRequest(param+".name", "%s has no name", param)
+		}
+		name := *f.Name
+		if !validToolName(name) {
+			return BadRequest(param+".name", "%s: the name %q must be 1 to %d letters, digits, _ or -", param, name, maxToolNameLen)
+		}
+		if seen[name] {
+			return BadRequest(param+".name", "two tools are named %q", name)
+		}
+		seen[name] = true
+		t := engine.Tool{Name: name, Parameters: bytes.TrimSpace(f.Parameters)}
+		if f.Description != nil {
+			t.Description = *f.Description
+		}
+		if f.Strict != nil {
+			t.Strict = *f.Strict
+		}
+		if len(t.Parameters) == 0 || string(t.Parameters) == "null" {
+			t.Parameters = []byte(`{"type":"object","properties":{}}`)
+		} else if t.Parameters[0] != '{' {
+			return BadRequest(param+".parameters", "%s's parameters must be a JSON schema object", param)
+		}
+		r.Tools = append(r.Tools, t)
+		return nil
+	}
+	for i, t := range b.Tools {
+		param := fmt.Sprintf("tools[%d]", i)
+		if t.Type == nil || *t.Type != "function" {
+			return BadRequest(param+".type", "%s: only tools of type \"function\" are supported", param)
+		}
+		if err := addFunc(param+".function", t.Function); err != nil {
+			return err
+		}
+	}
+	for i := range b.Functions {
+		if err := addFunc(fmt.Sprintf("functions[%d]", i), &b.Functions[i]); err != nil {
+			return err
+		}
+	}
+	r.ParallelToolCalls = b.ParallelToolCalls == nil || *b.ParallelToolCalls
+	choice, param := bytes.TrimSpace(b.ToolChoice), "tool_choice"
+	if len(choice) == 0 || string(choice) == "null" {
+		choice, param = bytes.TrimSpace(b.FunctionCall), "function_call"
+	}
+	mode, name := engine.ToolChoiceAuto, ""
+	switch {
+	case len(choice) == 0 || string(choice) == "null":
+		if len(r.Tools) == 0 {
+			mode = ""
+		}
+	case choice[0] == '"':
+		var s string
+		_ = json.Unmarshal(choice, &s)
+		switch s {
+		case engine.ToolChoiceAuto, engine.ToolChoiceNone, engine.ToolChoiceRequired:
+			mode = s
+		default:
+			return BadRequest(param, "%s must be \"none\", \"auto\", \"required\" or a function, got %q", param, s)
+		}
+	case choice[0] == '{':
+		var c struct {
+			Type     string `json:"type"`
+			Name     string `json:"name"`
+			Function struct {
+				Name string `json:"name"`
+			} `json:"function"`
+		}
+		if err := json.Unmarshal(choice, &c); err != nil {
+			return BadRequest(param, "%s is not a valid object: %v", param, err)
+		}
+		name = c.Function.Name
+		if name == "" {
+			name = c.Name // function_call: {"name": ...}
+		}
+		if name == "" {
+			return BadRequest(param, "%s names no function", param)
+		}
+		mode = engine.ToolChoiceFunction
+	default:
+		return BadRequest(param, "invalid type for '%s': expected a string or an object", param)
+	}
+	if mode != "" && mode != engine.ToolChoiceNone && len(r.Tools) == 0 {
+		return BadRequest(param, "%s is %q, but the request has no tools", param, mode)
+	}
+	if mode == engine.ToolChoiceFunction && !seen[name] {
+		return BadRequest(param, "%s names %q, which is not among the tools", param, name)
+	}
+	r.ToolChoice = engine.ToolChoice{Mode: mode, Name: name}
+	return nil
+}
+
+func validToolName(s string) bool {
+	if s == "" || len(s) > maxToolNameLen {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func parseResponseFormat(f *responseFormat) (engine.ResponseFormat, *Error) {
+	if f == nil {
+		return engine.ResponseFormat{}, nil
+	}
+	switch f.Type {
+	case "", engine.FormatText:
+		return engine.ResponseFormat{}, nil
+	case engine.FormatJSONObject:
+		return engine.ResponseFormat{Type: engine.FormatJSONObject}, nil
+	case engine.FormatJSONSchema:
+		js := f.JSONSchema
+		if js == nil {
+			return engine.ResponseFormat{}, BadRequest("response_format.json_schema", "response_format json_schema needs a json_schema object")
+		}
+		if js.Name == "" || !validToolName(js.Name) {
+			return engine.ResponseFormat{}, BadRequest("response_format.json_schema.name", "the schema's name must be 1 to %d letters, digits, _ or -", maxToolNameLen)
+		}
+		schema := bytes.TrimSpace(js.Schema)
+		if len(schema) == 0 || schema[0] != '{' {
+			return engine.ResponseFormat{}, BadRequest("response_format.json_schema.schema", "the schema must be a JSON object")
+		}
+		return engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: js.Name, Schema: schema, Strict: js.Strict != nil && *js.Strict}, nil
+	}
+	return engine.ResponseFormat{}, BadRequest("response_format.type", "response_format type %q is not text, json_object or json_schema", f.Type)
+}
+
+func parseLogitBias(m map[string]json.Number) (map[int32]float64, *Error) {
+	if len(m) == 0 {
+		return nil, nil
+	}
+	if len(m) > maxLogitBias {
+		return nil, BadRequest("logit_bias", "logit_bias holds %d tokens, more than %d", len(m), maxLogitBias)
+	}
+	out := make(map[int32]float64, len(m))
+	for k, v := range m {
+		id, err := strconv.ParseInt(k, 10, 32)
+		if err != nil || id < 0 {
+			return nil, BadRequest("logit_bias", "logit_bias key %q is not a token id", k)
+		}
+		f, err := v.Float64()
+		if err != nil || math.IsNaN(f) || f < -maxLogitBiasAbs || f > maxLogitBiasAbs {
+			return nil, BadRequest("logit_bias", "logit_bias of token %s must be between -100 and 100, got %s", k, v)
+		}
+		out[int32(id)] = f
+	}
+	return out, nil
 }
 
 // parseContent accepts a string or an array of text parts, which are joined.

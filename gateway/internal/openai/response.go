@@ -31,12 +31,13 @@ type Route struct {
 	Time            time.Duration
 }
 
-// Result accumulates a generation for a non-streamed response.
+// Result accumulates one choice of a generation for a non-streamed response.
 type Result struct {
-	Text     strings.Builder
-	Logprobs []engine.Logprob
-	Final    *engine.Final
-	Tokens   int
+	Text      strings.Builder
+	Reasoning strings.Builder
+	Logprobs  []engine.Logprob
+	Final     *engine.Final
+	Tokens    int
 }
 
 // Add folds one event into the result.
@@ -45,19 +46,68 @@ func (r *Result) Add(ev engine.Event) {
 	case ev.Token != nil:
 		r.Tokens++
 		r.Text.WriteString(ev.Token.Text)
+		r.Reasoning.WriteString(ev.Token.Reasoning)
 		if ev.Token.Logprob != nil {
 			r.Logprobs = append(r.Logprobs, *ev.Token.Logprob)
 		}
 	case ev.Final != nil:
 		r.Final = ev.Final
 		r.Text.WriteString(ev.Final.Text)
+		r.Reasoning.WriteString(ev.Final.Reasoning)
 	}
+}
+
+// Results accumulates every choice of a generation.
+type Results []*Result
+
+// NewResults makes n choices.
+func NewResults(n int) Results {
+	out := make(Results, max(n, 1))
+	for i := range out {
+		out[i] = &Result{}
+	}
+	return out
+}
+
+// Add folds an event into its choice's result (events of an unknown choice are dropped).
+func (rs Results) Add(ev engine.Event) {
+	if ev.Choice >= 0 && ev.Choice < len(rs) {
+		rs[ev.Choice].Add(ev)
+	}
+}
+
+// Done reports whether every choice has its final event; Failed returns the first that ended in an error.
+func (rs Results) Done() bool {
+	for _, r := range rs {
+		if r.Final == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// Usage adds the choices' completions to the prompt they share.
+func (rs Results) Usage() engine.Usage {
+	var u engine.Usage
+	for i, r := range rs {
+		if r.Final == nil {
+			continue
+		}
+		if i == 0 || u.PromptTokens == 0 {
+			u.PromptTokens, u.CachedTokens = r.Final.Usage.PromptTokens, r.Final.Usage.CachedTokens
+		}
+		u.CompletionTokens += r.Final.Usage.CompletionTokens
+	}
+	return u
 }
 
 // FinishReason maps an engine finish reason to OpenAI's.
 func FinishReason(f engine.FinishReason) string {
-	if f == engine.FinishLength {
+	switch f {
+	case engine.FinishLength:
 		return "length"
+	case engine.FinishToolCalls:
+		return "tool_calls"
 	}
 	return "stop"
 }
@@ -201,32 +251,85 @@ func appendChatLogprobs(dst []byte, lps []engine.Logprob) []byte {
 	return append(dst, `],"refusal":null}`...)
 }
 
-// AppendChatCompletion appends a whole chat.completion object.
-func AppendChatCompletion(dst []byte, m Meta, r *Result, withLogprobs bool) []byte {
+// AppendChatCompletion appends a whole chat.completion object, one choice per result.
+func AppendChatCompletion(dst []byte, m Meta, rs Results, withLogprobs bool) []byte {
 	dst = appendHead(dst, "chat.completion", m)
-	dst = append(dst, `,"choices":[{"index":0,"message":{"role":"assistant","content":`...)
-	dst = appendString(dst, r.Text.String())
-	dst = append(dst, `,"refusal":null},"logprobs":`...)
-	if withLogprobs {
-		dst = appendChatLogprobs(dst, r.Logprobs)
-	} else {
-		dst = append(dst, "null"...)
+	dst = append(dst, `,"choices":[`...)
+	for i, r := range rs {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `{"index":`...)
+		dst = strconv.AppendInt(dst, int64(i), 10)
+		dst = append(dst, `,"message":{"role":"assistant","content":`...)
+		text := r.Text.String()
+		if text == "" && len(r.Final.ToolCalls) > 0 {
+			dst = append(dst, "null"...) // as OpenAI answers a call without text
+		} else {
+			dst = appendString(dst, text)
+		}
+		if reasoning := r.Reasoning.String(); reasoning != "" {
+			dst = append(dst, `,"reasoning_content":`...)
+			dst = appendString(dst, reasoning)
+		}
+		if len(r.Final.ToolCalls) > 0 {
+			dst = append(dst, `,"tool_calls":[`...)
+			for j, c := range r.Final.ToolCalls {
+				if j > 0 {
+					dst = append(dst, ',')
+				}
+				dst = appendToolCall(dst, -1, c.ID, c.Name, c.Arguments, true)
+			}
+			dst = append(dst, ']')
+		}
+		dst = append(dst, `,"refusal":null},"logprobs":`...)
+		if withLogprobs {
+			dst = appendChatLogprobs(dst, r.Logprobs)
+		} else {
+			dst = append(dst, "null"...)
+		}
+		dst = append(dst, `,"finish_reason":"`...)
+		dst = append(dst, FinishReason(r.Final.FinishReason)...)
+		dst = append(dst, `"}`...)
 	}
-	dst = append(dst, `,"finish_reason":"`...)
-	dst = append(dst, FinishReason(r.Final.FinishReason)...)
-	dst = append(dst, `"}],"usage":`...)
-	dst = AppendUsage(dst, r.Final.Usage)
+	dst = append(dst, `],"usage":`...)
+	dst = AppendUsage(dst, rs.Usage())
 	dst = append(dst, `,"timings":`...)
-	dst = AppendTimings(dst, r.Final.Timings, m.Route)
+	dst = AppendTimings(dst, rs[0].Final.Timings, m.Route)
 	return append(dst, '}')
+}
+
+// appendToolCall appends a tool call (whole: full) or a streamed piece of one. A piece with an id starts a
+// call and names it, as OpenAI's first delta of a call does; the following ones carry arguments only.
+func appendToolCall(dst []byte, index int, id, name, args string, full bool) []byte {
+	dst = append(dst, '{')
+	if index >= 0 {
+		dst = append(dst, `"index":`...)
+		dst = strconv.AppendInt(dst, int64(index), 10)
+		dst = append(dst, ',')
+	}
+	if full || id != "" {
+		dst = append(dst, `"id":`...)
+		dst = appendString(dst, id)
+		dst = append(dst, `,"type":"function","function":{"name":`...)
+		dst = appendString(dst, name)
+		dst = append(dst, `,"arguments":`...)
+	} else {
+		dst = append(dst, `"function":{"arguments":`...)
+	}
+	dst = appendString(dst, args)
+	return append(dst, "}}"...)
 }
 
 // ChatChunk is one chat.completion.chunk.
 type ChatChunk struct {
-	Role     bool // the first chunk announces the assistant role
-	Content  string
-	Logprobs []engine.Logprob // nil: "logprobs":null
-	Finish   *engine.Final    // set on the last chunk
+	Index     int  // the choice
+	Role      bool // the first chunk announces the assistant role
+	Content   string
+	Reasoning string
+	ToolCalls []engine.ToolCallDelta
+	Logprobs  []engine.Logprob // nil: "logprobs":null
+	Finish    *engine.Final    // set on the last chunk
 	// UsageNull adds "usage":null, as OpenAI does on every chunk when include_usage is set.
 	UsageNull bool
 }
@@ -234,18 +337,42 @@ type ChatChunk struct {
 // AppendChatChunk appends one chunk as JSON.
 func AppendChatChunk(dst []byte, m Meta, c ChatChunk) []byte {
 	dst = appendHead(dst, "chat.completion.chunk", m)
-	dst = append(dst, `,"choices":[{"index":0,"delta":{`...)
+	dst = append(dst, `,"choices":[{"index":`...)
+	dst = strconv.AppendInt(dst, int64(c.Index), 10)
+	dst = append(dst, `,"delta":{`...)
 	sep := false
 	if c.Role {
 		dst = append(dst, `"role":"assistant"`...)
 		sep = true
 	}
-	if c.Content != "" || (c.Role && c.Finish == nil) {
+	if c.Content != "" || (c.Role && c.Finish == nil && c.Reasoning == "" && len(c.ToolCalls) == 0) {
 		if sep {
 			dst = append(dst, ',')
 		}
 		dst = append(dst, `"content":`...)
 		dst = appendString(dst, c.Content)
+		sep = true
+	}
+	if c.Reasoning != "" {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"reasoning_content":`...)
+		dst = appendString(dst, c.Reasoning)
+		sep = true
+	}
+	if len(c.ToolCalls) > 0 {
+		if sep {
+			dst = append(dst, ',')
+		}
+		dst = append(dst, `"tool_calls":[`...)
+		for i, d := range c.ToolCalls {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendToolCall(dst, d.Index, d.ID, d.Name, d.Arguments, false)
+		}
+		dst = append(dst, ']')
 	}
 	dst = append(dst, `},"logprobs":`...)
 	if c.Logprobs != nil {
@@ -322,7 +449,8 @@ func appendLegacyLogprobs(dst []byte, lps []engine.Logprob, offset int) []byte {
 }
 
 // AppendCompletion appends a whole text_completion object.
-func AppendCompletion(dst []byte, m Meta, r *Result, withLogprobs bool) []byte {
+func AppendCompletion(dst []byte, m Meta, rs Results, withLogprobs bool) []byte {
+	r := rs[0]
 	dst = appendHead(dst, "text_completion", m)
 	dst = append(dst, `,"choices":[{"text":`...)
 	dst = appendString(dst, r.Text.String())

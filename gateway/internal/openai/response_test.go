@@ -55,6 +55,18 @@ func final() *engine.Final {
 	}
 }
 
+// toolResult is a choice that thought, then called a tool without text.
+func toolResult() *Result {
+	r := &Result{}
+	r.Add(engine.Event{Token: &engine.Token{ID: 1, Reasoning: "The user wants the weather."}})
+	r.Add(engine.Event{Token: &engine.Token{ID: 2, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_abc", Name: "get_weather"}}}})
+	f := final()
+	f.FinishReason = engine.FinishToolCalls
+	f.ToolCalls = []engine.ToolCall{{ID: "call_abc", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}
+	r.Add(engine.Event{Final: f})
+	return r
+}
+
 func result() *Result {
 	r := &Result{}
 	lp := func(tok string, v float64) *engine.Logprob {
@@ -72,14 +84,20 @@ func result() *Result {
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]byte{
-		"chat_completion":        AppendChatCompletion(nil, meta(), result(), true),
-		"chat_completion_plain":  AppendChatCompletion(nil, meta(), result(), false),
-		"chat_completion_routed": AppendChatCompletion(nil, routed(), result(), false),
+		"chat_completion":        AppendChatCompletion(nil, meta(), Results{result()}, true),
+		"chat_completion_plain":  AppendChatCompletion(nil, meta(), Results{result()}, false),
+		"chat_completion_routed": AppendChatCompletion(nil, routed(), Results{result()}, false),
+		"chat_completion_tools":  AppendChatCompletion(nil, meta(), Results{toolResult()}, false),
+		"chat_completion_n2":     AppendChatCompletion(nil, meta(), Results{result(), toolResult()}, false),
+		"chat_chunk_call_start": AppendChatChunk(nil, meta(), ChatChunk{Index: 1, ToolCalls: []engine.ToolCallDelta{
+			{Index: 0, ID: "call_abc", Name: "get_weather", Arguments: ""}}}),
+		"chat_chunk_call_args":   AppendChatChunk(nil, meta(), ChatChunk{ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}),
+		"chat_chunk_reasoning":   AppendChatChunk(nil, meta(), ChatChunk{Role: true, Reasoning: "Let me think."}),
 		"chat_chunk_role":        AppendChatChunk(nil, meta(), ChatChunk{Role: true, UsageNull: true}),
 		"chat_chunk_content":     AppendChatChunk(nil, meta(), ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
 		"chat_chunk_final":       AppendChatChunk(nil, meta(), ChatChunk{Finish: final(), UsageNull: true}),
 		"usage_chunk":            AppendUsageChunk(nil, "chat.completion.chunk", meta(), final().Usage),
-		"completion":             AppendCompletion(nil, meta(), result(), true),
+		"completion":             AppendCompletion(nil, meta(), Results{result()}, true),
 		"completion_chunk":       AppendCompletionChunk(nil, meta(), CompletionChunk{Text: "llo", Logprobs: result().Logprobs[1:], TextOffset: 3}),
 		"completion_chunk_final": AppendCompletionChunk(nil, meta(), CompletionChunk{Finish: final()}),
 		"models":                 AppendModelList(nil, []Model{{ID: "a/b", Created: 1, OwnedBy: "duet"}, {ID: "c", Created: 2, OwnedBy: "duet"}}),

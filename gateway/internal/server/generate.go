@@ -32,7 +32,9 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 		logprobs:    req.Sampling.Logprobs,
 		idPrefix:    "chatcmpl-",
 		chunkKind:   "chat.completion.chunk",
-		request:     engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling},
+		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
+			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
+			TemplateVars: req.TemplateVars, N: req.N},
 		promptBytes: scan.PromptBytes,
 	})
 }
@@ -114,6 +116,31 @@ type generation struct {
 	routeTime time.Duration
 }
 
+// supports refuses a request for what the instance's engine cannot do: a 400 that names the param, rather
+// than an answer that quietly ignores it.
+func supports(d engine.Description, r *engine.GenerateRequest) error {
+	c := d.Capabilities
+	forced := r.ToolChoice.Mode == engine.ToolChoiceRequired || r.ToolChoice.Mode == engine.ToolChoiceFunction
+	switch {
+	case len(r.Tools) > 0 && r.ToolChoice.Mode != engine.ToolChoiceNone && !c.Tools:
+		return openai.BadRequest("tools", "model %s (engine %s) cannot call tools", d.ModelID, d.Backend)
+	case forced && !c.Grammar:
+		return openai.BadRequest("tool_choice", "model %s (engine %s) cannot guarantee a tool call (it has no constrained decoding); use tool_choice auto", d.ModelID, d.Backend)
+	case r.ResponseFormat.Type != "" && r.ResponseFormat.Type != engine.FormatText && !c.Grammar:
+		return openai.BadRequest("response_format", "model %s (engine %s) cannot constrain its output to JSON", d.ModelID, d.Backend)
+	case r.N > max(1, c.MaxChoices):
+		return openai.BadRequest("n", "model %s (engine %s) returns at most %d choices per request", d.ModelID, d.Backend, max(1, c.MaxChoices))
+	case len(r.Sampling.LogitBias) > 0 && !c.LogitBias:
+		return openai.BadRequest("logit_bias", "model %s (engine %s) does not support logit_bias", d.ModelID, d.Backend)
+	}
+	for id := range r.Sampling.LogitBias {
+		if d.VocabSize > 0 && int(id) >= d.VocabSize {
+			return openai.BadRequest("logit_bias", "token %d is not in the vocabulary of %d tokens", id, d.VocabSize)
+		}
+	}
+	return nil
+}
+
 // run is a generation in progress: its events arrive on a channel from the goroutine that calls the engine.
 type run struct {
 	events chan engine.Event
@@ -184,6 +211,9 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		}
 	}
 	in := d.local
+	if err := supports(in.Desc, &g.request); err != nil {
+		return err
+	}
 	route.DecodeNode, route.DecodeInstance = s.reg.Node(), in.Desc.InstanceID
 	if len(d.PrefillEndpoints) > 0 {
 		pe := d.PrefillEndpoints[0]
@@ -205,26 +235,30 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 
 	if !g.stream {
 		// Generate on this goroutine: nothing is committed until the whole answer is there.
-		var res openai.Result
+		res := openai.NewResults(g.request.N)
 		err := s.generate(ctx, in, g.request, func(ev engine.Event) error {
 			releaseBody(c) // the engine has the request
 			res.Add(ev)
 			return nil
 		})
-		switch {
-		case err != nil:
+		if err != nil {
 			return s.runError(ctx, watch, err)
-		case res.Final == nil:
-			return openai.Internal("the engine ended the generation without a final event")
 		}
-		if apiErr := openai.FinalError(res.Final); apiErr != nil {
-			return s.runError(ctx, watch, apiErr)
+		for _, r := range res {
+			if r.Final != nil {
+				if apiErr := openai.FinalError(r.Final); apiErr != nil {
+					return s.runError(ctx, watch, apiErr)
+				}
+			}
+		}
+		if !res.Done() {
+			return openai.Internal("the engine ended the generation without a final event for every choice")
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		if g.legacy {
-			return c.Send(openai.AppendCompletion(nil, meta, &res, g.logprobs))
+			return c.Send(openai.AppendCompletion(nil, meta, res, g.logprobs))
 		}
-		return c.Send(openai.AppendChatCompletion(nil, meta, &res, g.logprobs))
+		return c.Send(openai.AppendChatCompletion(nil, meta, res, g.logprobs))
 	}
 
 	r := s.start(ctx, cancel, in, g.request)
@@ -237,7 +271,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	if first.Final != nil {
 		if apiErr := openai.FinalError(first.Final); apiErr != nil {
 			drain(r)
-			return apiErr
+			return s.runError(ctx, watch, apiErr)
 		}
 	}
 	c.Set(fiber.HeaderContentType, "text/event-stream")
@@ -361,9 +395,16 @@ type sseWriter struct {
 	conn  interface{ SetWriteDeadline(time.Time) error }
 	done  func()
 
-	buf        []byte
+	buf []byte
+	// Per choice: text offset (legacy completions), whether the role was announced, the final event.
+	choices []sseChoice
+	finals  int
+}
+
+type sseChoice struct {
 	textOffset int
 	sentRole   bool
+	final      *engine.Final
 }
 
 func (w *sseWriter) write(bw *bufio.Writer) {
@@ -371,8 +412,20 @@ func (w *sseWriter) write(bw *bufio.Writer) {
 	defer w.done()
 	heartbeat := time.NewTicker(w.s.cfg.Heartbeat)
 	defer heartbeat.Stop()
+	w.choices = make([]sseChoice, max(w.g.request.N, 1))
 
-	w.event(w.first)
+	// handle renders one event; it reports whether the stream is over (every choice ended, or one failed).
+	handle := func(ev engine.Event) bool {
+		if ev.Final != nil {
+			return w.final(ev)
+		}
+		w.event(ev)
+		return false
+	}
+	if handle(w.first) {
+		w.flush(bw)
+		return
+	}
 	if !w.flush(bw) {
 		return
 	}
@@ -383,12 +436,10 @@ func (w *sseWriter) write(bw *bufio.Writer) {
 				w.end(bw)
 				return
 			}
-			if ev.Final != nil {
-				w.final(ev.Final)
+			if handle(ev) {
 				w.flush(bw)
 				return
 			}
-			w.event(ev)
 			// Coalesce: write what is already queued before flushing once.
 		more:
 			for len(w.buf) < 64<<10 {
@@ -398,12 +449,10 @@ func (w *sseWriter) write(bw *bufio.Writer) {
 						w.end(bw)
 						return
 					}
-					if ev.Final != nil {
-						w.final(ev.Final)
+					if handle(ev) {
 						w.flush(bw)
 						return
 					}
-					w.event(ev)
 				default:
 					break more
 				}
@@ -448,46 +497,63 @@ func (w *sseWriter) data(render func([]byte) []byte) {
 	w.buf = append(w.buf, "\n\n"...)
 }
 
+func (w *sseWriter) choice(i int) *sseChoice {
+	if i < 0 || i >= len(w.choices) {
+		return &w.choices[0]
+	}
+	return &w.choices[i]
+}
+
 func (w *sseWriter) event(ev engine.Event) {
-	role := !w.g.legacy && !w.sentRole
+	c := w.choice(ev.Choice)
+	role := !w.g.legacy && !c.sentRole
 	tok := ev.Token
 	if tok == nil && !role {
 		return // progress events have no OpenAI form
 	}
-	w.sentRole = true
-	var text string
+	c.sentRole = true
+	var text, reasoning string
+	var calls []engine.ToolCallDelta
 	var lps []engine.Logprob
 	if tok != nil {
-		text = tok.Text
+		text, reasoning, calls = tok.Text, tok.Reasoning, tok.ToolCalls
 		if w.g.logprobs && tok.Logprob != nil {
 			lps = []engine.Logprob{*tok.Logprob}
 		}
-		if text == "" && lps == nil && !role {
+		if text == "" && reasoning == "" && len(calls) == 0 && lps == nil && !role {
 			return // held-back bytes: nothing to say yet
 		}
 	}
 	if w.g.legacy {
 		w.data(func(dst []byte) []byte {
-			return openai.AppendCompletionChunk(dst, w.meta, openai.CompletionChunk{Text: text, Logprobs: lps, TextOffset: w.textOffset, UsageNull: w.g.usage})
+			return openai.AppendCompletionChunk(dst, w.meta, openai.CompletionChunk{Text: text, Logprobs: lps, TextOffset: c.textOffset, UsageNull: w.g.usage})
 		})
 	} else {
 		w.data(func(dst []byte) []byte {
-			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Role: role, Content: text, Logprobs: lps, UsageNull: w.g.usage})
+			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Index: ev.Choice, Role: role, Content: text,
+				Reasoning: reasoning, ToolCalls: calls, Logprobs: lps, UsageNull: w.g.usage})
 		})
 	}
-	w.textOffset += len(text)
+	c.textOffset += len(text)
 }
 
-func (w *sseWriter) final(f *engine.Final) {
+// final renders a choice's end; it reports whether the stream is over: every choice ended, or one failed.
+func (w *sseWriter) final(ev engine.Event) bool {
+	f := ev.Final
 	if apiErr := openai.FinalError(f); apiErr != nil {
 		if errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
 			apiErr = toAPIError(context.DeadlineExceeded)
 		}
 		w.sseError(apiErr)
-		return
+		return true
 	}
-	if f.Text != "" {
-		w.event(engine.Event{Token: &engine.Token{Text: f.Text}})
+	c := w.choice(ev.Choice)
+	if c.final == nil {
+		c.final = f
+		w.finals++
+	}
+	if f.Text != "" || f.Reasoning != "" {
+		w.event(engine.Event{Choice: ev.Choice, Token: &engine.Token{Text: f.Text, Reasoning: f.Reasoning}})
 	}
 	if w.g.legacy {
 		w.data(func(dst []byte) []byte {
@@ -495,13 +561,21 @@ func (w *sseWriter) final(f *engine.Final) {
 		})
 	} else {
 		w.data(func(dst []byte) []byte {
-			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Finish: f, UsageNull: w.g.usage})
+			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Index: ev.Choice, Finish: f, UsageNull: w.g.usage})
 		})
 	}
+	if w.finals < len(w.choices) {
+		return false
+	}
 	if w.g.usage {
-		w.data(func(dst []byte) []byte { return openai.AppendUsageChunk(dst, w.g.chunkKind, w.meta, f.Usage) })
+		rs := make(openai.Results, len(w.choices))
+		for i := range w.choices {
+			rs[i] = &openai.Result{Final: w.choices[i].final}
+		}
+		w.data(func(dst []byte) []byte { return openai.AppendUsageChunk(dst, w.g.chunkKind, w.meta, rs.Usage()) })
 	}
 	w.buf = append(w.buf, "data: [DONE]\n\n"...)
+	return true
 }
 
 // flush writes the buffered events to the client. It returns false when the client is gone, which cancels
