@@ -49,7 +49,9 @@ func socketsUnder(t *testing.T, dir string) []string {
 func TestNoStaleSockets(t *testing.T) {
 	tmp := t.TempDir()
 	withTmp := func(cmd *exec.Cmd) { cmd.Env = append(cmd.Env, "TMPDIR="+tmp) }
-	g := startDuetCmd(t, withTmp, "--engine", "echo", "--model", "echo")
+	// --router-subprocess: the built-in router runs as a plugin too, so both kinds of plugin are covered.
+	args := []string{"--engine", "echo", "--model", "echo", "--router-subprocess"}
+	g := startDuetCmd(t, withTmp, args...)
 	if n := len(socketsUnder(t, tmp)); n != 2 {
 		t.Fatalf("%d sockets with an engine and a router running, want 2: %v", n, socketsUnder(t, tmp))
 	}
@@ -77,7 +79,7 @@ func TestNoStaleSockets(t *testing.T) {
 	}
 
 	// SIGKILL: nothing runs to clean up, so the next gateway sweeps the dead one's directory.
-	g2 := startDuetCmd(t, withTmp, "--engine", "echo", "--model", "echo")
+	g2 := startDuetCmd(t, withTmp, args...)
 	g2.cmd.Process.Kill()
 	<-g2.exited
 	waitFor(t, 5*time.Second, "the orphaned plugins to exit", func() bool {
@@ -86,7 +88,7 @@ func TestNoStaleSockets(t *testing.T) {
 	if len(dirEntries(t, tmp)) == 0 {
 		t.Fatal("a SIGKILLed gateway left nothing behind; the sweep below tests nothing")
 	}
-	g3 := startDuetCmd(t, withTmp, "--engine", "echo", "--model", "echo")
+	g3 := startDuetCmd(t, withTmp, args...)
 	if got := socketsUnder(t, tmp); len(got) != 2 {
 		t.Errorf("with the next gateway running: %d sockets, want its own 2: %v", len(got), got)
 	}

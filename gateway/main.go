@@ -185,7 +185,7 @@ func run(ctx context.Context, cfg config.Config) error {
 
 	// The server answers while the engine starts (peers pull this node's state; /healthz says "starting").
 	engines := &lateEngines{}
-	routers := &routerSwapper{log: log, sockets: sockets, logLevel: cfg.LogLevel}
+	routers := &routerSwapper{log: log, sockets: sockets, logLevel: cfg.LogLevel, subprocess: cfg.RouterSubprocess}
 	initial, err := routers.start(ctx, cfg.Router, cfg.RouterSHA256)
 	if err != nil {
 		return err
@@ -390,15 +390,28 @@ func peerTLS(certFile string) (*tls.Config, error) {
 // routerSwapper starts routers (built-in by name or external by path) as supervised plugins, and swaps the one
 // in use.
 type routerSwapper struct {
-	log      *slog.Logger
-	sockets  string
-	logLevel string
-	sw       *server.RouterSwitch
+	log        *slog.Logger
+	sockets    string
+	logLevel   string
+	subprocess bool // built-in routers as plugins too
+	sw         *server.RouterSwitch
 
 	cur atomic.Pointer[pluginhost.Supervisor[router.Router]]
 }
 
 func (r *routerSwapper) start(ctx context.Context, name string, checksum []byte) (*server.RouterHandle, error) {
+	if mk, ok := builtin.InProcessRouters[name]; ok && !r.subprocess {
+		if checksum != nil {
+			return nil, fmt.Errorf("--router-sha256 pins an external plugin binary, but router %q is built into duet", name)
+		}
+		rt, err := mk()
+		if err != nil {
+			return nil, fmt.Errorf("router %s: %w", name, err)
+		}
+		r.cur.Store(nil)
+		r.log.Info("router ready", "router", name, "in_process", true)
+		return &server.RouterHandle{Name: name, Get: func() (router.Router, error) { return rt, nil }}, nil
+	}
 	cmd, err := pluginCommand("router", name, builtin.Routers, checksum)
 	if err != nil {
 		return nil, err
@@ -441,7 +454,7 @@ func (r *routerSwapper) status() pluginhost.Status {
 	if s := r.cur.Load(); s != nil {
 		return s.Status()
 	}
-	return pluginhost.Status{}
+	return pluginhost.Status{Name: "router " + r.sw.Current() + " (in process)", State: pluginhost.StateRunning}
 }
 
 // pluginCommand returns how to start a plugin: a built-in one by re-executing this binary, an external one by

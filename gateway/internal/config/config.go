@@ -29,6 +29,9 @@ type Config struct {
 	// EngineSHA256 and RouterSHA256, when set, pin the SHA-256 of an external plugin binary: the gateway checks
 	// it before every start (go-plugin's SecureConfig), so a replaced binary is refused.
 	EngineSHA256, RouterSHA256 []byte
+	// RouterSubprocess runs a built-in router as a plugin subprocess, like an external one, instead of in the
+	// gateway's process.
+	RouterSubprocess bool
 	// EngineOptions are passed to the engine's Load.
 	EngineOptions map[string]string
 	// NodeID is this node's id in the cluster; empty: the one kept in DataDir (created on first start).
@@ -138,6 +141,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&prefill, "prefill", env("DUET_PREFILL", ""), "KV wire endpoints (host:port, comma-separated, in order) of engines that prefill long prompts for this gateway's instances, until cluster routing provides them [DUET_PREFILL]")
 	fs.StringVar(&engineSum, "engine-sha256", env("DUET_ENGINE_SHA256", ""), "SHA-256 (hex) the engine plugin binary must have; checked before every start [DUET_ENGINE_SHA256]")
 	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
+	fs.BoolVar(&c.RouterSubprocess, "router-subprocess", env("DUET_ROUTER_SUBPROCESS", "") == "true", "run a built-in router as a plugin subprocess rather than in the gateway's process [DUET_ROUTER_SUBPROCESS]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
 	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", ""), "this gateway's node id in the cluster (default: one created once and kept in --data-dir) [DUET_NODE_ID]")
 	fs.StringVar(&c.TLSCert, "tls-cert", env("DUET_TLS_CERT", ""), "PEM certificate (chain) to serve the API over TLS; needs --tls-key [DUET_TLS_CERT]")

@@ -60,6 +60,12 @@ func TestParse(t *testing.T) {
 					t.Errorf("%x %x", c.EngineSHA256, c.RouterSHA256)
 				}
 			}},
+		{name: "router subprocess", env: map[string]string{"DUET_ROUTER_SUBPROCESS": "true"},
+			check: func(t *testing.T, c Config) {
+				if !c.RouterSubprocess {
+					t.Error("DUET_ROUTER_SUBPROCESS=true did not set RouterSubprocess")
+				}
+			}},
 		{name: "short checksum", args: []string{"--engine-sha256", "abcd"}, err: "64 hex digits"},
 		{name: "not hex", args: []string{"--router-sha256", strings.Repeat("zz", 32)}, err: "--router-sha256"},
 	}
