@@ -26,12 +26,12 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 		return perr
 	}
 	return s.serve(c, &generation{
-		model:       req.Model,
-		stream:      req.Stream,
-		usage:       req.IncludeUsage,
-		logprobs:    req.Sampling.Logprobs,
-		idPrefix:    "chatcmpl-",
-		chunkKind:   "chat.completion.chunk",
+		model:     req.Model,
+		stream:    req.Stream,
+		usage:     req.IncludeUsage,
+		logprobs:  req.Sampling.Logprobs,
+		idPrefix:  "chatcmpl-",
+		chunkKind: "chat.completion.chunk",
 		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
 			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
 			TemplateVars: req.TemplateVars, N: req.N},
