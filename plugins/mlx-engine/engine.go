@@ -262,7 +262,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		},
 		Capabilities: engine.Capabilities{
 			Chat: tmpl != nil, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
-			RemotePrefill: true,
+			RemotePrefill: true, MaxChoices: in.runner.MaxBatch(), LogitBias: true,
 		},
 	}
 	return in, nil
@@ -422,14 +422,27 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		Sampling: sampling.Params{
 			Temperature: s.Temperature, TopP: s.TopP, TopK: s.TopK, MinP: s.MinP, Seed: s.Seed,
 			RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
-			Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs,
+			Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs, LogitBias: logitBias(s.LogitBias),
 		},
+		N:          req.N,
 		MaxTokens:  s.MaxTokens,
 		Stop:       s.Stop,
 		StopTokens: stopTokens,
 		Arrived:    arrived,
 		Remote:     in.remote(req.PrefillEndpoints),
 	}, emit)
+}
+
+// logitBias converts the contract's bias to the sampler's.
+func logitBias(in map[int32]float64) map[int32]float32 {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make(map[int32]float32, len(in))
+	for t, b := range in {
+		out[t] = float32(b)
+	}
+	return out
 }
 
 // Stats reports each instance's load, KV memory and prefix cache.

@@ -31,6 +31,32 @@ type TextStream interface {
 	Flush() string
 }
 
+// Constraint limits what a sequence may generate: a grammar compiled for a response format or a forced tool
+// call. Each choice of a request has its own.
+type Constraint interface {
+	sampling.Masker // removes the tokens that may not come next; stop tokens stay only where the output may end
+	// Accept advances past tok, a token Mask allowed.
+	Accept(tok int32) error
+	// Done reports that nothing may follow: the sequence ends as if at a stop token.
+	Done() bool
+}
+
+// Output splits a sequence's text into content, reasoning and tool calls (a reasoning and tool-call parser).
+// Each choice has its own.
+type Output interface {
+	// Add takes the next piece of text and returns what it adds to each part; it holds back what may still
+	// turn out to be a marker.
+	Add(text string) Delta
+	// Flush ends the text: what was held back, and the complete tool calls.
+	Flush() (Delta, []engine.ToolCall)
+}
+
+// Delta is what a piece of text adds to the parts of an output.
+type Delta struct {
+	Content, Reasoning string
+	ToolCalls          []engine.ToolCallDelta
+}
+
 // Config configures a Runner. Zero values pick the defaults.
 type Config struct {
 	Model     backend.Model
@@ -80,6 +106,12 @@ type Request struct {
 	Arrived    time.Time
 	// Remote, when set, lets another engine prefill the prompt over the KV wire.
 	Remote *Remote
+	// N is how many choices to generate (0 or 1: one). They share the prompt's KV: the first choice prefills
+	// it and the others start from a copy. Choice i > 0 draws with Sampling.Seed + i.
+	N int
+	// NewConstraint, when set, makes each choice's constraint; NewOutput each choice's output parser.
+	NewConstraint func() (Constraint, error)
+	NewOutput     func() Output
 }
 
 // Runner is the compute loop of one model instance.
@@ -134,6 +166,9 @@ func (r *Runner) Close() {
 	<-r.stopped
 }
 
+// MaxBatch is the most sequences a step runs, and so the most choices one request can have.
+func (r *Runner) MaxBatch() int { return r.cfg.MaxBatch }
+
 // MaxContext is the most positions a sequence can hold.
 func (r *Runner) MaxContext() int { return r.maxCtx }
 
@@ -167,10 +202,15 @@ type seq struct {
 	generated []int32
 	maxTokens int
 
-	sampler *sampling.Sampler
-	text    TextStream
-	stops   *stopstring.Matcher
-	logits  []float32
+	choice     int
+	siblings   int // choices still to fork from this one once its prompt is prefilled
+	sampler    *sampling.Sampler
+	text       TextStream
+	stops      *stopstring.Matcher
+	stopped    bool // by a stop string: what the matcher held back is not output
+	constraint Constraint
+	out        Output
+	logits     []float32
 
 	admitted, prefillDone, firstToken time.Time
 
@@ -208,18 +248,20 @@ func (r *Runner) Generate(ctx context.Context, req Request, emit func(engine.Eve
 	}
 	var buf []engine.Event
 	var emitErr error
-	for {
+	for open := max(req.N, 1); ; {
 		<-s.q.notify
 		buf = s.q.take(buf)
 		for _, ev := range buf {
 			if emitErr == nil {
 				if err := emit(ev); err != nil {
 					emitErr = err
-					cancel() // the loop ends the sequence at its next step
+					cancel() // the loop ends the sequences at their next step
 				}
 			}
 			if ev.Final != nil {
-				return emitErr
+				if open--; open == 0 {
+					return emitErr
+				}
 			}
 		}
 	}
@@ -235,6 +277,8 @@ func (r *Runner) validate(req *Request) error {
 			"This model's maximum context length is %d tokens, but the prompt has %d tokens.", r.maxCtx, n)}
 	case req.MaxTokens < 0:
 		return engine.InvalidParam("max_tokens", "max_tokens must not be negative")
+	case req.N < 0 || req.N > r.cfg.MaxBatch:
+		return engine.InvalidParam("n", "n must be between 1 and %d", r.cfg.MaxBatch)
 	case req.MaxTokens > 0 && n+req.MaxTokens > r.maxCtx:
 		return &engine.Error{Code: engine.CodeContextLength, Param: "max_tokens", Message: fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, you requested %d tokens (%d in the prompt, %d for the completion).",
@@ -247,6 +291,11 @@ func (r *Runner) validate(req *Request) error {
 	}
 	if err := req.Sampling.Validate(); err != nil {
 		return engine.InvalidParam("", "%v", err)
+	}
+	for t := range req.Sampling.LogitBias {
+		if t < 0 || int(t) >= r.vocab {
+			return engine.InvalidParam("logit_bias", "token %d is not in the vocabulary of %d tokens", t, r.vocab)
+		}
 	}
 	return nil
 }
@@ -375,6 +424,9 @@ func (r *Runner) reap() {
 func (r *Runner) admit() {
 	for len(r.active) < r.cfg.MaxBatch && len(r.waiting) > 0 {
 		s := r.waiting[0]
+		if len(r.active) > 0 && len(r.active)+max(s.req.N, 1) > r.cfg.MaxBatch {
+			return // room for all of its choices first: they fork from its prefill
+		}
 		r.waiting = r.waiting[1:]
 		s.admitted = time.Now()
 		if s.export != nil {
@@ -419,11 +471,62 @@ func (r *Runner) prepare(s *seq) error {
 	if s.maxTokens == 0 {
 		s.maxTokens = r.maxCtx - len(prompt)
 	}
-	s.sampler = sampling.New(s.req.Sampling, prompt)
+	s.siblings = max(s.req.N, 1) - 1
+	if err := r.startChoice(s); err != nil {
+		s.cache.Release()
+		s.cache = nil
+		return err
+	}
+	return nil
+}
+
+// startChoice gives a sequence what each choice has of its own: draws, detokenizer, stop matcher,
+// constraint, output parser and logits.
+func (r *Runner) startChoice(s *seq) error {
+	p := s.req.Sampling
+	if p.Seed != nil && s.choice > 0 {
+		seed := *p.Seed + int64(s.choice)
+		p.Seed = &seed
+	}
+	s.sampler = sampling.New(p, s.req.Prompt)
+	if s.req.NewConstraint != nil {
+		c, err := s.req.NewConstraint()
+		if err != nil {
+			return err
+		}
+		s.constraint = c
+		s.sampler.Constrain(c)
+	}
+	if s.req.NewOutput != nil {
+		s.out = s.req.NewOutput()
+	}
 	s.text = r.tok.NewStream()
 	s.stops = stopstring.New(s.req.Stop)
 	s.logits = make([]float32, r.vocab)
 	return nil
+}
+
+// fork starts the other choices of s, whose prompt is now prefilled: each from a copy of its KV and its
+// logits, so the prompt is computed once.
+func (r *Runner) fork(s *seq) {
+	for s.siblings > 0 {
+		s.siblings--
+		c := &seq{req: s.req, ctx: s.ctx, cancel: s.cancel, q: s.q, choice: max(s.req.N, 1) - 1 - s.siblings,
+			cached: s.cached, prefilled: s.prefilled, decoding: true, maxTokens: s.maxTokens,
+			admitted: s.admitted, prefillDone: s.prefillDone, remote: s.remote}
+		kv, err := s.cache.Clone(s.cache.Len())
+		if err == nil {
+			c.cache = kv
+			err = r.startChoice(c)
+		}
+		r.active = append(r.active, c)
+		if err != nil {
+			r.finish(c, engine.FinishError, fmt.Errorf("start choice %d: %w", c.choice, err))
+			continue
+		}
+		copy(c.logits, s.logits)
+		r.sample(c)
+	}
 }
 
 // step runs one forward pass: a decode step for every generating sequence and one prefill chunk for one
@@ -484,6 +587,7 @@ func (r *Runner) step() {
 		if p.prefilled == len(p.req.Prompt) {
 			p.prefillDone = time.Now()
 			p.decoding = true
+			r.fork(p) // before p samples, which changes its logits
 			r.sample(p)
 		}
 	}
@@ -506,9 +610,23 @@ func (r *Runner) nextPrefill() *seq {
 func (r *Runner) sample(s *seq) {
 	choice := s.sampler.Sample(s.logits)
 	tok := choice.Token
+	if tok < 0 {
+		err := engine.Errorf(engine.CodeInternal, "no token is possible next: the model's logits are not finite")
+		if s.constraint != nil {
+			err = engine.Errorf(engine.CodeInternal, "no token of the vocabulary can continue the constrained output")
+		}
+		r.finish(s, engine.FinishError, err)
+		return
+	}
 	if slices.Contains(s.req.StopTokens, tok) {
 		r.finish(s, engine.FinishStop, nil)
 		return
+	}
+	if s.constraint != nil {
+		if err := s.constraint.Accept(tok); err != nil {
+			r.finish(s, engine.FinishError, engine.Errorf(engine.CodeInternal, "constrained decoding: %v", err))
+			return
+		}
 	}
 	s.sampler.Accept(tok)
 	s.generated = append(s.generated, tok)
@@ -517,12 +635,19 @@ func (r *Runner) sample(s *seq) {
 	}
 	text, stopped := s.stops.Add(s.text.Add(tok))
 	ev := &engine.Token{ID: tok, Text: text}
+	if s.out != nil {
+		d := s.out.Add(text)
+		ev.Text, ev.Reasoning, ev.ToolCalls = d.Content, d.Reasoning, d.ToolCalls
+	}
 	if s.req.Sampling.Logprobs {
 		ev.Logprob = r.logprob(choice)
 	}
-	s.q.push(engine.Event{Token: ev})
+	s.q.push(engine.Event{Choice: s.choice, Token: ev})
 	switch {
 	case stopped:
+		s.stopped = true
+		r.finish(s, engine.FinishStop, nil)
+	case s.constraint != nil && s.constraint.Done():
 		r.finish(s, engine.FinishStop, nil)
 	case len(s.generated) >= s.maxTokens || s.cache.Len()+1 > r.maxCtx:
 		r.finish(s, engine.FinishLength, nil)
@@ -578,8 +703,8 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 		f.Timings.FirstToken = s.firstToken.Sub(s.req.Arrived)
 		f.Timings.Decode = now.Sub(s.firstToken)
 	}
-	if reason == engine.FinishLength && s.text != nil {
-		// Release what the detokenizer and the stop matcher held back.
+	if (reason == engine.FinishLength || reason == engine.FinishStop) && !s.stopped && s.text != nil {
+		// Release what the detokenizer and the stop matcher held back: the output ended without a stop string.
 		rest, stopped := s.stops.Add(s.text.Flush())
 		if stopped {
 			f.FinishReason = engine.FinishStop
@@ -587,6 +712,14 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 			rest += s.stops.Flush()
 		}
 		f.Text = rest
+	}
+	if s.out != nil && err == nil && reason != engine.FinishCancelled {
+		d := s.out.Add(f.Text)
+		tail, calls := s.out.Flush()
+		f.Text, f.Reasoning, f.ToolCalls = d.Content+tail.Content, d.Reasoning+tail.Reasoning, calls
+		if len(calls) > 0 && f.FinishReason == engine.FinishStop {
+			f.FinishReason = engine.FinishToolCalls
+		}
 	}
 	if err != nil {
 		f.FinishReason, f.Error, f.ErrorCode = engine.FinishError, err.Error(), engine.CodeOf(err)
@@ -607,7 +740,12 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 	// The stats say the sequence is gone before its caller can know it ended: a client that reads them after
 	// its final event must not see its KV still held.
 	r.publish()
-	s.q.push(engine.Event{Final: f})
+	s.q.push(engine.Event{Choice: s.choice, Final: f})
+	for s.siblings > 0 { // it ended before its prompt was prefilled: so do the choices it would have forked
+		s.siblings--
+		g := *f
+		s.q.push(engine.Event{Choice: max(s.req.N, 1) - 1 - s.siblings, Final: &g})
+	}
 }
 
 func (r *Runner) shutdown() {

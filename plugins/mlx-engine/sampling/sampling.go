@@ -2,8 +2,8 @@
 // seeded randomness, and log probabilities with top alternatives. It works on float32 logits from any backend,
 // so the MLX and pure-Go backends sample identically.
 //
-// Order of operations (as vLLM and llama.cpp do): repetition, presence and frequency penalties on the logits;
-// greedy argmax at temperature 0; otherwise temperature, then top-k, top-p and min-p on the probabilities, and a
+// Order of operations (as vLLM and llama.cpp do): repetition, presence and frequency penalties and the logit
+// bias on the logits; then a grammar's mask, if the sequence has one; greedy argmax at temperature 0; otherwise temperature, then top-k, top-p and min-p on the probabilities, and a
 // draw. Log probabilities are those of the raw model distribution (before penalties and temperature), which
 // is what OpenAI-compatible servers report.
 package sampling
@@ -32,6 +32,9 @@ type Params struct {
 	// PresencePenalty and FrequencyPenalty are OpenAI's: subtracted once per generated token kind, and once
 	// per occurrence.
 	PresencePenalty, FrequencyPenalty float64
+	// LogitBias is added to the logits of its tokens (OpenAI's logit_bias: -100 bans a token, 100 all but
+	// forces it). Tokens outside the vocabulary are refused by the caller, not here.
+	LogitBias map[int32]float32
 	// TopLogprobs alternatives are reported when Logprobs is set.
 	Logprobs    bool
 	TopLogprobs int
@@ -53,6 +56,11 @@ func (p Params) Validate() error {
 	case p.TopLogprobs < 0:
 		return fmt.Errorf("top_logprobs %d must not be negative", p.TopLogprobs)
 	}
+	for t, b := range p.LogitBias {
+		if b < -100 || b > 100 || b != b {
+			return fmt.Errorf("logit_bias %g of token %d must be in [-100, 100]", b, t)
+		}
+	}
 	return nil
 }
 
@@ -62,8 +70,12 @@ type Alternative struct {
 	Logprob float64
 }
 
+// Masker removes the tokens a sequence may not take next (a grammar's): it sets their logits to -Inf.
+type Masker interface{ Mask(logits []float32) }
+
 // Choice is a sampled token.
 type Choice struct {
+	// Token is the token drawn; -1 when a mask left none.
 	Token int32
 	// Logprob and Top are set when Params.Logprobs is.
 	Logprob float64
@@ -76,6 +88,7 @@ type Sampler struct {
 	rng    *mrand.Rand
 	seen   map[int32]bool // prompt and output, for the repetition penalty
 	counts map[int32]int  // output only, for presence and frequency penalties
+	mask   Masker
 
 	cands []cand
 	heap  []cand
@@ -104,6 +117,9 @@ func New(p Params, prompt []int32) *Sampler {
 	return s
 }
 
+// Constrain makes every draw from now on respect m (nil: none).
+func (s *Sampler) Constrain(m Masker) { s.mask = m }
+
 // Accept records a token of the output (the one Sample chose, or one forced by the caller).
 func (s *Sampler) Accept(tok int32) {
 	s.counts[tok]++
@@ -128,10 +144,16 @@ func (s *Sampler) Sample(logits []float32) Choice {
 		}
 	}
 	s.penalize(logits)
+	if s.mask != nil {
+		s.mask.Mask(logits)
+	}
 	if s.p.Temperature == 0 {
 		c.Token = argmax(logits)
 	} else {
 		c.Token = s.draw(logits)
+	}
+	if c.Token < 0 {
+		return Choice{Token: -1}
 	}
 	if s.p.Logprobs {
 		c.Logprob = float64(rawChosen(c.Token)) - lse
@@ -139,8 +161,10 @@ func (s *Sampler) Sample(logits []float32) Choice {
 	return c
 }
 
+// penalizes reports whether Sample changes the logits before it draws, so that log probabilities need a copy
+// of the raw ones.
 func (s *Sampler) penalizes() bool {
-	return s.seen != nil || s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0
+	return s.seen != nil || s.p.PresencePenalty != 0 || s.p.FrequencyPenalty != 0 || len(s.p.LogitBias) > 0 || s.mask != nil
 }
 
 func (s *Sampler) penalize(logits []float32) {
@@ -162,11 +186,17 @@ func (s *Sampler) penalize(logits []float32) {
 			}
 		}
 	}
+	for t, b := range s.p.LogitBias {
+		if t >= 0 && int(t) < len(logits) {
+			logits[t] += b
+		}
+	}
 }
 
-// argmax returns the index of the largest logit; ties go to the lowest index, NaNs never win.
+// argmax returns the index of the largest logit; ties go to the lowest index, NaNs never win; -1 when every
+// logit is -Inf (a mask allowed nothing).
 func argmax(logits []float32) int32 {
-	best := 0
+	best := -1
 	bestV := float32(math.Inf(-1))
 	for i, v := range logits {
 		if v > bestV {
@@ -204,6 +234,9 @@ func (s *Sampler) draw(logits []float32) int32 {
 	for _, v := range logits {
 		maxL = max(maxL, v)
 	}
+	if math.IsInf(float64(maxL), -1) {
+		return -1 // a mask allowed nothing
+	}
 	cs := s.cands[:0]
 	var sum float64
 	for i, v := range logits {
@@ -236,6 +269,9 @@ func (s *Sampler) draw(logits []float32) int32 {
 			}
 		}
 		cs = kept
+	}
+	if len(cs) == 0 {
+		return -1 // NaN logits
 	}
 	r := s.rng.Float64() * sum
 	for _, c := range cs {

@@ -173,3 +173,87 @@ func boolToInt(b bool) int {
 	}
 	return 0
 }
+
+// evenMask allows the even token ids only.
+type evenMask struct{}
+
+func (evenMask) Mask(logits []float32) {
+	for i := 1; i < len(logits); i += 2 {
+		logits[i] = float32(math.Inf(-1))
+	}
+}
+
+// noneMask allows nothing.
+type noneMask struct{}
+
+func (noneMask) Mask(logits []float32) {
+	for i := range logits {
+		logits[i] = float32(math.Inf(-1))
+	}
+}
+
+func TestLogitBiasAndMask(t *testing.T) {
+	t.Parallel()
+	logits := []float32{1, 3, 2, 0}
+	cases := []struct {
+		name string
+		p    Params
+		mask Masker
+		want int32
+	}{
+		{name: "no bias", want: 1},
+		{name: "ban the best", p: Params{LogitBias: map[int32]float32{1: -100}}, want: 2},
+		{name: "force the worst", p: Params{LogitBias: map[int32]float32{3: 100}}, want: 3},
+		{name: "bias outside the vocabulary is ignored", p: Params{LogitBias: map[int32]float32{99: 100, -1: 5}}, want: 1},
+		{name: "mask", mask: evenMask{}, want: 2},
+		{name: "mask after bias", p: Params{LogitBias: map[int32]float32{3: 100}}, mask: evenMask{}, want: 2},
+		{name: "mask while drawing", p: Params{Temperature: 1, Seed: seed(3)}, mask: evenMask{}, want: -2},
+		{name: "nothing allowed", mask: noneMask{}, want: -1},
+		{name: "nothing allowed while drawing", p: Params{Temperature: 0.7, Seed: seed(1)}, mask: noneMask{}, want: -1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for range 20 {
+				s := New(c.p, nil)
+				s.Constrain(c.mask)
+				got := s.Sample(append([]float32(nil), logits...)).Token
+				if c.want == -2 { // any even token
+					if got < 0 || got%2 != 0 {
+						t.Fatalf("drew %d through a mask of even tokens", got)
+					}
+					continue
+				}
+				if got != c.want {
+					t.Fatalf("got %d, want %d", got, c.want)
+				}
+			}
+		})
+	}
+}
+
+func TestLogprobsAreOfTheRawDistribution(t *testing.T) {
+	t.Parallel()
+	logits := []float32{1, 3, 2, 0}
+	plain := New(Params{Logprobs: true, TopLogprobs: 2}, nil).Sample(append([]float32(nil), logits...))
+	s := New(Params{Logprobs: true, LogitBias: map[int32]float32{1: -100}}, nil)
+	s.Constrain(evenMask{})
+	biased := s.Sample(append([]float32(nil), logits...))
+	if biased.Token != 2 {
+		t.Fatalf("token %d", biased.Token)
+	}
+	if math.Abs(plain.Top[1].Logprob-biased.Logprob) > 1e-6 || plain.Top[1].Token != 2 {
+		t.Errorf("logprob of token 2 under bias and mask %g, want the raw %g", biased.Logprob, plain.Top[1].Logprob)
+	}
+}
+
+func TestValidateLogitBias(t *testing.T) {
+	t.Parallel()
+	for _, b := range []float32{-100.5, 101, float32(math.NaN())} {
+		if err := (Params{LogitBias: map[int32]float32{5: b}}).Validate(); err == nil {
+			t.Errorf("bias %g accepted", b)
+		}
+	}
+	if err := (Params{LogitBias: map[int32]float32{5: -100, 6: 100}}).Validate(); err != nil {
+		t.Error(err)
+	}
+}
