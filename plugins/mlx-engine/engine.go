@@ -323,16 +323,30 @@ func (e *Engine) instance(id string) (*instance, error) {
 	return in, nil
 }
 
+// promptInput is a request's prompt: chat messages (with the tools and variables their template renders), a
+// text or tokens.
+type promptInput struct {
+	messages            []engine.Message
+	tools               []engine.Tool
+	vars                map[string]any
+	text                string
+	tokens              []int32
+	addGenerationPrompt bool
+}
+
 // prompt renders and tokenizes a request's prompt, exactly as Generate and Tokenize do. A prompt that cannot
 // fit the context is refused as soon as that is certain: from its length in bytes when the tokenizer bounds
 // the bytes per token, else once tokenizing it passes the context. Either way a prompt of many megabytes
 // costs about what the context holds, not its whole length.
-func (in *instance) prompt(messages []engine.Message, text string, tokens []int32, addGenerationPrompt bool) ([]int32, string, error) {
+func (in *instance) prompt(p promptInput) ([]int32, string, error) {
 	maxCtx := in.runner.MaxContext()
-	if mb := in.tok.MaxBytesPerToken(); mb > 0 && len(tokens) == 0 {
-		size := len(text)
-		for _, m := range messages {
-			size += len(m.Content) // a chat template writes every message it is given
+	if mb := in.tok.MaxBytesPerToken(); mb > 0 && len(p.tokens) == 0 {
+		size := len(p.text)
+		for _, m := range p.messages {
+			size += len(m.Content) + len(m.Reasoning) // a chat template writes every message it is given
+			for _, c := range m.ToolCalls {
+				size += len(c.Arguments)
+			}
 		}
 		if least := (size + mb - 1) / mb; least >= maxCtx {
 			return nil, "", contextExceeded(maxCtx, least)
@@ -346,15 +360,16 @@ func (in *instance) prompt(messages []engine.Message, text string, tokens []int3
 		return ids, nil
 	}
 	switch {
-	case len(messages) > 0:
+	case len(p.messages) > 0:
 		if in.template == nil {
 			return nil, "", engine.InvalidParam("messages", "model %s has no chat template; use /v1/completions", in.desc.ModelID)
 		}
-		ms := make([]chattemplate.Message, len(messages))
-		for i, m := range messages {
-			ms[i] = chattemplate.Message{Role: m.Role, Content: m.Content}
+		input, err := templateInput(p.messages, p.tools, p.vars)
+		if err != nil {
+			return nil, "", err
 		}
-		rendered, err := in.template.Render(chattemplate.Input{Messages: ms, AddGenerationPrompt: addGenerationPrompt})
+		input.AddGenerationPrompt = p.addGenerationPrompt
+		rendered, err := in.template.Render(input)
 		if err != nil {
 			var raise *chattemplate.RaiseError
 			if errors.As(err, &raise) {
@@ -365,11 +380,11 @@ func (in *instance) prompt(messages []engine.Message, text string, tokens []int3
 		// Templates write the BOS token themselves.
 		ids, err := encode(rendered, false)
 		return ids, rendered, err
-	case len(tokens) > 0:
-		return tokens, in.tok.Decode(tokens, false), nil
-	case text != "":
-		ids, err := encode(text, true)
-		return ids, text, err
+	case len(p.tokens) > 0:
+		return p.tokens, in.tok.Decode(p.tokens, false), nil
+	case p.text != "":
+		ids, err := encode(p.text, true)
+		return ids, p.text, err
 	}
 	return nil, "", engine.InvalidParam("messages", "the request has no prompt")
 }
@@ -393,7 +408,8 @@ func (e *Engine) Tokenize(_ context.Context, req engine.TokenizeRequest) (engine
 		}
 		return engine.TokenizeResponse{Tokens: ids, Text: req.Prompt}, nil
 	}
-	toks, text, err := in.prompt(req.Messages, req.Prompt, nil, req.AddGenerationPrompt)
+	toks, text, err := in.prompt(promptInput{messages: req.Messages, tools: req.Tools, vars: req.TemplateVars,
+		text: req.Prompt, addGenerationPrompt: req.AddGenerationPrompt})
 	if err != nil {
 		return engine.TokenizeResponse{}, err
 	}
@@ -407,7 +423,8 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 	if err != nil {
 		return err
 	}
-	prompt, _, err := in.prompt(req.Messages, req.Prompt, req.PromptTokens, true)
+	prompt, _, err := in.prompt(promptInput{messages: req.Messages, tools: req.Tools, vars: req.TemplateVars,
+		text: req.Prompt, tokens: req.PromptTokens, addGenerationPrompt: true})
 	if err != nil {
 		return err
 	}

@@ -194,14 +194,8 @@ func generateRequestToProto(r GenerateRequest) *pb.GenerateRequest {
 			Schema: r.ResponseFormat.Schema, Strict: r.ResponseFormat.Strict},
 		N: int64(r.N),
 	}
-	for _, t := range r.Tools {
-		out.Tools = append(out.Tools, &pb.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
-	}
-	if len(r.TemplateVars) > 0 {
-		// The variables are JSON values by contract; one that does not encode is dropped, as a template never
-		// could have read it.
-		out.TemplateVars, _ = json.Marshal(r.TemplateVars)
-	}
+	out.Tools = toolsToProto(r.Tools)
+	out.TemplateVars = templateVarsToProto(r.TemplateVars)
 	for _, e := range r.PrefillEndpoints {
 		out.PrefillEndpoints = append(out.PrefillEndpoints, &pb.PrefillEndpoint{InstanceId: e.InstanceID, Address: e.Address, Node: e.Node, Approximate: e.Approximate})
 	}
@@ -239,12 +233,8 @@ func generateRequestFromProto(r *pb.GenerateRequest) GenerateRequest {
 	if f := r.GetResponseFormat(); f != nil {
 		out.ResponseFormat = ResponseFormat{Type: f.GetType(), Name: f.GetName(), Schema: f.GetSchema(), Strict: f.GetStrict()}
 	}
-	for _, t := range r.GetTools() {
-		out.Tools = append(out.Tools, Tool{Name: t.GetName(), Description: t.GetDescription(), Parameters: t.GetParameters(), Strict: t.GetStrict()})
-	}
-	if b := r.GetTemplateVars(); len(b) > 0 {
-		_ = json.Unmarshal(b, &out.TemplateVars)
-	}
+	out.Tools = toolsFromProto(r.GetTools())
+	out.TemplateVars = templateVarsFromProto(r.GetTemplateVars())
 	if s != nil && s.Seed != nil {
 		seed := s.GetSeed()
 		out.Sampling.Seed = &seed
@@ -392,6 +382,8 @@ func tokenizeRequestToProto(r TokenizeRequest) *pb.TokenizeRequest {
 		Prompt:              r.Prompt,
 		AddGenerationPrompt: r.AddGenerationPrompt,
 		AddSpecialTokens:    r.AddSpecialTokens,
+		Tools:               toolsToProto(r.Tools),
+		TemplateVars:        templateVarsToProto(r.TemplateVars),
 	}
 }
 
@@ -402,7 +394,44 @@ func tokenizeRequestFromProto(r *pb.TokenizeRequest) TokenizeRequest {
 		Prompt:              r.GetPrompt(),
 		AddGenerationPrompt: r.GetAddGenerationPrompt(),
 		AddSpecialTokens:    r.GetAddSpecialTokens(),
+		Tools:               toolsFromProto(r.GetTools()),
+		TemplateVars:        templateVarsFromProto(r.GetTemplateVars()),
 	}
+}
+
+func toolsToProto(tools []Tool) []*pb.Tool {
+	var out []*pb.Tool
+	for _, t := range tools {
+		out = append(out, &pb.Tool{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict})
+	}
+	return out
+}
+
+func toolsFromProto(tools []*pb.Tool) []Tool {
+	var out []Tool
+	for _, t := range tools {
+		out = append(out, Tool{Name: t.GetName(), Description: t.GetDescription(), Parameters: t.GetParameters(), Strict: t.GetStrict()})
+	}
+	return out
+}
+
+// templateVarsToProto encodes template variables as a JSON object. They are JSON values by contract; a
+// value that does not encode drops them, as a template never could have read it.
+func templateVarsToProto(vars map[string]any) []byte {
+	if len(vars) == 0 {
+		return nil
+	}
+	b, _ := json.Marshal(vars)
+	return b
+}
+
+func templateVarsFromProto(b []byte) map[string]any {
+	if len(b) == 0 {
+		return nil
+	}
+	var vars map[string]any
+	_ = json.Unmarshal(b, &vars)
+	return vars
 }
 
 func statsToProto(s Stats) *pb.StatsResponse {

@@ -362,6 +362,10 @@ type TokenizeRequest struct {
 	Prompt              string
 	AddGenerationPrompt bool
 	AddSpecialTokens    bool
+	// Tools and TemplateVars are rendered with Messages as GenerateRequest's are, so the tokens are those
+	// the generation would see.
+	Tools        []Tool
+	TemplateVars map[string]any
 }
 
 // TokenizeResponse is the rendered prompt and its tokens.

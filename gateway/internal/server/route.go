@@ -209,6 +209,7 @@ func (s *Server) promptInfo(ctx context.Context, g *generation) error {
 	res, err := e.Tokenize(ctx, engine.TokenizeRequest{
 		InstanceID: in.Desc.InstanceID, Messages: g.request.Messages, Prompt: g.request.Prompt,
 		AddGenerationPrompt: len(g.request.Messages) > 0, AddSpecialTokens: len(g.request.Messages) == 0,
+		Tools: g.request.Tools, TemplateVars: g.request.TemplateVars,
 	})
 	g.routeTime += time.Since(start)
 	switch engine.CodeOf(err) {

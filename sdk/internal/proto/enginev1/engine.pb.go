@@ -2145,6 +2145,8 @@ type TokenizeRequest struct {
 	Prompt              string                 `protobuf:"bytes,3,opt,name=prompt,proto3" json:"prompt,omitempty"`
 	AddGenerationPrompt bool                   `protobuf:"varint,4,opt,name=add_generation_prompt,json=addGenerationPrompt,proto3" json:"add_generation_prompt,omitempty"`
 	AddSpecialTokens    bool                   `protobuf:"varint,5,opt,name=add_special_tokens,json=addSpecialTokens,proto3" json:"add_special_tokens,omitempty"`
+	Tools               []*Tool                `protobuf:"bytes,6,rep,name=tools,proto3" json:"tools,omitempty"`
+	TemplateVars        []byte                 `protobuf:"bytes,7,opt,name=template_vars,json=templateVars,proto3" json:"template_vars,omitempty"` // JSON object
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -2212,6 +2214,20 @@ func (x *TokenizeRequest) GetAddSpecialTokens() bool {
 		return x.AddSpecialTokens
 	}
 	return false
+}
+
+func (x *TokenizeRequest) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *TokenizeRequest) GetTemplateVars() []byte {
+	if x != nil {
+		return x.TemplateVars
+	}
+	return nil
 }
 
 type TokenizeResponse struct {
@@ -2717,14 +2733,16 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x04kind\";\n" +
 	"\n" +
 	"EventBatch\x12-\n" +
-	"\x06events\x18\x01 \x03(\v2\x15.duet.engine.v1.EventR\x06events\"\xe1\x01\n" +
+	"\x06events\x18\x01 \x03(\v2\x15.duet.engine.v1.EventR\x06events\"\xb2\x02\n" +
 	"\x0fTokenizeRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x123\n" +
 	"\bmessages\x18\x02 \x03(\v2\x17.duet.engine.v1.MessageR\bmessages\x12\x16\n" +
 	"\x06prompt\x18\x03 \x01(\tR\x06prompt\x122\n" +
 	"\x15add_generation_prompt\x18\x04 \x01(\bR\x13addGenerationPrompt\x12,\n" +
-	"\x12add_special_tokens\x18\x05 \x01(\bR\x10addSpecialTokens\">\n" +
+	"\x12add_special_tokens\x18\x05 \x01(\bR\x10addSpecialTokens\x12*\n" +
+	"\x05tools\x18\x06 \x03(\v2\x14.duet.engine.v1.ToolR\x05tools\x12#\n" +
+	"\rtemplate_vars\x18\a \x01(\fR\ftemplateVars\">\n" +
 	"\x10TokenizeResponse\x12\x16\n" +
 	"\x06tokens\x18\x01 \x03(\x05R\x06tokens\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\"\xd2\x01\n" +
@@ -2839,29 +2857,30 @@ var file_enginev1_engine_proto_depIdxs = []int32{
 	23, // 21: duet.engine.v1.Event.final:type_name -> duet.engine.v1.Final
 	24, // 22: duet.engine.v1.EventBatch.events:type_name -> duet.engine.v1.Event
 	7,  // 23: duet.engine.v1.TokenizeRequest.messages:type_name -> duet.engine.v1.Message
-	28, // 24: duet.engine.v1.InstanceStats.prefix_cache:type_name -> duet.engine.v1.PrefixCacheStats
-	33, // 25: duet.engine.v1.InstanceStats.metrics:type_name -> duet.engine.v1.InstanceStats.MetricsEntry
-	29, // 26: duet.engine.v1.StatsResponse.instances:type_name -> duet.engine.v1.InstanceStats
-	34, // 27: duet.engine.v1.StatsResponse.metrics:type_name -> duet.engine.v1.StatsResponse.MetricsEntry
-	1,  // 28: duet.engine.v1.Engine.Load:input_type -> duet.engine.v1.LoadRequest
-	2,  // 29: duet.engine.v1.Engine.Unload:input_type -> duet.engine.v1.UnloadRequest
-	0,  // 30: duet.engine.v1.Engine.Instances:input_type -> duet.engine.v1.Empty
-	15, // 31: duet.engine.v1.Engine.Generate:input_type -> duet.engine.v1.GenerateRequest
-	26, // 32: duet.engine.v1.Engine.Tokenize:input_type -> duet.engine.v1.TokenizeRequest
-	0,  // 33: duet.engine.v1.Engine.Stats:input_type -> duet.engine.v1.Empty
-	0,  // 34: duet.engine.v1.Engine.Health:input_type -> duet.engine.v1.Empty
-	5,  // 35: duet.engine.v1.Engine.Load:output_type -> duet.engine.v1.Description
-	0,  // 36: duet.engine.v1.Engine.Unload:output_type -> duet.engine.v1.Empty
-	6,  // 37: duet.engine.v1.Engine.Instances:output_type -> duet.engine.v1.InstancesResponse
-	25, // 38: duet.engine.v1.Engine.Generate:output_type -> duet.engine.v1.EventBatch
-	27, // 39: duet.engine.v1.Engine.Tokenize:output_type -> duet.engine.v1.TokenizeResponse
-	30, // 40: duet.engine.v1.Engine.Stats:output_type -> duet.engine.v1.StatsResponse
-	0,  // 41: duet.engine.v1.Engine.Health:output_type -> duet.engine.v1.Empty
-	35, // [35:42] is the sub-list for method output_type
-	28, // [28:35] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	10, // 24: duet.engine.v1.TokenizeRequest.tools:type_name -> duet.engine.v1.Tool
+	28, // 25: duet.engine.v1.InstanceStats.prefix_cache:type_name -> duet.engine.v1.PrefixCacheStats
+	33, // 26: duet.engine.v1.InstanceStats.metrics:type_name -> duet.engine.v1.InstanceStats.MetricsEntry
+	29, // 27: duet.engine.v1.StatsResponse.instances:type_name -> duet.engine.v1.InstanceStats
+	34, // 28: duet.engine.v1.StatsResponse.metrics:type_name -> duet.engine.v1.StatsResponse.MetricsEntry
+	1,  // 29: duet.engine.v1.Engine.Load:input_type -> duet.engine.v1.LoadRequest
+	2,  // 30: duet.engine.v1.Engine.Unload:input_type -> duet.engine.v1.UnloadRequest
+	0,  // 31: duet.engine.v1.Engine.Instances:input_type -> duet.engine.v1.Empty
+	15, // 32: duet.engine.v1.Engine.Generate:input_type -> duet.engine.v1.GenerateRequest
+	26, // 33: duet.engine.v1.Engine.Tokenize:input_type -> duet.engine.v1.TokenizeRequest
+	0,  // 34: duet.engine.v1.Engine.Stats:input_type -> duet.engine.v1.Empty
+	0,  // 35: duet.engine.v1.Engine.Health:input_type -> duet.engine.v1.Empty
+	5,  // 36: duet.engine.v1.Engine.Load:output_type -> duet.engine.v1.Description
+	0,  // 37: duet.engine.v1.Engine.Unload:output_type -> duet.engine.v1.Empty
+	6,  // 38: duet.engine.v1.Engine.Instances:output_type -> duet.engine.v1.InstancesResponse
+	25, // 39: duet.engine.v1.Engine.Generate:output_type -> duet.engine.v1.EventBatch
+	27, // 40: duet.engine.v1.Engine.Tokenize:output_type -> duet.engine.v1.TokenizeResponse
+	30, // 41: duet.engine.v1.Engine.Stats:output_type -> duet.engine.v1.StatsResponse
+	0,  // 42: duet.engine.v1.Engine.Health:output_type -> duet.engine.v1.Empty
+	36, // [36:43] is the sub-list for method output_type
+	29, // [29:36] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_enginev1_engine_proto_init() }
