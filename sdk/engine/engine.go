@@ -286,11 +286,11 @@ type FinishReason string
 
 // Finish reasons.
 const (
-	FinishStop      FinishReason = "stop"      // EOS, a stop token or a stop string
-	FinishLength    FinishReason = "length"    // MaxTokens or the context length
+	FinishStop      FinishReason = "stop"       // EOS, a stop token or a stop string
+	FinishLength    FinishReason = "length"     // MaxTokens or the context length
 	FinishToolCalls FinishReason = "tool_calls" // the model called tools
-	FinishCancelled FinishReason = "cancelled" // the caller cancelled or the instance was unloaded
-	FinishError     FinishReason = "error"     // the engine failed; Final.Error says why
+	FinishCancelled FinishReason = "cancelled"  // the caller cancelled or the instance was unloaded
+	FinishError     FinishReason = "error"      // the engine failed; Final.Error says why
 )
 
 // Final ends every generation stream.
