@@ -81,6 +81,7 @@ func (e *Engine) Load(_ context.Context, req engine.LoadRequest) (engine.Descrip
 		VocabSize:     1 << 31,
 		Capabilities: engine.Capabilities{
 			Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
+			Tools: true, Grammar: true, Reasoning: true, MaxChoices: 128,
 		},
 	}
 	in.ctx, in.cancel = context.WithCancel(context.Background())
@@ -161,6 +162,9 @@ func render(ms []engine.Message) string {
 		b.WriteString(m.Role)
 		b.WriteString(": ")
 		b.WriteString(m.Content)
+		for _, c := range m.ToolCalls {
+			fmt.Fprintf(&b, " call: %s %s", c.Name, c.Arguments)
+		}
 		b.WriteString("\n")
 	}
 	return b.String()
@@ -254,61 +258,159 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 		return err
 	}
 
-	limit := s.MaxTokens
-	if limit == 0 {
-		limit = len(reply)
-	}
-	var rng *rand.Rand
-	if s.Temperature > 0 {
-		seed := uint64(time.Now().UnixNano())
-		if s.Seed != nil {
-			seed = uint64(*s.Seed)
-		}
-		rng = rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
-	}
-	stops := stopstring.New(s.Stop)
-	var firstToken time.Time
-	for n := 0; n < limit; n++ {
-		if n > 0 {
-			if err := sleep(ctx, in.ctx, in.tokenDelay); err != nil {
-				return emit(final(engine.FinishCancelled, len(prompt), n, arrived, firstToken))
-			}
-		} else if ctx.Err() != nil || in.ctx.Err() != nil {
-			return emit(final(engine.FinishCancelled, len(prompt), 0, arrived, firstToken))
-		}
-		word := reply[n%len(reply)]
-		if rng != nil {
-			word = reply[rng.IntN(len(reply))]
-		}
-		if n+1 < limit && !strings.HasSuffix(word, " ") && (rng != nil || n%len(reply) == len(reply)-1) {
-			word += " " // more words follow: keep them apart
-		}
-		id := e.tokenID(word)
-		if slicesContains(s.StopTokenIDs, id) {
-			return emit(final(engine.FinishStop, len(prompt), n, arrived, firstToken))
-		}
-		if n == 0 {
-			firstToken = time.Now()
-		}
-		text, stopped := stops.Add(word)
-		tok := &engine.Token{ID: id, Text: text}
-		if s.Logprobs {
-			tok.Logprob = fakeLogprob(word, id, s.TopLogprobs)
-		}
-		if err := emit(engine.Event{Token: tok}); err != nil {
+	n := max(req.N, 1)
+	cs := make([]*choice, n)
+	for i := range cs {
+		sc, err := makeScript(req, reply)
+		if err != nil {
 			return err
 		}
-		if stopped {
-			return emit(final(engine.FinishStop, len(prompt), n+1, arrived, firstToken))
+		cs[i] = newChoice(i, sc, s)
+	}
+	var firstToken time.Time
+	for step, open := 0, n; open > 0; step++ {
+		if step > 0 {
+			if err := sleep(ctx, in.ctx, in.tokenDelay); err != nil {
+				return endAll(emit, cs, engine.FinishCancelled, len(prompt), arrived, firstToken)
+			}
+		} else if ctx.Err() != nil || in.ctx.Err() != nil {
+			return endAll(emit, cs, engine.FinishCancelled, len(prompt), arrived, firstToken)
+		}
+		if step == 0 {
+			firstToken = time.Now()
+		}
+		for _, c := range cs {
+			if c.done {
+				continue
+			}
+			ev, reason := c.next(e)
+			if ev != nil {
+				if err := emit(engine.Event{Choice: c.index, Token: ev}); err != nil {
+					return err
+				}
+			}
+			if reason != "" {
+				c.done = true
+				open--
+				if err := emit(c.final(reason, len(prompt), arrived, firstToken)); err != nil {
+					return err
+				}
+			}
 		}
 	}
-	reason := engine.FinishLength
-	if s.MaxTokens == 0 {
-		reason = engine.FinishStop
+	return nil
+}
+
+// choice is one choice of a generation as it streams.
+type choice struct {
+	index int
+	sc    script
+	s     engine.Sampling
+	rng   *rand.Rand
+	stops *stopstring.Matcher
+	limit   int // tokens it may emit
+	n       int // tokens emitted
+	done    bool
+	stopped bool // by a stop string
+}
+
+func newChoice(i int, sc script, s engine.Sampling) *choice {
+	c := &choice{index: i, sc: sc, s: s, stops: stopstring.New(s.Stop), limit: s.MaxTokens}
+	if c.limit == 0 || (sc.finite || len(sc.calls) > 0) && c.limit > sc.length() {
+		c.limit = sc.length()
 	}
-	ev := final(reason, len(prompt), limit, arrived, firstToken)
-	ev.Final.Text = stops.Flush()
-	return emit(ev)
+	if s.Temperature > 0 && !sc.finite && len(sc.calls) == 0 {
+		seed := uint64(time.Now().UnixNano())
+		if s.Seed != nil {
+			seed = uint64(*s.Seed + int64(i))
+		}
+		c.rng = rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
+	}
+	return c
+}
+
+// next makes the choice's next token, and says why it ends when it does.
+func (c *choice) next(e *Engine) (*engine.Token, engine.FinishReason) {
+	if c.n >= c.limit {
+		return nil, c.endReason()
+	}
+	n := c.n
+	c.n++
+	if n < len(c.sc.reasoning) {
+		w := c.sc.reasoning[n]
+		return &engine.Token{ID: e.tokenID(w), Reasoning: w}, c.endIfLast()
+	}
+	n -= len(c.sc.reasoning)
+	if len(c.sc.calls) > 0 {
+		p := c.sc.pieces[n]
+		return &engine.Token{ID: e.tokenID(p.Name + p.Arguments), ToolCalls: []engine.ToolCallDelta{p}}, c.endIfLast()
+	}
+	reply := c.sc.reply
+	word := reply[n%len(reply)]
+	if c.rng != nil {
+		word = reply[c.rng.IntN(len(reply))]
+	}
+	if c.n < c.limit && !strings.HasSuffix(word, " ") && (c.rng != nil || n%len(reply) == len(reply)-1) {
+		word += " " // more words follow: keep them apart
+	}
+	id := e.tokenID(word)
+	if slicesContains(c.s.StopTokenIDs, id) {
+		c.n--
+		return nil, engine.FinishStop
+	}
+	text, stopped := c.stops.Add(word)
+	tok := &engine.Token{ID: id, Text: text}
+	if c.s.Logprobs {
+		tok.Logprob = fakeLogprob(word, id, c.s.TopLogprobs)
+	}
+	if stopped {
+		c.stopped = true
+		return tok, engine.FinishStop
+	}
+	return tok, c.endIfLast()
+}
+
+func (c *choice) endIfLast() engine.FinishReason {
+	if c.n >= c.limit {
+		return c.endReason()
+	}
+	return ""
+}
+
+func (c *choice) endReason() engine.FinishReason {
+	switch {
+	case len(c.sc.calls) > 0 && c.limit == c.sc.length():
+		return engine.FinishToolCalls
+	case c.s.MaxTokens == 0, c.sc.finite && c.limit == c.sc.length():
+		return engine.FinishStop
+	}
+	return engine.FinishLength
+}
+
+func (c *choice) final(reason engine.FinishReason, prompt int, arrived, firstToken time.Time) engine.Event {
+	ev := final(reason, prompt, c.n, arrived, firstToken)
+	ev.Choice = c.index
+	if !c.stopped {
+		ev.Final.Text = c.stops.Flush()
+	}
+	if reason == engine.FinishToolCalls {
+		ev.Final.ToolCalls = c.sc.calls
+	}
+	return ev
+}
+
+// endAll ends the choices still open.
+func endAll(emit func(engine.Event) error, cs []*choice, reason engine.FinishReason, prompt int, arrived, firstToken time.Time) error {
+	for _, c := range cs {
+		if !c.done {
+			ev := final(reason, prompt, c.n, arrived, firstToken)
+			ev.Choice = c.index
+			if err := emit(ev); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func final(reason engine.FinishReason, prompt, completion int, arrived, firstToken time.Time) engine.Event {

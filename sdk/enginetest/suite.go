@@ -46,6 +46,11 @@ func RunEngine(t *testing.T, e engine.Engine, cfg Config) {
 		{"Concurrent", s.concurrent},
 		{"Errors", s.errors},
 		{"Stats", s.stats},
+		{"Choices", s.choices},
+		{"ForcedToolCall", s.forcedToolCall},
+		{"ToolChoiceNone", s.toolChoiceNone},
+		{"JSONSchema", s.jsonSchema},
+		{"LogitBias", s.logitBias},
 		{"Unload", s.unload}, // last: it unloads the instance
 	}
 	for _, c := range checks {
@@ -129,9 +134,9 @@ func (s *suite) generate(t *testing.T, ctx context.Context, req engine.GenerateR
 		t.Errorf("output is not valid UTF-8: %q", r.text)
 	}
 	switch r.final.FinishReason {
-	case engine.FinishStop, engine.FinishLength, engine.FinishCancelled, engine.FinishError:
+	case engine.FinishStop, engine.FinishLength, engine.FinishToolCalls, engine.FinishCancelled, engine.FinishError:
 	default:
-		t.Errorf("finish reason %q is not one of stop, length, cancelled, error", r.final.FinishReason)
+		t.Errorf("finish reason %q is not one of stop, length, tool_calls, cancelled, error", r.final.FinishReason)
 	}
 	if r.final.FinishReason != engine.FinishCancelled && r.final.Usage.CompletionTokens != len(r.tokens) {
 		t.Errorf("usage says %d completion tokens, the stream had %d", r.final.Usage.CompletionTokens, len(r.tokens))
