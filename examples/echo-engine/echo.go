@@ -303,11 +303,11 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 
 // choice is one choice of a generation as it streams.
 type choice struct {
-	index int
-	sc    script
-	s     engine.Sampling
-	rng   *rand.Rand
-	stops *stopstring.Matcher
+	index   int
+	sc      script
+	s       engine.Sampling
+	rng     *rand.Rand
+	stops   *stopstring.Matcher
 	limit   int // tokens it may emit
 	n       int // tokens emitted
 	done    bool

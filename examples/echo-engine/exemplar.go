@@ -218,4 +218,3 @@ func (o orderedObject) MarshalJSON() ([]byte, error) {
 	}
 	return append(b, '}'), nil
 }
-

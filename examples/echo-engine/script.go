@@ -12,9 +12,9 @@ import (
 
 // script is what one choice of a request says: the echo engine's stand-in for a model's output.
 type script struct {
-	reasoning []string         // words of thinking, when the request enables it
-	reply     []string         // words of content; repeated when max_tokens asks for more
-	finite    bool             // the reply is a whole (JSON) and is not repeated
+	reasoning []string          // words of thinking, when the request enables it
+	reply     []string          // words of content; repeated when max_tokens asks for more
+	finite    bool              // the reply is a whole (JSON) and is not repeated
 	calls     []engine.ToolCall // tool calls instead of content
 	pieces    []engine.ToolCallDelta
 }

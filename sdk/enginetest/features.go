@@ -103,7 +103,7 @@ func (s *suite) choices(t *testing.T) {
 
 var weatherTool = engine.Tool{Name: "get_weather", Description: "Get the current weather in a city",
 	Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string"},"unit":{"type":"string","enum":["celsius","fahrenheit"]}},"required":["city","unit"],"additionalProperties":false}`),
-	Strict: true}
+	Strict:     true}
 
 func (s *suite) forcedToolCall(t *testing.T) {
 	caps := s.desc.Capabilities
