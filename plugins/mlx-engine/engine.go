@@ -22,6 +22,7 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/runner"
 	"github.com/duet-ai/duet/plugins/mlx-engine/sampling"
 	"github.com/duet-ai/duet/plugins/mlx-engine/tokenizer"
+	"github.com/duet-ai/duet/plugins/mlx-engine/toolcall"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/kvwire"
 )
@@ -55,7 +56,9 @@ type instance struct {
 	bmodel   backend.Model
 	tok      *tokenizer.Tokenizer
 	template *chattemplate.Template // nil: the model has no chat template
+	format   toolcall.Format        // how the model writes tool calls and reasoning
 	runner   *runner.Runner
+	log      *slog.Logger
 	eos      []int32
 	cleanup  func() // removes a generated model directory
 	pd       pdOptions
@@ -236,7 +239,14 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		return nil, engine.Errorf(engine.CodeInternal, "load model onto backend %s: %v", b.Name(), err)
 	}
 	layout := bm.KVLayout()
-	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS()}
+	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS(), log: e.log}
+	if tmpl != nil {
+		var added []string
+		for _, a := range tok.AddedTokens() {
+			added = append(added, a.Content)
+		}
+		in.format = toolcall.Detect(tmpl.Source(), added)
+	}
 	in.runner = runner.New(runner.Config{
 		Model: bm, Tokenizer: tokenizerAdapter{tok},
 		MaxBatch: opts.maxBatch, MaxQueue: opts.maxQueue, PrefillChunk: opts.prefillChunk,
@@ -263,6 +273,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		Capabilities: engine.Capabilities{
 			Chat: tmpl != nil, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
 			RemotePrefill: true, MaxChoices: in.runner.MaxBatch(), LogitBias: true,
+			Tools: in.format.Calls != toolcall.CallsNone, Reasoning: in.format.Reasoning != toolcall.ReasoningNone,
 		},
 	}
 	return in, nil
@@ -423,8 +434,12 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 	if err != nil {
 		return err
 	}
-	prompt, _, err := in.prompt(promptInput{messages: req.Messages, tools: req.Tools, vars: req.TemplateVars,
+	prompt, rendered, err := in.prompt(promptInput{messages: req.Messages, tools: req.Tools, vars: req.TemplateVars,
 		text: req.Prompt, tokens: req.PromptTokens, addGenerationPrompt: true})
+	if err != nil {
+		return err
+	}
+	newOutput, err := in.outputParser(req, rendered)
 	if err != nil {
 		return err
 	}
@@ -442,12 +457,39 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 			Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs, LogitBias: logitBias(s.LogitBias),
 		},
 		N:          req.N,
+		NewOutput:  newOutput,
 		MaxTokens:  s.MaxTokens,
 		Stop:       s.Stop,
 		StopTokens: stopTokens,
 		Arrived:    arrived,
 		Remote:     in.remote(req.PrefillEndpoints),
 	}, emit)
+}
+
+// outputParser returns what makes each choice's output parser: for chat requests to a model whose family
+// writes tool calls or reasoning in a syntax the engine knows, nil otherwise.
+func (in *instance) outputParser(req engine.GenerateRequest, rendered string) (func() runner.Output, error) {
+	if len(req.Messages) == 0 || in.format == (toolcall.Format{}) {
+		return nil, nil
+	}
+	opts := toolcall.Options{StartInReasoning: in.format.OpensReasoning(rendered)}
+	if req.ToolChoice.Mode != engine.ToolChoiceNone {
+		for _, t := range req.Tools {
+			opts.Tools = append(opts.Tools, toolcall.Tool{Name: t.Name, Parameters: t.Parameters})
+		}
+	}
+	first, err := toolcall.NewParser(in.format, opts) // the tools are checked here, once
+	if err != nil {
+		return nil, engine.InvalidParam("tools", "%v", err)
+	}
+	return func() runner.Output {
+		p := first
+		if first == nil {
+			p, _ = toolcall.NewParser(in.format, opts)
+		}
+		first = nil
+		return &parsedOutput{p: p, log: in.log, request: req.RequestID}
+	}, nil
 }
 
 // logitBias converts the contract's bias to the sampler's.
@@ -491,7 +533,7 @@ func (e *Engine) Health(context.Context) error { return nil }
 // tokenizerAdapter gives the runner what it needs of a tokenizer.
 type tokenizerAdapter struct{ t *tokenizer.Tokenizer }
 
-func (a tokenizerAdapter) NewStream() runner.TextStream { return a.t.NewStream(true) }
+func (a tokenizerAdapter) NewStream(keepSpecial bool) runner.TextStream { return a.t.NewStream(!keepSpecial) }
 
 func (a tokenizerAdapter) TokenText(id int32) (string, []byte) {
 	b := a.t.TokenBytes(id)

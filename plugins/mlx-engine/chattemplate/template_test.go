@@ -2,6 +2,9 @@ package chattemplate
 
 import (
 	"encoding/json"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,7 +87,21 @@ func realTemplates(t *testing.T) map[string]string {
 		// Not a model's: the Jinja features chat templates of other models use (tojson with indent, namespace,
 		// filters, tests, slicing, loop variables).
 		"features": filepath.Join("testdata", "features"),
+		// The templates of the models the project generates (the embedded model's among them), with tools.
+		"generated-llama3": generatedModel(t, model.Llama),
+		"generated-chatml": generatedModel(t, model.Qwen3),
 	}
+}
+
+func generatedModel(t *testing.T, fam model.Family) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), string(fam))
+	o := modelgen.Tiny()
+	o.Family = fam
+	if err := modelgen.Generate(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 type rendering struct {

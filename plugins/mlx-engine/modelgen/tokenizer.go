@@ -43,16 +43,74 @@ const (
 
 // Chat templates in the style of each family, written for this project.
 const (
+	// The Llama 3 style template offers tools as Llama 3.1's does: in a system turn, for a JSON answer
+	// {"name": ..., "parameters": ...}, with tool results in ipython turns. Without tools it renders exactly
+	// the plain turns.
 	llama3Template = `{{- bos_token }}
+{%- if tools %}
+{{- '<|start_header_id|>system<|end_header_id|>\n\n' }}
+{%- if messages[0]['role'] == 'system' %}
+{{- messages[0]['content'] | trim + '\n\n' }}
+{%- endif %}
+{{- 'You can call functions. To call one, answer with only a JSON object {"name": function name, "parameters": arguments}. The functions:' }}
+{%- for t in tools %}
+{{- '\n' + t | tojson }}
+{%- endfor %}
+{{- '<|eot_id|>' }}
+{%- endif %}
 {%- for message in messages %}
+{%- if tools and loop.first and message['role'] == 'system' %}
+{%- elif message['role'] == 'assistant' and message.tool_calls %}
+{{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
+{%- for call in message.tool_calls %}
+{%- if call.function.arguments is string %}
+{{- '{"name": "' + call.function.name + '", "parameters": ' + call.function.arguments + '}' }}
+{%- else %}
+{{- '{"name": "' + call.function.name + '", "parameters": ' + call.function.arguments | tojson + '}' }}
+{%- endif %}
+{%- endfor %}
+{{- '<|eot_id|>' }}
+{%- elif message['role'] == 'tool' or message['role'] == 'ipython' %}
+{{- '<|start_header_id|>ipython<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}
+{%- else %}
 {{- '<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n' + message['content'] | trim + '<|eot_id|>' }}
+{%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}
 {{- '<|start_header_id|>assistant<|end_header_id|>\n\n' }}
 {%- endif %}
 `
-	chatMLTemplate = `{%- for message in messages %}
+	// The ChatML template offers tools as Hermes and Qwen do: signatures in <tools></tools> in the system turn,
+	// calls in <tool_call></tool_call>, results in <tool_response></tool_response>. Without tools it renders
+	// exactly the plain turns.
+	chatMLTemplate = `{%- if tools %}
+{{- '<|im_start|>system\n' }}
+{%- if messages[0]['role'] == 'system' %}
+{{- messages[0]['content'] + '\n\n' }}
+{%- endif %}
+{{- '# Tools\n\nYou may call one or more functions. Their signatures are within <tools></tools>:\n<tools>' }}
+{%- for t in tools %}
+{{- '\n' + t | tojson }}
+{%- endfor %}
+{{- '\n</tools>\n\nFor each call, write a JSON object with the function name and arguments within <tool_call></tool_call> tags:\n<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' }}
+{%- endif %}
+{%- for message in messages %}
+{%- if tools and loop.first and message['role'] == 'system' %}
+{%- elif message['role'] == 'assistant' and message.tool_calls %}
+{{- '<|im_start|>assistant\n' + (message['content'] or '') }}
+{%- for call in message.tool_calls %}
+{%- if call.function.arguments is string %}
+{{- '\n<tool_call>\n{"name": "' + call.function.name + '", "arguments": ' + call.function.arguments + '}\n</tool_call>' }}
+{%- else %}
+{{- '\n<tool_call>\n{"name": "' + call.function.name + '", "arguments": ' + call.function.arguments | tojson + '}\n</tool_call>' }}
+{%- endif %}
+{%- endfor %}
+{{- '<|im_end|>\n' }}
+{%- elif message['role'] == 'tool' %}
+{{- '<|im_start|>user\n<tool_response>\n' + message['content'] + '\n</tool_response><|im_end|>\n' }}
+{%- else %}
 {{- '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}
+{%- endif %}
 {%- endfor %}
 {%- if add_generation_prompt %}
 {{- '<|im_start|>assistant\n' }}

@@ -19,8 +19,9 @@ import (
 
 // Tokenizer is what the loop needs of a tokenizer: incremental detokenization and token texts for logprobs.
 type Tokenizer interface {
-	// NewStream starts the detokenization of one generated sequence (special tokens produce no text).
-	NewStream() TextStream
+	// NewStream starts the detokenization of one generated sequence; special tokens produce no text unless
+	// keepSpecial (an output parser reads markers that are special tokens, e.g. <|python_tag|>).
+	NewStream(keepSpecial bool) TextStream
 	// TokenText returns a token's own text and raw bytes, for logprobs.
 	TokenText(id int32) (string, []byte)
 }
@@ -500,7 +501,7 @@ func (r *Runner) startChoice(s *seq) error {
 	if s.req.NewOutput != nil {
 		s.out = s.req.NewOutput()
 	}
-	s.text = r.tok.NewStream()
+	s.text = r.tok.NewStream(s.out != nil)
 	s.stops = stopstring.New(s.req.Stop)
 	s.logits = make([]float32, r.vocab)
 	return nil
