@@ -533,7 +533,9 @@ func (e *Engine) Health(context.Context) error { return nil }
 // tokenizerAdapter gives the runner what it needs of a tokenizer.
 type tokenizerAdapter struct{ t *tokenizer.Tokenizer }
 
-func (a tokenizerAdapter) NewStream(keepSpecial bool) runner.TextStream { return a.t.NewStream(!keepSpecial) }
+func (a tokenizerAdapter) NewStream(keepSpecial bool) runner.TextStream {
+	return a.t.NewStream(!keepSpecial)
+}
 
 func (a tokenizerAdapter) TokenText(id int32) (string, []byte) {
 	b := a.t.TokenBytes(id)
