@@ -3,6 +3,7 @@ package mlxengine
 import (
 	"errors"
 	"log/slog"
+	"strings"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/runner"
 	"github.com/duet-ai/duet/plugins/mlx-engine/toolcall"
@@ -10,7 +11,7 @@ import (
 )
 
 // parsedOutput splits a choice's text into content, reasoning and tool calls with the model family's parser.
-// Calls are numbered as they start, so the indices a client sees have no gaps where the parser dropped a call.
+// Calls are numbered as they start, so the indices a client sees have no gaps where the parser dropped one.
 type parsedOutput struct {
 	p       *toolcall.Parser
 	log     *slog.Logger
@@ -27,7 +28,7 @@ func (o *parsedOutput) Add(text string) runner.Delta {
 	return o.convert(o.p.Feed(text))
 }
 
-func (o *parsedOutput) Flush() (runner.Delta, []engine.ToolCall) {
+func (o *parsedOutput) Flush() (runner.Delta, []engine.ToolCall, error) {
 	res, ds, err := o.p.Finish()
 	d := o.convert(ds)
 	var calls []engine.ToolCall
@@ -36,20 +37,21 @@ func (o *parsedOutput) Flush() (runner.Delta, []engine.ToolCall) {
 			calls = append(calls, engine.ToolCall{ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 		}
 	}
-	// What the model wrote is never lost: a call the parser could not use comes back as content, in the
-	// model's words, and the log says why.
+	// A call the model meant but wrote wrong (malformed, an unknown tool, arguments against the schema) is
+	// an error the client sees, quoting the model's text; the whole text goes to the log. A call cut off by
+	// the end of the output is not: the choice ends with finish_reason "length" and what it had.
+	var bad []string
 	for _, e := range callErrors(err) {
-		switch {
-		case errors.Is(e, toolcall.ErrMalformed), errors.Is(e, toolcall.ErrUnknownTool):
-			if _, streamed := o.index[e.Index]; !streamed {
-				d.Content += e.Text
-			}
-			o.log.Warn("the model wrote a tool call that cannot be used; returned as content", "request", o.request, "error", e)
-		case errors.Is(e, toolcall.ErrInvalidArguments):
-			o.log.Warn("tool call arguments do not match the tool's parameters", "request", o.request, "error", e)
+		if errors.Is(e, toolcall.ErrTruncated) {
+			continue
 		}
+		bad = append(bad, e.Error())
+		o.log.Warn("the model wrote a tool call that cannot be used", "request", o.request, "error", e, "text", e.Text)
 	}
-	return d, calls
+	if len(bad) > 0 {
+		return d, calls, engine.Errorf(engine.CodeInvalidOutput, "the model wrote a tool call that cannot be used: %s", strings.Join(bad, "; "))
+	}
+	return d, calls, nil
 }
 
 func (o *parsedOutput) convert(ds []toolcall.Delta) runner.Delta {

@@ -7,7 +7,8 @@ import (
 )
 
 // Code classifies an engine error. The gateway maps codes to HTTP statuses: CodeInvalidArgument and
-// CodeContextLength 400, CodeNotFound 404, CodeResourceExhausted 429, CodeUnavailable 503, anything else 500.
+// CodeContextLength 400, CodeNotFound 404, CodeInvalidOutput 422, CodeResourceExhausted 429, CodeUnavailable
+// 503, anything else 500.
 type Code string
 
 // Error codes.
@@ -18,7 +19,11 @@ const (
 	CodeResourceExhausted Code = "resource_exhausted"
 	CodeUnavailable       Code = "unavailable"
 	CodeCancelled         Code = "cancelled"
-	CodeInternal          Code = "internal"
+	// CodeInvalidOutput: the model wrote what the request cannot accept, e.g. a tool call that is malformed,
+	// names a tool the request does not define, or whose arguments do not match its schema. Neither the
+	// client's fault nor the server's; the message quotes what the model wrote.
+	CodeInvalidOutput Code = "invalid_output"
+	CodeInternal      Code = "internal"
 )
 
 // Error is an error with a code that survives the plugin boundary.

@@ -26,6 +26,7 @@ const (
 	TypeAuthentication = "authentication_error"
 	TypeRateLimit      = "rate_limit_error"
 	TypeServer         = "server_error"
+	TypeModelOutput    = "model_output_error"
 )
 
 // BadRequest is a 400 about one request field.
@@ -84,6 +85,10 @@ func FromEngine(err error) *Error {
 		return &Error{Status: http.StatusNotFound, Type: TypeInvalidRequest, Code: "not_found", Message: e.Message}
 	case engine.CodeResourceExhausted:
 		return TooManyRequests(e.Message)
+	case engine.CodeInvalidOutput:
+		// Not a 500: nothing failed, the model wrote something the request rules out. The client can retry
+		// (sampling differs) or constrain the output (strict tools, tool_choice).
+		return &Error{Status: http.StatusUnprocessableEntity, Type: TypeModelOutput, Code: "invalid_tool_call", Message: e.Message}
 	case engine.CodeUnavailable, engine.CodeCancelled:
 		return Unavailable(e.Message)
 	default:

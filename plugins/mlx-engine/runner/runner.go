@@ -48,8 +48,10 @@ type Output interface {
 	// Add takes the next piece of text and returns what it adds to each part; it holds back what may still
 	// turn out to be a marker.
 	Add(text string) Delta
-	// Flush ends the text: what was held back, and the complete tool calls.
-	Flush() (Delta, []engine.ToolCall)
+	// Flush ends the text: what was held back, and the complete tool calls. An error (an *engine.Error)
+	// says the output breaks the request's contract, e.g. a tool call that cannot be used; the choice ends
+	// with it.
+	Flush() (Delta, []engine.ToolCall, error)
 }
 
 // Delta is what a piece of text adds to the parts of an output.
@@ -716,10 +718,13 @@ func (r *Runner) finish(s *seq, reason engine.FinishReason, err error) {
 	}
 	if s.out != nil && err == nil && reason != engine.FinishCancelled {
 		d := s.out.Add(f.Text)
-		tail, calls := s.out.Flush()
+		tail, calls, outErr := s.out.Flush()
 		f.Text, f.Reasoning, f.ToolCalls = d.Content+tail.Content, d.Reasoning+tail.Reasoning, calls
 		if len(calls) > 0 && f.FinishReason == engine.FinishStop {
 			f.FinishReason = engine.FinishToolCalls
+		}
+		if outErr != nil {
+			f.FinishReason, f.Error, f.ErrorCode = engine.FinishError, outErr.Error(), engine.CodeOf(outErr)
 		}
 	}
 	if err != nil {
