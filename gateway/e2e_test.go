@@ -404,7 +404,7 @@ func TestErrors(t *testing.T) {
 		_, err := c.Chat.Completions.New(ctx, p)
 		wantAPIError(t, err, 400, "", "temperature")
 		p = chatParams("echo", "hi")
-		p.N = openai.Int(2)
+		p.N = openai.Int(129)
 		_, err = c.Chat.Completions.New(ctx, p)
 		wantAPIError(t, err, 400, "", "n")
 		// Wrong types, sent raw.

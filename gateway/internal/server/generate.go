@@ -26,12 +26,10 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 		return perr
 	}
 	return s.serve(c, &generation{
-		model:     req.Model,
-		stream:    req.Stream,
-		usage:     req.IncludeUsage,
-		logprobs:  req.Sampling.Logprobs,
-		idPrefix:  "chatcmpl-",
-		chunkKind: "chat.completion.chunk",
+		model:    req.Model,
+		stream:   req.Stream,
+		dialect:  openaiChat{usage: req.IncludeUsage, logprobs: req.Sampling.Logprobs},
+		idPrefix: "chatcmpl-",
 		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
 			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
 			TemplateVars: req.TemplateVars, N: req.N},
@@ -51,11 +49,8 @@ func (s *Server) completions(c *fiber.Ctx) error {
 	return s.serve(c, &generation{
 		model:       req.Model,
 		stream:      req.Stream,
-		usage:       req.IncludeUsage,
-		logprobs:    req.Logprobs != nil,
-		legacy:      true,
+		dialect:     openaiCompletions{usage: req.IncludeUsage, logprobs: req.Logprobs != nil},
 		idPrefix:    "cmpl-",
-		chunkKind:   "text_completion",
 		request:     engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
 		promptBytes: scan.PromptBytes,
 	})
@@ -99,14 +94,11 @@ func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, e
 
 // generation is one parsed request on its way to an engine.
 type generation struct {
-	model     string
-	stream    bool
-	usage     bool // stream_options.include_usage
-	logprobs  bool
-	legacy    bool // /v1/completions rather than chat
-	idPrefix  string
-	chunkKind string
-	request   engine.GenerateRequest
+	model    string
+	stream   bool
+	dialect  dialect // how the answer is rendered
+	idPrefix string  // of the response id, before the request id
+	request  engine.GenerateRequest
 
 	// What the router is told: the prompt's size, exact or estimated, and its prefix hashes.
 	promptBytes  int
@@ -255,10 +247,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 			return openai.Internal("the engine ended the generation without a final event for every choice")
 		}
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		if g.legacy {
-			return c.Send(openai.AppendCompletion(nil, meta, res, g.logprobs))
-		}
-		return c.Send(openai.AppendChatCompletion(nil, meta, res, g.logprobs))
+		return c.Send(g.dialect.answer(nil, meta, res))
 	}
 
 	r := s.start(ctx, cancel, in, g.request)
@@ -274,13 +263,13 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 			return s.runError(ctx, watch, apiErr)
 		}
 	}
-	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderContentType, g.dialect.streamType())
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	conn := c.Context().Conn()
 	handedOver = true
-	sw := &sseWriter{
-		s: s, g: g, meta: meta, run: r, first: first, ctx: ctx, conn: conn,
+	sw := &streamWriter{
+		s: s, enc: g.dialect.encoder(meta, g.request.N), run: r, first: first, ctx: ctx, conn: conn,
 		done: func() { watch.stop(); cancel() },
 	}
 	c.Context().SetBodyStreamWriter(sw.write)
@@ -383,12 +372,11 @@ func drain(r *run) {
 	}
 }
 
-// sseWriter streams a run as server-sent events. It runs in fasthttp's stream-writer goroutine, after the
+// streamWriter streams a run in its API's encoding. It runs in fasthttp's stream-writer goroutine, after the
 // handler returned, so it must not touch the fiber context.
-type sseWriter struct {
+type streamWriter struct {
 	s     *Server
-	g     *generation
-	meta  openai.Meta
+	enc   encoder
 	run   *run
 	first engine.Event
 	ctx   context.Context
@@ -396,32 +384,23 @@ type sseWriter struct {
 	done  func()
 
 	buf []byte
-	// Per choice: text offset (legacy completions), whether the role was announced, the final event.
-	choices []sseChoice
-	finals  int
 }
 
-type sseChoice struct {
-	textOffset int
-	sentRole   bool
-	final      *engine.Final
-}
-
-func (w *sseWriter) write(bw *bufio.Writer) {
+func (w *streamWriter) write(bw *bufio.Writer) {
 	defer drain(w.run)
 	defer w.done()
 	heartbeat := time.NewTicker(w.s.cfg.Heartbeat)
 	defer heartbeat.Stop()
-	w.choices = make([]sseChoice, max(w.g.request.N, 1))
 
 	// handle renders one event; it reports whether the stream is over (every choice ended, or one failed).
 	handle := func(ev engine.Event) bool {
 		if ev.Final != nil {
 			return w.final(ev)
 		}
-		w.event(ev)
+		w.buf = w.enc.event(w.buf, ev)
 		return false
 	}
+	w.buf = w.enc.start(w.buf)
 	if handle(w.first) {
 		w.flush(bw)
 		return
@@ -461,7 +440,7 @@ func (w *sseWriter) write(bw *bufio.Writer) {
 				return
 			}
 		case <-heartbeat.C:
-			w.buf = append(w.buf, ": keep-alive\n\n"...)
+			w.buf = w.enc.heartbeat(w.buf)
 			if !w.flush(bw) {
 				return
 			}
@@ -470,7 +449,7 @@ func (w *sseWriter) write(bw *bufio.Writer) {
 }
 
 // end handles a run that closed without a final event: an engine failure or a timeout.
-func (w *sseWriter) end(bw *bufio.Writer) {
+func (w *streamWriter) end(bw *bufio.Writer) {
 	var apiErr *openai.Error
 	switch err := w.run.err; {
 	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
@@ -481,106 +460,27 @@ func (w *sseWriter) end(bw *bufio.Writer) {
 	default:
 		apiErr = openai.Internal("the engine ended the stream without a final event")
 	}
-	w.sseError(apiErr)
+	w.buf = w.enc.fail(w.buf, apiErr)
 	w.flush(bw)
 }
 
-func (w *sseWriter) sseError(e *openai.Error) {
-	w.buf = append(w.buf, "data: "...)
-	w.buf = e.AppendEnvelope(w.buf)
-	w.buf = append(w.buf, "\n\n"...)
-}
-
-func (w *sseWriter) data(render func([]byte) []byte) {
-	w.buf = append(w.buf, "data: "...)
-	w.buf = render(w.buf)
-	w.buf = append(w.buf, "\n\n"...)
-}
-
-func (w *sseWriter) choice(i int) *sseChoice {
-	if i < 0 || i >= len(w.choices) {
-		return &w.choices[0]
-	}
-	return &w.choices[i]
-}
-
-func (w *sseWriter) event(ev engine.Event) {
-	c := w.choice(ev.Choice)
-	role := !w.g.legacy && !c.sentRole
-	tok := ev.Token
-	if tok == nil && !role {
-		return // progress events have no OpenAI form
-	}
-	c.sentRole = true
-	var text, reasoning string
-	var calls []engine.ToolCallDelta
-	var lps []engine.Logprob
-	if tok != nil {
-		text, reasoning, calls = tok.Text, tok.Reasoning, tok.ToolCalls
-		if w.g.logprobs && tok.Logprob != nil {
-			lps = []engine.Logprob{*tok.Logprob}
-		}
-		if text == "" && reasoning == "" && len(calls) == 0 && lps == nil && !role {
-			return // held-back bytes: nothing to say yet
-		}
-	}
-	if w.g.legacy {
-		w.data(func(dst []byte) []byte {
-			return openai.AppendCompletionChunk(dst, w.meta, openai.CompletionChunk{Text: text, Logprobs: lps, TextOffset: c.textOffset, UsageNull: w.g.usage})
-		})
-	} else {
-		w.data(func(dst []byte) []byte {
-			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Index: ev.Choice, Role: role, Content: text,
-				Reasoning: reasoning, ToolCalls: calls, Logprobs: lps, UsageNull: w.g.usage})
-		})
-	}
-	c.textOffset += len(text)
-}
-
 // final renders a choice's end; it reports whether the stream is over: every choice ended, or one failed.
-func (w *sseWriter) final(ev engine.Event) bool {
-	f := ev.Final
-	if apiErr := openai.FinalError(f); apiErr != nil {
+func (w *streamWriter) final(ev engine.Event) bool {
+	if apiErr := openai.FinalError(ev.Final); apiErr != nil {
 		if errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
 			apiErr = toAPIError(context.DeadlineExceeded)
 		}
-		w.sseError(apiErr)
+		w.buf = w.enc.fail(w.buf, apiErr)
 		return true
 	}
-	c := w.choice(ev.Choice)
-	if c.final == nil {
-		c.final = f
-		w.finals++
-	}
-	if f.Text != "" || f.Reasoning != "" {
-		w.event(engine.Event{Choice: ev.Choice, Token: &engine.Token{Text: f.Text, Reasoning: f.Reasoning}})
-	}
-	if w.g.legacy {
-		w.data(func(dst []byte) []byte {
-			return openai.AppendCompletionChunk(dst, w.meta, openai.CompletionChunk{Finish: f, UsageNull: w.g.usage})
-		})
-	} else {
-		w.data(func(dst []byte) []byte {
-			return openai.AppendChatChunk(dst, w.meta, openai.ChatChunk{Index: ev.Choice, Finish: f, UsageNull: w.g.usage})
-		})
-	}
-	if w.finals < len(w.choices) {
-		return false
-	}
-	if w.g.usage {
-		rs := make(openai.Results, len(w.choices))
-		for i := range w.choices {
-			rs[i] = &openai.Result{Final: w.choices[i].final}
-		}
-		w.data(func(dst []byte) []byte { return openai.AppendUsageChunk(dst, w.g.chunkKind, w.meta, rs.Usage()) })
-	}
-	w.buf = append(w.buf, "data: [DONE]\n\n"...)
-	return true
+	var over bool
+	w.buf, over = w.enc.final(w.buf, ev.Choice, ev.Final)
+	return over
 }
 
 // flush writes the buffered events to the client. It returns false when the client is gone, which cancels
 // the generation.
-func (w *sseWriter) flush(bw *bufio.Writer) bool {
+func (w *streamWriter) flush(bw *bufio.Writer) bool {
 	if w.conn != nil && w.s.cfg.WriteTimeout > 0 {
 		_ = w.conn.SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
 	}

@@ -66,7 +66,7 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 		}
 	}
 	c.Set("X-Duet-Forwarded-To", d.DecodeNode)
-	if resp.Header.Get(fiber.HeaderContentType) != "text/event-stream" {
+	if !g.stream || resp.Header.Get(fiber.HeaderContentType) != g.dialect.streamType() {
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
 		if err != nil {
@@ -99,9 +99,7 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 				// The owner died mid-stream: the client hears an error, not a stream that just stops.
 				s.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
 				e := openai.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))
-				w.WriteString("data: ")
-				w.Write(e.AppendEnvelope(nil))
-				w.WriteString("\n\n")
+				w.Write(g.dialect.encoder(openai.Meta{ID: g.idPrefix + requestID, Model: g.model}, g.request.N).fail(nil, e))
 				w.Flush()
 			}
 			return

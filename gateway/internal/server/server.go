@@ -404,8 +404,9 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	if apiErr.Status == fiber.StatusInternalServerError && apiErr.Code == "internal_error" && apiErr.Message == "" {
 		apiErr.Message = fmt.Sprintf("internal error (request id %s)", requestIDOf(c))
 	}
+	status, body := dialectForPath(c.Path()).errorBody(nil, apiErr)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Status(apiErr.Status).Send(apiErr.AppendEnvelope(nil))
+	return c.Status(status).Send(body)
 }
 
 func toAPIError(err error) *openai.Error {
