@@ -216,17 +216,8 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 	}
 	r.TemplateVars = b.ChatTemplateKwargs
 	if e := b.ReasoningEffort; e != nil {
-		// OpenAI's knob for reasoning models: "none" turns thinking off where the template can (enable_thinking).
-		switch *e {
-		case "none", "minimal", "low", "medium", "high":
-		default:
-			return r, BadRequest("reasoning_effort", "reasoning_effort must be none, minimal, low, medium or high, got %q", *e)
-		}
-		if _, set := r.TemplateVars["enable_thinking"]; !set {
-			if r.TemplateVars == nil {
-				r.TemplateVars = map[string]any{}
-			}
-			r.TemplateVars["enable_thinking"] = *e != "none"
+		if r.TemplateVars, err = ReasoningEffort(*e, r.TemplateVars, "reasoning_effort"); err != nil {
+			return r, err
 		}
 	}
 	maxTokens, param := b.MaxCompletionTokens, "max_completion_tokens"
@@ -457,71 +448,40 @@ func (b *chatBody) parseTools(r *ChatRequest) *Error {
 	if len(b.Tools) > 0 && len(b.Functions) > 0 {
 		return BadRequest("functions", "send tools or functions, not both")
 	}
-	if len(b.Tools)+len(b.Functions) > maxTools {
-		return BadRequest("tools", "at most %d tools, got %d", maxTools, len(b.Tools)+len(b.Functions))
-	}
-	seen := map[string]bool{}
-	addFunc := func(param string, f *functionBody) *Error {
-		if f == nil || f.Name == nil {
-			return BadRequest(param+".name", "%s has no name", param)
-		}
-		name := *f.Name
-		if !validToolName(name) {
-			return BadRequest(param+".name", "%s: the name %q must be 1 to %d letters, digits, _ or -", param, name, maxToolNameLen)
-		}
-		if seen[name] {
-			return BadRequest(param+".name", "two tools are named %q", name)
-		}
-		seen[name] = true
-		t := engine.Tool{Name: name, Parameters: bytes.TrimSpace(f.Parameters)}
-		if f.Description != nil {
-			t.Description = *f.Description
-		}
-		if f.Strict != nil {
-			t.Strict = *f.Strict
-		}
-		if len(t.Parameters) == 0 || string(t.Parameters) == "null" {
-			t.Parameters = []byte(`{"type":"object","properties":{}}`)
-		} else if t.Parameters[0] != '{' {
-			return BadRequest(param+".parameters", "%s's parameters must be a JSON schema object", param)
-		}
-		r.Tools = append(r.Tools, t)
-		return nil
-	}
+	var fns []Function
 	for i, t := range b.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		if t.Type == nil || *t.Type != "function" {
 			return BadRequest(param+".type", "%s: only tools of type \"function\" are supported", param)
 		}
-		if err := addFunc(param+".function", t.Function); err != nil {
-			return err
+		if t.Function == nil {
+			return BadRequest(param+".function.name", "%s.function has no name", param)
 		}
+		f := t.Function
+		fns = append(fns, Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict, Param: param + ".function"})
 	}
-	for i := range b.Functions {
-		if err := addFunc(fmt.Sprintf("functions[%d]", i), &b.Functions[i]); err != nil {
-			return err
-		}
+	for i, f := range b.Functions {
+		fns = append(fns, Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict, Param: fmt.Sprintf("functions[%d]", i)})
+	}
+	var err *Error
+	if r.Tools, err = Tools(fns, "tools"); err != nil {
+		return err
 	}
 	r.ParallelToolCalls = b.ParallelToolCalls == nil || *b.ParallelToolCalls
 	choice, param := bytes.TrimSpace(b.ToolChoice), "tool_choice"
 	if len(choice) == 0 || string(choice) == "null" {
 		choice, param = bytes.TrimSpace(b.FunctionCall), "function_call"
 	}
-	mode, name := engine.ToolChoiceAuto, ""
+	mode, name := "", ""
 	switch {
 	case len(choice) == 0 || string(choice) == "null":
-		if len(r.Tools) == 0 {
-			mode = ""
-		}
 	case choice[0] == '"':
 		var s string
 		_ = json.Unmarshal(choice, &s)
-		switch s {
-		case engine.ToolChoiceAuto, engine.ToolChoiceNone, engine.ToolChoiceRequired:
-			mode = s
-		default:
+		if s == engine.ToolChoiceFunction {
 			return BadRequest(param, "%s must be \"none\", \"auto\", \"required\" or a function, got %q", param, s)
 		}
+		mode = s
 	case choice[0] == '{':
 		var c struct {
 			Type     string `json:"type"`
@@ -537,21 +497,12 @@ func (b *chatBody) parseTools(r *ChatRequest) *Error {
 		if name == "" {
 			name = c.Name // function_call: {"name": ...}
 		}
-		if name == "" {
-			return BadRequest(param, "%s names no function", param)
-		}
 		mode = engine.ToolChoiceFunction
 	default:
 		return BadRequest(param, "invalid type for '%s': expected a string or an object", param)
 	}
-	if mode != "" && mode != engine.ToolChoiceNone && len(r.Tools) == 0 {
-		return BadRequest(param, "%s is %q, but the request has no tools", param, mode)
-	}
-	if mode == engine.ToolChoiceFunction && !seen[name] {
-		return BadRequest(param, "%s names %q, which is not among the tools", param, name)
-	}
-	r.ToolChoice = engine.ToolChoice{Mode: mode, Name: name}
-	return nil
+	r.ToolChoice, err = ToolChoice(mode, name, r.Tools, param)
+	return err
 }
 
 func validToolName(s string) bool {
@@ -580,14 +531,10 @@ func parseResponseFormat(f *responseFormat) (engine.ResponseFormat, *Error) {
 		if js == nil {
 			return engine.ResponseFormat{}, BadRequest("response_format.json_schema", "response_format json_schema needs a json_schema object")
 		}
-		if js.Name == "" || !validToolName(js.Name) {
+		if js.Name == "" {
 			return engine.ResponseFormat{}, BadRequest("response_format.json_schema.name", "the schema's name must be 1 to %d letters, digits, _ or -", maxToolNameLen)
 		}
-		schema := bytes.TrimSpace(js.Schema)
-		if len(schema) == 0 || schema[0] != '{' {
-			return engine.ResponseFormat{}, BadRequest("response_format.json_schema.schema", "the schema must be a JSON object")
-		}
-		return engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: js.Name, Schema: schema, Strict: js.Strict != nil && *js.Strict}, nil
+		return JSONSchemaFormat(js.Name, js.Schema, js.Strict != nil && *js.Strict, "response_format.json_schema")
 	}
 	return engine.ResponseFormat{}, BadRequest("response_format.type", "response_format type %q is not text, json_object or json_schema", f.Type)
 }
@@ -729,64 +676,15 @@ func checkN(n *int, param string) *Error {
 
 // applySampling validates the shared sampling fields into s.
 func (c *commonBody) applySampling(s *engine.Sampling) *Error {
-	if v := c.Temperature; v != nil {
-		if *v < 0 || *v > 2 || math.IsNaN(*v) {
-			return BadRequest("temperature", "temperature must be between 0 and 2, got %g", *v)
-		}
-		s.Temperature = *v
-	} else {
-		s.Temperature = 1 // the OpenAI default
-	}
-	if v := c.TopP; v != nil {
-		if *v <= 0 || *v > 1 || math.IsNaN(*v) {
-			return BadRequest("top_p", "top_p must be greater than 0 and at most 1, got %g", *v)
-		}
-		s.TopP = *v
-	}
-	for _, p := range []struct {
-		name string
-		v    *float64
-		dst  *float64
-	}{{"presence_penalty", c.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", c.FrequencyPenalty, &s.FrequencyPenalty}} {
-		if p.v != nil {
-			if *p.v < -2 || *p.v > 2 || math.IsNaN(*p.v) {
-				return BadRequest(p.name, "%s must be between -2 and 2, got %g", p.name, *p.v)
-			}
-			*p.dst = *p.v
-		}
-	}
-	if v := c.TopK; v != nil {
-		switch {
-		case *v == -1:
-			// vLLM's spelling of "off", which many clients send.
-		case *v < 0 || *v > maxCount:
-			return BadRequest("top_k", "top_k must be -1 (off) or between 0 and %d, got %d", maxCount, *v)
-		default:
-			s.TopK = *v
-		}
-	}
-	if v := c.MinP; v != nil {
-		if *v < 0 || *v > 1 || math.IsNaN(*v) {
-			return BadRequest("min_p", "min_p must be between 0 and 1, got %g", *v)
-		}
-		s.MinP = *v
-	}
-	if v := c.RepetitionPenalty; v != nil {
-		if *v <= 0 || math.IsNaN(*v) {
-			return BadRequest("repetition_penalty", "repetition_penalty must be greater than 0, got %g", *v)
-		}
-		s.RepetitionPenalty = *v
-	}
-	if c.IgnoreEOS != nil {
-		s.IgnoreEOS = *c.IgnoreEOS
-	}
-	s.Seed = c.Seed
 	stops, err := parseStop(c.Stop)
 	if err != nil {
 		return err
 	}
-	s.Stop = stops
-	return nil
+	return Sampling{
+		Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP, Seed: c.Seed,
+		PresencePenalty: c.PresencePenalty, FrequencyPenalty: c.FrequencyPenalty, RepetitionPenalty: c.RepetitionPenalty,
+		IgnoreEOS: c.IgnoreEOS, Stop: stops, DefaultTemperature: 1, // the OpenAI default
+	}.Apply(s)
 }
 
 func parseStop(raw json.RawMessage) ([]string, *Error) {
@@ -812,11 +710,5 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 	if len(stops) > maxStopSequences {
 		return nil, BadRequest("stop", "stop takes at most %d sequences, got %d", maxStopSequences, len(stops))
 	}
-	out := stops[:0]
-	for _, s := range stops {
-		if s != "" {
-			out = append(out, s)
-		}
-	}
-	return out, nil
+	return stops, nil
 }

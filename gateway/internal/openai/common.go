@@ -1,0 +1,232 @@
+package openai
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// The validation every client API shares. Chat completions, completions, Responses, Anthropic Messages and
+// Ollama name their fields differently but mean the same engine contract: each parser gathers its fields
+// into these types and validates them here, once, so a bound or a default is the same whichever API a
+// client speaks. Errors name the field as that API spells it.
+
+// Sampling holds a request's sampling fields, nil where the client sent none.
+type Sampling struct {
+	Temperature       *float64
+	TopP              *float64
+	TopK              *int
+	MinP              *float64
+	Seed              *int64
+	PresencePenalty   *float64
+	FrequencyPenalty  *float64
+	RepetitionPenalty *float64
+	MaxTokens         *int
+	Stop              []string
+	IgnoreEOS         *bool
+	// DefaultTemperature applies when Temperature is nil: 1 for OpenAI and Anthropic, 0.8 for Ollama.
+	DefaultTemperature float64
+	// Names maps a field's OpenAI name to the API's ("max_tokens": "num_predict"), for errors.
+	Names map[string]string
+	// MaxStop bounds the stop sequences (OpenAI: 4); 0: no bound beyond the engine's.
+	MaxStop int
+}
+
+func (p Sampling) name(n string) string {
+	if v, ok := p.Names[n]; ok {
+		return v
+	}
+	return n
+}
+
+// Apply validates the fields into s.
+func (p Sampling) Apply(s *engine.Sampling) *Error {
+	s.Temperature = p.DefaultTemperature
+	if v := p.Temperature; v != nil {
+		if *v < 0 || *v > 2 || math.IsNaN(*v) {
+			return BadRequest(p.name("temperature"), "%s must be between 0 and 2, got %g", p.name("temperature"), *v)
+		}
+		s.Temperature = *v
+	}
+	if v := p.TopP; v != nil {
+		if *v <= 0 || *v > 1 || math.IsNaN(*v) {
+			return BadRequest(p.name("top_p"), "%s must be greater than 0 and at most 1, got %g", p.name("top_p"), *v)
+		}
+		s.TopP = *v
+	}
+	for _, f := range []struct {
+		name string
+		v    *float64
+		dst  *float64
+	}{{"presence_penalty", p.PresencePenalty, &s.PresencePenalty}, {"frequency_penalty", p.FrequencyPenalty, &s.FrequencyPenalty}} {
+		if f.v != nil {
+			if *f.v < -2 || *f.v > 2 || math.IsNaN(*f.v) {
+				return BadRequest(p.name(f.name), "%s must be between -2 and 2, got %g", p.name(f.name), *f.v)
+			}
+			*f.dst = *f.v
+		}
+	}
+	if v := p.TopK; v != nil {
+		switch {
+		case *v == -1:
+			// vLLM's spelling of "off", which many clients send.
+		case *v < 0 || *v > maxCount:
+			return BadRequest(p.name("top_k"), "%s must be -1 (off) or between 0 and %d, got %d", p.name("top_k"), maxCount, *v)
+		default:
+			s.TopK = *v
+		}
+	}
+	if v := p.MinP; v != nil {
+		if *v < 0 || *v > 1 || math.IsNaN(*v) {
+			return BadRequest(p.name("min_p"), "%s must be between 0 and 1, got %g", p.name("min_p"), *v)
+		}
+		s.MinP = *v
+	}
+	if v := p.RepetitionPenalty; v != nil {
+		if *v <= 0 || math.IsNaN(*v) {
+			return BadRequest(p.name("repetition_penalty"), "%s must be greater than 0, got %g", p.name("repetition_penalty"), *v)
+		}
+		s.RepetitionPenalty = *v
+	}
+	if v := p.MaxTokens; v != nil {
+		if err := checkCount(p.name("max_tokens"), *v, 1); err != nil {
+			return err
+		}
+		s.MaxTokens = *v
+	}
+	if p.IgnoreEOS != nil {
+		s.IgnoreEOS = *p.IgnoreEOS
+	}
+	s.Seed = p.Seed
+	if p.MaxStop > 0 && len(p.Stop) > p.MaxStop {
+		return BadRequest(p.name("stop"), "%s takes at most %d sequences, got %d", p.name("stop"), p.MaxStop, len(p.Stop))
+	}
+	s.Stop = nil
+	for _, st := range p.Stop {
+		if st != "" {
+			s.Stop = append(s.Stop, st)
+		}
+	}
+	return nil
+}
+
+// Function is a tool definition in any API: OpenAI's function, Anthropic's tool (input_schema), Ollama's.
+type Function struct {
+	Name        *string
+	Description *string
+	Parameters  json.RawMessage // a JSON schema object; empty: no arguments
+	Strict      *bool
+	// Param is the field that holds it, for errors, e.g. "tools[2].function".
+	Param string
+}
+
+// Tools validates a request's tool definitions: names OpenAI allows and unique, schemas that are objects,
+// no more than OpenAI's bound.
+func Tools(fns []Function, param string) ([]engine.Tool, *Error) {
+	if len(fns) > maxTools {
+		return nil, BadRequest(param, "at most %d tools, got %d", maxTools, len(fns))
+	}
+	var out []engine.Tool
+	seen := map[string]bool{}
+	for _, f := range fns {
+		if f.Name == nil {
+			return nil, BadRequest(f.Param+".name", "%s has no name", f.Param)
+		}
+		name := *f.Name
+		if !validToolName(name) {
+			return nil, BadRequest(f.Param+".name", "%s: the name %q must be 1 to %d letters, digits, _ or -", f.Param, name, maxToolNameLen)
+		}
+		if seen[name] {
+			return nil, BadRequest(f.Param+".name", "two tools are named %q", name)
+		}
+		seen[name] = true
+		t := engine.Tool{Name: name, Parameters: bytes.TrimSpace(f.Parameters)}
+		if f.Description != nil {
+			t.Description = *f.Description
+		}
+		if f.Strict != nil {
+			t.Strict = *f.Strict
+		}
+		if len(t.Parameters) == 0 || string(t.Parameters) == "null" {
+			t.Parameters = []byte(`{"type":"object","properties":{}}`)
+		} else if t.Parameters[0] != '{' || !json.Valid(t.Parameters) {
+			return nil, BadRequest(f.Param+".parameters", "%s's parameters must be a JSON schema object", f.Param)
+		}
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// ToolChoice validates a tool choice (mode: "", auto, none, required or function, with the function's name)
+// against the request's tools. An empty mode is auto when there are tools.
+func ToolChoice(mode, name string, tools []engine.Tool, param string) (engine.ToolChoice, *Error) {
+	switch mode {
+	case "":
+		if len(tools) > 0 {
+			mode = engine.ToolChoiceAuto
+		}
+	case engine.ToolChoiceAuto, engine.ToolChoiceNone, engine.ToolChoiceRequired:
+	case engine.ToolChoiceFunction:
+		if name == "" {
+			return engine.ToolChoice{}, BadRequest(param, "%s names no function", param)
+		}
+	default:
+		return engine.ToolChoice{}, BadRequest(param, "%s must be none, auto, required or a function, got %q", param, mode)
+	}
+	if mode != "" && mode != engine.ToolChoiceNone && len(tools) == 0 {
+		return engine.ToolChoice{}, BadRequest(param, "%s is %q, but the request has no tools", param, mode)
+	}
+	if mode == engine.ToolChoiceFunction {
+		found := false
+		for _, t := range tools {
+			found = found || t.Name == name
+		}
+		if !found {
+			return engine.ToolChoice{}, BadRequest(param, "%s names %q, which is not among the tools", param, name)
+		}
+	}
+	return engine.ToolChoice{Mode: mode, Name: name}, nil
+}
+
+// JSONSchemaFormat validates a JSON-schema response format; name may be empty where the API has none.
+func JSONSchemaFormat(name string, schema json.RawMessage, strict bool, param string) (engine.ResponseFormat, *Error) {
+	if name != "" && !validToolName(name) {
+		return engine.ResponseFormat{}, BadRequest(param+".name", "the schema's name must be 1 to %d letters, digits, _ or -", maxToolNameLen)
+	}
+	schema = bytes.TrimSpace(schema)
+	if len(schema) == 0 || schema[0] != '{' || !json.Valid(schema) {
+		return engine.ResponseFormat{}, BadRequest(param+".schema", "the schema must be a JSON object")
+	}
+	return engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: name, Schema: schema, Strict: strict}, nil
+}
+
+// ReasoningEffort maps a reasoning effort (OpenAI's reasoning_effort, Responses' reasoning.effort) to the
+// template variable reasoning models read: "none" turns thinking off where the template can.
+func ReasoningEffort(effort string, vars map[string]any, param string) (map[string]any, *Error) {
+	switch effort {
+	case "none", "minimal", "low", "medium", "high":
+	default:
+		return vars, BadRequest(param, "%s must be none, minimal, low, medium or high, got %q", param, effort)
+	}
+	return Thinking(effort != "none", vars), nil
+}
+
+// Thinking sets enable_thinking unless the client set it itself.
+func Thinking(on bool, vars map[string]any) map[string]any {
+	if _, set := vars["enable_thinking"]; set {
+		return vars
+	}
+	if vars == nil {
+		vars = map[string]any{}
+	}
+	vars["enable_thinking"] = on
+	return vars
+}
+
+// CheckCount checks a count the client sent against [least, 2^31-1].
+func CheckCount(param string, v, least int) *Error { return checkCount(param, v, least) }
+
+// NotUTF8 is the error of a field that is not UTF-8.
+func NotUTF8(param string) *Error { return notUTF8(param) }
