@@ -37,20 +37,19 @@ type encoder interface {
 }
 
 // dialectForPath picks the dialect of errors raised before a handler knows its request, e.g. by
-// authentication: the API the path belongs to.
+// authentication: the API the path belongs to. OpenAI's Responses API shares chat's error envelope.
 func dialectForPath(path string) dialect {
-	for _, d := range pathDialects {
-		if strings.HasPrefix(path, d.prefix) {
-			return d.d
+	switch {
+	case strings.HasPrefix(path, "/v1/messages"):
+		if d := anthropicErrors(); d != nil {
+			return d
+		}
+	case strings.HasPrefix(path, "/api/"):
+		if d := ollamaErrors(); d != nil {
+			return d
 		}
 	}
 	return openaiChat{}
-}
-
-// pathDialects are the APIs whose errors are not OpenAI's, by path prefix.
-var pathDialects []struct {
-	prefix string
-	d      dialect
 }
 
 // openaiChat is /v1/chat/completions.
