@@ -1,0 +1,63 @@
+package grammar
+
+import (
+	"errors"
+	"testing"
+	"time"
+)
+
+// FuzzJSONSchema feeds arbitrary documents to the schema compiler: it must never panic, every refusal must be
+// an error, work must stay bounded, and whatever compiles must be a usable grammar.
+func FuzzJSONSchema(f *testing.F) {
+	for _, name := range schemaNames(f) {
+		f.Add(readSchema(f, name))
+	}
+	for _, s := range []string{
+		`{"type":"string","pattern":"^(a|b){2,5}[^x]*$"}`,
+		`{"$defs":{"a":{"type":"array","items":{"$ref":"#/$defs/a"}}},"$ref":"#/$defs/a"}`,
+		`{"anyOf":[{"type":"string","maxLength":3},{"enum":[1,"a",null]}]}`,
+		`{"type":"object","properties":{"a":{"type":"array","prefixItems":[{"const":1}],"minItems":1}},"required":["a"]}`,
+		`{"type":"string","pattern":"(((a{100}){100}){100})"}`,
+		`{"type":"array","items":{"type":"string","maxLength":1000},"maxItems":4096}`,
+	} {
+		f.Add([]byte(s))
+	}
+	idx := syntheticIndex(f)
+	f.Fuzz(func(t *testing.T, schema []byte) {
+		start := time.Now()
+		n, err := JSONSchema(schema, Options{})
+		if err != nil {
+			return
+		}
+		g, err := Compile(n)
+		if err != nil {
+			if !errors.Is(err, ErrNoMatch) && !errors.Is(err, ErrTooLarge) {
+				t.Fatalf("Compile: %v", err)
+			}
+			return
+		}
+		if g.States() > MaxStates {
+			t.Fatalf("%d states", g.States())
+		}
+		if d := time.Since(start); d > 20*time.Second {
+			t.Fatalf("compiling took %v", d)
+		}
+		m, err := g.NewMatcher(idx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mask := m.Mask(nil)
+		if id := firstSet(mask); id >= 0 {
+			if err := m.Accept(id); err != nil {
+				t.Fatalf("the mask allows %d but Accept says %v", id, err)
+			}
+		}
+	})
+}
+
+func firstSet(mask []uint64) int32 {
+	if ids := maskIDs(mask); len(ids) > 0 {
+		return ids[0]
+	}
+	return -1
+}

@@ -1,0 +1,615 @@
+package grammar
+
+import (
+	"fmt"
+	"math"
+	"math/bits"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// cfg is a configuration of the pushdown automaton: the current state, and the stack below it as a frame id
+// (frames are shared, so configurations that differ only at the top cost one cfg each).
+type cfg struct{ state, parent int32 }
+
+// Stack bottoms.
+const (
+	bottomEnd     int32 = -1 // below the root rule: ending it ends the grammar
+	bottomUnknown int32 = -2 // below a state classified on its own: whatever rule called it
+)
+
+// maxCallDepth bounds the empty moves (calls and returns) one byte may take, a guard for any grammar.
+const maxCallDepth = 1 << 10
+
+// sim steps configurations through bytes. frames holds every stack frame made so far, interned so that equal
+// stacks have equal ids and sets of configurations can be deduplicated by comparing cfgs.
+type sim struct {
+	g       *Grammar
+	frames  []cfg
+	intern  map[cfg]int32
+	touched bool // some path needed the unknown stack below bottomUnknown
+}
+
+func newSim(g *Grammar) *sim { return &sim{g: g, intern: map[cfg]int32{}} }
+
+func (s *sim) push(state, parent int32) int32 {
+	k := cfg{state, parent}
+	if id, ok := s.intern[k]; ok {
+		return id
+	}
+	id := int32(len(s.frames))
+	s.frames = append(s.frames, k)
+	s.intern[k] = id
+	return id
+}
+
+// truncate drops the frames made after the first n, which nothing may refer to any more.
+func (s *sim) truncate(n int) {
+	for _, f := range s.frames[n:] {
+		delete(s.intern, f)
+	}
+	s.frames = s.frames[:n]
+}
+
+func addCfg(out []cfg, c cfg) []cfg {
+	if slices.Contains(out, c) {
+		return out
+	}
+	return append(out, c)
+}
+
+// step appends to out the configurations c reaches by consuming byte x: directly, by entering the rules its
+// state calls, or by returning from its rule first.
+func (s *sim) step(c cfg, x byte, out []cfg, depth int) []cfg {
+	g := s.g
+	t := g.next(c.state, x)
+	if g.simple[c.state] {
+		if t >= 0 {
+			out = addCfg(out, cfg{t, c.parent})
+		}
+		return out
+	}
+	if depth > maxCallDepth {
+		return out
+	}
+	if t >= 0 {
+		out = addCfg(out, cfg{t, c.parent})
+	}
+	for _, cl := range g.calls[c.state] {
+		if g.first[cl.start].has(x) {
+			out = s.step(cfg{cl.start, s.push(cl.ret, c.parent)}, x, out, depth+1)
+		}
+	}
+	if g.final[c.state] {
+		switch {
+		case c.parent >= 0:
+			out = s.step(s.frames[c.parent], x, out, depth+1)
+		case c.parent == bottomUnknown:
+			s.touched = true
+		}
+	}
+	return out
+}
+
+// complete reports whether every rule on c's stack can end where it is, so the grammar can end here.
+func (s *sim) complete(c cfg) bool {
+	for range maxCallDepth {
+		if !s.g.final[c.state] {
+			return false
+		}
+		if c.parent < 0 {
+			return c.parent == bottomEnd
+		}
+		c = s.frames[c.parent]
+	}
+	return false
+}
+
+// canContinue reports whether some byte may follow c.
+func (s *sim) canContinue(c cfg) bool {
+	for range maxCallDepth {
+		if !s.g.first[c.state].empty() {
+			return true
+		}
+		if !s.g.final[c.state] || c.parent < 0 {
+			return false
+		}
+		c = s.frames[c.parent]
+	}
+	return false
+}
+
+// binding holds what a grammar knows about one vocabulary: the token mask of each state, computed the first
+// time a Matcher reaches the state and kept for every later generation with the same grammar.
+//
+// States of the root rule are keyed by the state alone. States of other rules are keyed by the state and the
+// state their rule returns to (the frame below): tokens that run past the rule's end are then judged in the
+// caller too, and only those that also end the caller's rule are left to check at run time. A rule returns
+// to few places, so this multiplies the masks by little and leaves few tokens uncertain.
+type binding struct {
+	g     *Grammar
+	idx   *Index
+	masks []atomic.Pointer[stateMask] // root-rule states
+	inner sync.Map                    // maskKey(state, ret) -> *stateMask, for the other rules
+	walks sync.Pool                   // *walker
+}
+
+func maskKey(state, ret int32) uint64 { return uint64(uint32(state))<<32 | uint64(uint32(ret)) }
+
+func (g *Grammar) bind(idx *Index) *binding {
+	g.bindMu.Lock()
+	defer g.bindMu.Unlock()
+	if b, ok := g.binds[idx]; ok {
+		return b
+	}
+	b := &binding{g: g, idx: idx, masks: make([]atomic.Pointer[stateMask], g.States())}
+	g.binds[idx] = b
+	return b
+}
+
+// stateMask is the verdict on every token for one state, context-independent where it can be: tokens the
+// state accepts or rejects whatever rule called it, and (for states where the rule may end) the uncertain
+// tokens that run past the rule's end, which the Matcher checks against its real stack.
+//
+// The accepted set is kept in the smallest of three forms: a list of accepted ids, a list of rejected ids
+// (among the index's valid ones), or a bitset.
+type stateMask struct {
+	accept []int32
+	reject []int32
+	bits   []uint64
+	form   uint8   // formAccept, formReject or formBits
+	unc    []int32 // positions in index order
+}
+
+const (
+	formAccept uint8 = iota
+	formReject
+	formBits
+)
+
+// write overwrites dst with the accepted set.
+func (m *stateMask) write(dst []uint64, idx *Index) {
+	switch m.form {
+	case formAccept:
+		clear(dst)
+		for _, id := range m.accept {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+	case formReject:
+		copy(dst, idx.valid)
+		for _, id := range m.reject {
+			dst[id>>6] &^= 1 << (id & 63)
+		}
+	default:
+		copy(dst, m.bits)
+	}
+}
+
+// or adds the accepted set to dst, using tmp (len >= idx.words) as scratch.
+func (m *stateMask) or(dst, tmp []uint64, idx *Index) {
+	if m.form == formAccept {
+		for _, id := range m.accept {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+		return
+	}
+	src := m.bits
+	if m.form == formReject {
+		m.write(tmp, idx)
+		src = tmp
+	}
+	for i := range dst[:idx.words] {
+		dst[i] |= src[i]
+	}
+}
+
+// mask returns the verdict for a configuration whose state is state, with ret the state below it (or -1 for
+// a root-rule state).
+func (b *binding) mask(state, ret int32) *stateMask {
+	if ret < 0 {
+		if m := b.masks[state].Load(); m != nil {
+			return m
+		}
+		m := b.classify(state, ret)
+		// Two Matchers may classify the same state at once; both get the same answer, and one is kept.
+		if b.masks[state].CompareAndSwap(nil, m) {
+			return m
+		}
+		return b.masks[state].Load()
+	}
+	k := maskKey(state, ret)
+	if m, ok := b.inner.Load(k); ok {
+		return m.(*stateMask)
+	}
+	m, _ := b.inner.LoadOrStore(k, b.classify(state, ret))
+	return m.(*stateMask)
+}
+
+// walker is scratch for walking the sorted vocabulary: the configurations after each prefix length.
+type walker struct {
+	accept []int32
+	lv     [][]cfg
+	single []cfg
+	count  []int32
+	touch  []bool
+}
+
+func newWalker(maxLen int) *walker {
+	return &walker{lv: make([][]cfg, maxLen+1), single: make([]cfg, maxLen+1), count: make([]int32, maxLen+1),
+		touch: make([]bool, maxLen+1)}
+}
+
+func (b *binding) walker() *walker {
+	if w, ok := b.walks.Get().(*walker); ok {
+		return w
+	}
+	return newWalker(b.idx.maxLen)
+}
+
+// classify walks every token from state alone, as XGrammar does: since the vocabulary is sorted, the
+// configurations after a shared prefix are computed once, and a prefix that no configuration survives rules
+// out every token that starts with it without looking at them.
+func (b *binding) classify(state, ret int32) *stateMask {
+	idx, g := b.idx, b.g
+	nc := g.nclass
+	s := newSim(g)
+	w := b.walker()
+	defer b.walks.Put(w)
+	parent := bottomEnd
+	if ret >= 0 {
+		parent = s.push(ret, bottomUnknown)
+	}
+	// Level d holds the configurations after tok[:d]: count[d] of them, the one in single[d] when there is
+	// one (the common case, kept out of the slices so that the hot loop is a table lookup), else lv[d].
+	w.single[0], w.count[0], w.touch[0] = cfg{state, parent}, 1, false
+	accept := w.accept[:0]
+	defer func() { w.accept = accept[:0] }()
+	var unc []int32
+	n := len(idx.order)
+	for i := 0; i < n; {
+		tok := idx.tok(i)
+		d := int(idx.lcp[i])
+		for d < len(tok) {
+			if c := w.single[d]; w.count[d] == 1 && g.simple[c.state] {
+				t := g.trans[int(c.state)*nc+int(g.class[tok[d]])]
+				w.single[d+1], w.count[d+1], w.touch[d+1] = cfg{t, c.parent}, 0, w.touch[d]
+				if t >= 0 {
+					w.count[d+1] = 1
+				}
+			} else {
+				src := w.lv[d]
+				if w.count[d] == 1 {
+					src = w.single[d : d+1]
+				}
+				s.touched = false
+				next := w.lv[d+1][:0]
+				for _, c := range src {
+					next = s.step(c, tok[d], next, 0)
+				}
+				w.lv[d+1], w.count[d+1], w.touch[d+1] = next, int32(len(next)), w.touch[d] || s.touched
+				if len(next) == 1 {
+					w.single[d+1] = next[0]
+				}
+			}
+			d++
+			if w.count[d] == 0 {
+				break
+			}
+		}
+		if w.count[d] > 0 {
+			accept = append(accept, idx.order[i])
+			i++
+			continue
+		}
+		// Nothing survives tok[:d]: the same holds for every token that starts with it.
+		j := idx.subtreeEnd(i, d)
+		if w.touch[d] {
+			for k := i; k < j; k++ {
+				unc = append(unc, int32(k))
+			}
+		}
+		i = j
+	}
+	m := &stateMask{unc: unc}
+	limit := idx.size / 32
+	switch {
+	case len(accept) <= limit:
+		m.form, m.accept = formAccept, slices.Clone(accept)
+	case idx.nvalid-len(accept) <= limit:
+		m.form = formReject
+		bitsOf := make([]uint64, idx.words)
+		for _, id := range accept {
+			bitsOf[id>>6] |= 1 << (id & 63)
+		}
+		for i, v := range idx.valid {
+			for r := v &^ bitsOf[i]; r != 0; r &= r - 1 {
+				m.reject = append(m.reject, int32(i*64+bits.TrailingZeros64(r)))
+			}
+		}
+	default:
+		m.form = formBits
+		m.bits = make([]uint64, idx.words)
+		for _, id := range accept {
+			m.bits[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return m
+}
+
+// Precompute classifies every state of g for idx now rather than when a Matcher first reaches it, so that no
+// generation pays for it later. It is what a server may do for a grammar it knows is coming.
+func (g *Grammar) Precompute(idx *Index) {
+	b := g.bind(idx)
+	for s := range b.masks {
+		if g.root[s] {
+			b.mask(int32(s), -1)
+		}
+		for _, r := range g.rets[s] {
+			b.mask(int32(s), r)
+		}
+	}
+}
+
+// MaskMemoryBytes reports the memory held by the token masks g has computed for idx so far.
+func (g *Grammar) MaskMemoryBytes(idx *Index) int {
+	b := g.bind(idx)
+	total := 0
+	add := func(m *stateMask) {
+		total += 4*(len(m.accept)+len(m.reject)+len(m.unc)) + 8*len(m.bits) + 64
+	}
+	for i := range b.masks {
+		if m := b.masks[i].Load(); m != nil {
+			add(m)
+		}
+	}
+	b.inner.Range(func(_, v any) bool {
+		add(v.(*stateMask))
+		return true
+	})
+	return total
+}
+
+// Matcher follows one generation through a grammar: it says which tokens may come next (Mask) and advances
+// on the token chosen (Accept). It is not safe for concurrent use; each sequence has its own.
+type Matcher struct {
+	g   *Grammar
+	b   *binding
+	idx *Index
+	s   *sim
+
+	cur   []cfg
+	bufs  [2][]cfg // scratch for advance
+	ended bool     // an end-of-sequence token was accepted
+
+	tmp  []uint64
+	uncs []int32
+	w    *walker
+}
+
+// NewMatcher starts a generation at the beginning of g, for the tokens of idx. It fails if g names a special
+// token that idx does not have.
+func (g *Grammar) NewMatcher(idx *Index) (*Matcher, error) {
+	for _, sp := range g.specials {
+		if _, ok := idx.special[sp]; !ok {
+			return nil, fmt.Errorf("grammar: the vocabulary has no special token %q", sp)
+		}
+	}
+	b := g.bind(idx)
+	m := &Matcher{g: g, b: b, idx: idx, s: newSim(g), tmp: make([]uint64, idx.words)}
+	m.w = newWalker(idx.maxLen)
+	m.Reset()
+	return m, nil
+}
+
+// Reset returns the matcher to the beginning of the grammar.
+func (m *Matcher) Reset() {
+	m.s.truncate(0)
+	m.cur = append(m.cur[:0], cfg{m.g.start, bottomEnd})
+	m.ended = false
+}
+
+// MaskWords is the length of a mask in uint64 words.
+func (m *Matcher) MaskWords() int { return m.idx.words }
+
+// Mask writes into dst (grown if shorter than MaskWords) the bitset of tokens that may come next: bit id%64
+// of word id/64 is set when token id keeps the output a valid prefix of the grammar. End-of-sequence tokens
+// are set exactly when the grammar is complete. It returns the mask.
+func (m *Matcher) Mask(dst []uint64) []uint64 {
+	idx := m.idx
+	if cap(dst) < idx.words {
+		dst = make([]uint64, idx.words)
+	}
+	dst = dst[:idx.words]
+	if m.ended {
+		clear(dst)
+		return dst
+	}
+	m.uncs = m.uncs[:0]
+	nunc := 0
+	for i, c := range m.cur {
+		ret := int32(-1)
+		if c.parent >= 0 {
+			ret = m.s.frames[c.parent].state
+		}
+		sm := m.b.mask(c.state, ret)
+		if i == 0 {
+			sm.write(dst, idx)
+		} else {
+			sm.or(dst, m.tmp, idx)
+		}
+		if len(sm.unc) > 0 {
+			nunc++
+			m.uncs = append(m.uncs, sm.unc...)
+		}
+	}
+	if len(m.uncs) > 0 {
+		if nunc > 1 {
+			slices.Sort(m.uncs)
+			m.uncs = slices.Compact(m.uncs)
+		}
+		m.checkUncertain(dst)
+	}
+	if m.Complete() {
+		for _, id := range idx.eos {
+			dst[id>>6] |= 1 << (id & 63)
+		}
+	}
+	return dst
+}
+
+// checkUncertain sets in dst the uncertain tokens (positions m.uncs, sorted) that the real stack accepts,
+// sharing the work for common prefixes as classify does.
+func (m *Matcher) checkUncertain(dst []uint64) {
+	idx, s, w := m.idx, m.s, m.w
+	mark := len(s.frames)
+	defer s.truncate(mark)
+	w.lv[0] = append(w.lv[0][:0], m.cur...)
+	var prev []byte
+	valid := 0 // levels 0..valid hold the configurations after prev[:level]
+	ps := m.uncs
+	for i := 0; i < len(ps); {
+		p := int(ps[i])
+		id := idx.order[p]
+		tok := idx.tok(p)
+		if dst[id>>6]&(1<<(id&63)) != 0 {
+			i++
+			continue
+		}
+		d := min(commonPrefix(prev, tok), valid)
+		for d < len(tok) {
+			next := w.lv[d+1][:0]
+			for _, c := range w.lv[d] {
+				next = s.step(c, tok[d], next, 0)
+			}
+			w.lv[d+1] = next
+			d++
+			if len(next) == 0 {
+				break
+			}
+		}
+		prev, valid = tok, d
+		if len(w.lv[d]) > 0 {
+			dst[id>>6] |= 1 << (id & 63)
+			i++
+			continue
+		}
+		// Dead after tok[:d]: skip the following tokens that share that prefix.
+		valid = d - 1
+		i++
+		for i < len(ps) {
+			t := idx.tok(int(ps[i]))
+			if len(t) < d || commonPrefix(t[:d], tok[:d]) < d {
+				break
+			}
+			i++
+		}
+	}
+}
+
+// Accept advances past token id. It fails, leaving the matcher as it was, if the token is not allowed.
+func (m *Matcher) Accept(id int32) error {
+	if m.ended {
+		return fmt.Errorf("grammar: token %d after the end of the sequence", id)
+	}
+	if m.idx.isEOS(id) {
+		if !m.Complete() {
+			return fmt.Errorf("grammar: end-of-sequence token %d before the grammar is complete", id)
+		}
+		m.ended = true
+		return nil
+	}
+	tok := m.idx.bytesOf(id)
+	if tok == nil {
+		return fmt.Errorf("grammar: token %d is not text the grammar can match", id)
+	}
+	mark := len(m.s.frames)
+	end, ok := m.advance(tok)
+	if !ok {
+		m.s.truncate(mark)
+		return fmt.Errorf("grammar: token %d (%q) is not allowed here", id, tok)
+	}
+	m.cur = append(m.cur[:0], end...)
+	return nil
+}
+
+// advance steps the current configurations through tok into scratch buffers, leaving m.cur as it is. It
+// returns the configurations after tok, or false if none survives.
+func (m *Matcher) advance(tok []byte) ([]cfg, bool) {
+	src := m.cur
+	k := 0
+	for _, x := range tok {
+		dst := m.bufs[k][:0]
+		for _, c := range src {
+			dst = m.s.step(c, x, dst, 0)
+		}
+		m.bufs[k] = dst
+		if len(dst) == 0 {
+			return nil, false
+		}
+		src = dst
+		k ^= 1
+	}
+	return src, true
+}
+
+// Allowed reports whether token id may come next, without advancing.
+func (m *Matcher) Allowed(id int32) bool {
+	if m.ended {
+		return false
+	}
+	if m.idx.isEOS(id) {
+		return m.Complete()
+	}
+	tok := m.idx.bytesOf(id)
+	if tok == nil {
+		return false
+	}
+	mark := len(m.s.frames)
+	defer m.s.truncate(mark)
+	_, ok := m.advance(tok)
+	return ok
+}
+
+// Complete reports whether the output so far is a complete sentence of the grammar, so that an
+// end-of-sequence token may come next.
+func (m *Matcher) Complete() bool {
+	if m.ended {
+		return true
+	}
+	for _, c := range m.cur {
+		if m.s.complete(c) {
+			return true
+		}
+	}
+	return false
+}
+
+// Done reports whether generation must stop: the grammar is complete and nothing may follow but
+// end-of-sequence (or an end-of-sequence token was accepted). The engine may then finish without sampling.
+func (m *Matcher) Done() bool {
+	if m.ended {
+		return true
+	}
+	if !m.Complete() {
+		return false
+	}
+	for _, c := range m.cur {
+		if m.s.canContinue(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// ApplyMask sets the logits of tokens the mask does not allow to -Inf, so that any sampler picks an allowed
+// one. Logits past the mask's end are disallowed too.
+func ApplyMask(logits []float32, mask []uint64) {
+	inf := float32(math.Inf(-1))
+	for i := range logits {
+		w := i >> 6
+		if w >= len(mask) || mask[w]&(1<<(i&63)) == 0 {
+			logits[i] = inf
+		}
+	}
+}
