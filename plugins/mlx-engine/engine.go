@@ -18,6 +18,7 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	_ "github.com/duet-ai/duet/plugins/mlx-engine/backend/cpu" // registers "cpu"
 	"github.com/duet-ai/duet/plugins/mlx-engine/chattemplate"
+	"github.com/duet-ai/duet/plugins/mlx-engine/grammar"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/runner"
 	"github.com/duet-ai/duet/plugins/mlx-engine/sampling"
@@ -59,10 +60,15 @@ type instance struct {
 	format   toolcall.Format        // how the model writes tool calls and reasoning
 	runner   *runner.Runner
 	log      *slog.Logger
-	eos      []int32
-	cleanup  func() // removes a generated model directory
-	pd       pdOptions
-	kv       *kvwire.Server // nil unless the instance serves prefill
+	// Constrained decoding: compiled grammars, and the vocabulary index their masks need (built on first use).
+	grammars  *grammar.Cache
+	indexOnce sync.Once
+	index     *grammar.Index
+	indexErr  error
+	eos       []int32
+	cleanup   func() // removes a generated model directory
+	pd        pdOptions
+	kv        *kvwire.Server // nil unless the instance serves prefill
 }
 
 // options are the Load options the engine understands.
@@ -239,7 +245,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		return nil, engine.Errorf(engine.CodeInternal, "load model onto backend %s: %v", b.Name(), err)
 	}
 	layout := bm.KVLayout()
-	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS(), log: e.log}
+	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS(), log: e.log, grammars: grammar.NewCache(grammarCacheSize)}
 	if tmpl != nil {
 		var added []string
 		for _, a := range tok.AddedTokens() {
@@ -274,6 +280,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 			Chat: tmpl != nil, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
 			RemotePrefill: true, MaxChoices: in.runner.MaxBatch(), LogitBias: true,
 			Tools: in.format.Calls != toolcall.CallsNone, Reasoning: in.format.Reasoning != toolcall.ReasoningNone,
+			Grammar: true,
 		},
 	}
 	return in, nil
@@ -439,6 +446,27 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 	if err != nil {
 		return err
 	}
+	g, err := in.grammarFor(req)
+	if err != nil {
+		return err
+	}
+	var newConstraint func() (runner.Constraint, error)
+	if g != nil {
+		if newConstraint, err = in.constraint(g); err != nil {
+			return err
+		}
+		if in.format.OpensReasoning(rendered) {
+			// The template opened a reasoning block (DeepSeek-R1 does): the constrained output is the answer,
+			// so the block is closed first, as templates do when thinking is off.
+			_, closing := in.format.Reasoning.Markers()
+			rendered += closing + "\n\n"
+			ids, complete := in.tok.EncodeLimit(rendered, false, in.runner.MaxContext())
+			if !complete {
+				return contextExceeded(in.runner.MaxContext(), len(ids))
+			}
+			prompt = ids
+		}
+	}
 	newOutput, err := in.outputParser(req, rendered)
 	if err != nil {
 		return err
@@ -456,13 +484,14 @@ func (e *Engine) Generate(ctx context.Context, req engine.GenerateRequest, emit 
 			RepetitionPenalty: s.RepetitionPenalty, PresencePenalty: s.PresencePenalty, FrequencyPenalty: s.FrequencyPenalty,
 			Logprobs: s.Logprobs, TopLogprobs: s.TopLogprobs, LogitBias: logitBias(s.LogitBias),
 		},
-		N:          req.N,
-		NewOutput:  newOutput,
-		MaxTokens:  s.MaxTokens,
-		Stop:       s.Stop,
-		StopTokens: stopTokens,
-		Arrived:    arrived,
-		Remote:     in.remote(req.PrefillEndpoints),
+		N:             req.N,
+		NewOutput:     newOutput,
+		NewConstraint: newConstraint,
+		MaxTokens:     s.MaxTokens,
+		Stop:          s.Stop,
+		StopTokens:    stopTokens,
+		Arrived:       arrived,
+		Remote:        in.remote(req.PrefillEndpoints),
 	}, emit)
 }
 

@@ -68,6 +68,9 @@ func (r ReasoningFormat) String() string {
 }
 
 // markers returns the reasoning block's open and close markers.
+// Markers are the texts that open and close a reasoning block (empty for ReasoningNone).
+func (r ReasoningFormat) Markers() (open, close string) { return r.markers() }
+
 func (r ReasoningFormat) markers() (open, close string) {
 	switch r {
 	case ReasoningThink:
