@@ -239,6 +239,44 @@ func TestPDExact(t *testing.T) {
 				}
 			})
 
+			// The grammar and the choices act on decode only: a constrained request for two seeded choices gives
+			// the same tokens, choice by choice, whether its prompt was prefilled here or over the wire.
+			t.Run("ConstrainedChoices", func(t *testing.T) {
+				prompt := randomPrompt(400, 300, vocab)
+				seed := int64(9)
+				req := engine.GenerateRequest{PromptTokens: prompt, N: 2,
+					ResponseFormat: engine.ResponseFormat{Type: engine.FormatJSONSchema, Schema: []byte(`{"type":"object","properties":{"a":{"type":"string","maxLength":20},"b":{"type":"array","items":{"type":"integer"},"maxItems":4}},"required":["a","b"]}`)},
+					Sampling:       engine.Sampling{MaxTokens: 80, Temperature: 1, Seed: &seed}}
+				run := func(p *proc, eps ...engine.PrefillEndpoint) ([2][]int32, []*engine.Final) {
+					r := req
+					r.InstanceID, r.PrefillEndpoints = p.desc.InstanceID, eps
+					var toks [2][]int32
+					finals := make([]*engine.Final, 2)
+					err := p.e.Generate(context.Background(), r, func(ev engine.Event) error {
+						if ev.Token != nil {
+							toks[ev.Choice] = append(toks[ev.Choice], ev.Token.ID)
+						}
+						if ev.Final != nil {
+							finals[ev.Choice] = ev.Final
+						}
+						return nil
+					})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return toks, finals
+				}
+				want, _ := run(ref)
+				got, finals := run(d, p.endpoint())
+				for i := range 2 {
+					sameTokens(t, fmt.Sprintf("choice %d", i), got[i], want[i])
+					if finals[i] == nil || finals[i].FinishReason != engine.FinishStop {
+						t.Errorf("choice %d final %+v", i, finals[i])
+					}
+				}
+				wantRemote(t, finals[0], p.desc.PrefillEndpoint)
+			})
+
 			// A prefill node short of memory keeps its weights as stored; the decode node expanded them. The
 			// two compute the same bits, so the KV it sends decodes to the local tokens.
 			t.Run("StoredWeightsOnThePrefillSide", func(t *testing.T) {
