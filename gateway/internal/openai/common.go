@@ -28,6 +28,8 @@ type Sampling struct {
 	IgnoreEOS         *bool
 	// DefaultTemperature applies when Temperature is nil: 1 for OpenAI and Anthropic, 0.8 for Ollama.
 	DefaultTemperature float64
+	// MaxTemperature bounds Temperature: 0 means OpenAI's 2; Anthropic's is 1.
+	MaxTemperature float64
 	// Names maps a field's OpenAI name to the API's ("max_tokens": "num_predict"), for errors.
 	Names map[string]string
 	// MaxStop bounds the stop sequences (OpenAI: 4); 0: no bound beyond the engine's.
@@ -45,8 +47,12 @@ func (p Sampling) name(n string) string {
 func (p Sampling) Apply(s *engine.Sampling) *Error {
 	s.Temperature = p.DefaultTemperature
 	if v := p.Temperature; v != nil {
-		if *v < 0 || *v > 2 || math.IsNaN(*v) {
-			return BadRequest(p.name("temperature"), "%s must be between 0 and 2, got %g", p.name("temperature"), *v)
+		hi := p.MaxTemperature
+		if hi <= 0 {
+			hi = 2
+		}
+		if *v < 0 || *v > hi || math.IsNaN(*v) {
+			return BadRequest(p.name("temperature"), "%s must be between 0 and %g, got %g", p.name("temperature"), hi, *v)
 		}
 		s.Temperature = *v
 	}
@@ -230,3 +236,10 @@ func CheckCount(param string, v, least int) *Error { return checkCount(param, v,
 
 // NotUTF8 is the error of a field that is not UTF-8.
 func NotUTF8(param string) *Error { return notUTF8(param) }
+
+// Decode unmarshals a request body that must be a JSON object, turning type errors into 400s that name the
+// field.
+func Decode(body []byte, v any) *Error { return decode(body, v) }
+
+// AppendString appends s as a JSON string, for the renderers of the other APIs' hot paths.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
