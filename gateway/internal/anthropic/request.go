@@ -1,0 +1,558 @@
+package anthropic
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// Anthropic's bounds that differ from OpenAI's.
+const (
+	maxTemperature = 1
+	// minThinkingBudget is the least thinking.budget_tokens Anthropic accepts.
+	minThinkingBudget = 1024
+)
+
+// Request is a parsed Messages or count_tokens body, in the engine contract's terms.
+type Request struct {
+	Model  string
+	Stream bool
+	// Messages start with the system prompt, when there is one; tool results are "tool" messages.
+	Messages          []engine.Message
+	Sampling          engine.Sampling
+	Tools             []engine.Tool
+	ToolChoice        engine.ToolChoice
+	ParallelToolCalls bool
+	ResponseFormat    engine.ResponseFormat
+	TemplateVars      map[string]any
+}
+
+// wire shapes: pointers tell "absent" from zero, RawMessage holds the fields that take several types.
+
+type body struct {
+	Model         *string         `json:"model"`
+	MaxTokens     *int            `json:"max_tokens"`
+	System        json.RawMessage `json:"system"`
+	Messages      *[]messageBody  `json:"messages"`
+	Tools         []toolBody      `json:"tools"`
+	ToolChoice    *toolChoiceBody `json:"tool_choice"`
+	StopSequences []string        `json:"stop_sequences"`
+	Temperature   *float64        `json:"temperature"`
+	TopP          *float64        `json:"top_p"`
+	TopK          *int            `json:"top_k"`
+	Stream        *bool           `json:"stream"`
+	Thinking      *thinkingBody   `json:"thinking"`
+	OutputConfig  *outputConfig   `json:"output_config"`
+	// metadata (user_id), service_tier and cache_control are read by nobody: the gateway has no use for them.
+}
+
+type messageBody struct {
+	Role    *string         `json:"role"`
+	Content json.RawMessage `json:"content"`
+}
+
+// blockBody is any content block; Type says which fields belong to it.
+type blockBody struct {
+	Type      *string         `json:"type"`
+	Text      *string         `json:"text"`
+	ID        *string         `json:"id"`
+	Name      *string         `json:"name"`
+	Input     json.RawMessage `json:"input"`
+	ToolUseID *string         `json:"tool_use_id"`
+	Content   json.RawMessage `json:"content"`
+	IsError   *bool           `json:"is_error"`
+	Thinking  *string         `json:"thinking"`
+}
+
+type toolBody struct {
+	Type        *string         `json:"type"`
+	Name        *string         `json:"name"`
+	Description *string         `json:"description"`
+	InputSchema json.RawMessage `json:"input_schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+type toolChoiceBody struct {
+	Type                   *string `json:"type"`
+	Name                   *string `json:"name"`
+	DisableParallelToolUse *bool   `json:"disable_parallel_tool_use"`
+}
+
+type thinkingBody struct {
+	Type         *string `json:"type"`
+	BudgetTokens *int    `json:"budget_tokens"`
+}
+
+type outputConfig struct {
+	Format *struct {
+		Type   *string         `json:"type"`
+		Schema json.RawMessage `json:"schema"`
+	} `json:"format"`
+	// effort tunes Claude's thinking; engines have no such knob, so it is accepted and ignored.
+}
+
+// ParseMessages parses and validates a POST /v1/messages body.
+func ParseMessages(data []byte) (Request, *openai.Error) { return parse(data, false) }
+
+// ParseCountTokens parses and validates a POST /v1/messages/count_tokens body: a Messages body without
+// max_tokens (sampling fields, if sent, are ignored: they do not change the prompt).
+func ParseCountTokens(data []byte) (Request, *openai.Error) { return parse(data, true) }
+
+func parse(data []byte, counting bool) (Request, *openai.Error) {
+	r, err := parseBody(data, counting)
+	return r, named(err)
+}
+
+// named puts the field first in a message that does not name it, as Anthropic's messages do: its envelope has
+// no param. (The shared validation's messages name fields in their own way, and some not at all.)
+func named(e *openai.Error) *openai.Error {
+	if e == nil || e.Param == "" {
+		return e
+	}
+	scope := e.Param
+	if i := strings.LastIndexByte(scope, '.'); i > 0 {
+		scope = scope[:i]
+	}
+	if strings.Contains(e.Message, scope) {
+		return e
+	}
+	out := *e
+	out.Message = e.Param + ": " + e.Message
+	return &out
+}
+
+func parseBody(data []byte, counting bool) (Request, *openai.Error) {
+	var b body
+	if err := openai.Decode(data, &b); err != nil {
+		return Request{}, err
+	}
+	var r Request
+	if !utf8.Valid(data) {
+		return r, openai.NotUTF8("")
+	}
+	if b.Model == nil || *b.Model == "" {
+		return r, required("model")
+	}
+	r.Model = *b.Model
+	if !counting && b.MaxTokens == nil {
+		return r, required("max_tokens")
+	}
+	if b.Messages == nil {
+		return r, required("messages")
+	}
+	if len(*b.Messages) == 0 {
+		return r, openai.BadRequest("messages", "messages: at least one message is required")
+	}
+	system, err := parseSystem(b.System)
+	if err != nil {
+		return r, err
+	}
+	if system != "" {
+		r.Messages = append(r.Messages, engine.Message{Role: "system", Content: system})
+	}
+	if r.Messages, err = parseMessages(*b.Messages, r.Messages); err != nil {
+		return r, err
+	}
+	if err = parseTools(&b, &r); err != nil {
+		return r, err
+	}
+	if r.TemplateVars, err = parseThinking(b.Thinking, b.MaxTokens); err != nil {
+		return r, err
+	}
+	if r.ResponseFormat, err = parseOutputConfig(b.OutputConfig); err != nil {
+		return r, err
+	}
+	if counting {
+		return r, nil
+	}
+	r.Stream = b.Stream != nil && *b.Stream
+	err = openai.Sampling{
+		Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MaxTokens: b.MaxTokens, Stop: b.StopSequences,
+		DefaultTemperature: 1, MaxTemperature: maxTemperature, // Anthropic's default and bound
+		Names: map[string]string{"stop": "stop_sequences"},
+	}.Apply(&r.Sampling)
+	return r, err
+}
+
+// required is Anthropic's error for a missing field.
+func required(param string) *openai.Error {
+	return openai.BadRequest(param, "%s: Field required", param)
+}
+
+// parseSystem accepts a string or an array of text blocks, which are joined by newlines.
+func parseSystem(raw json.RawMessage) (string, *openai.Error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return "", nil
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", openai.BadRequest("system", "system: not a valid string")
+		}
+		return s, nil
+	case raw[0] == '[':
+		var blocks []blockBody
+		if err := json.Unmarshal(raw, &blocks); err != nil {
+			return "", openai.BadRequest("system", "system: must be a string or an array of text blocks")
+		}
+		var texts []string
+		for i, bl := range blocks {
+			param := fmt.Sprintf("system.%d", i)
+			if bl.Type == nil || *bl.Type != "text" {
+				return "", openai.BadRequest(param+".type", "%s: the system prompt takes only text blocks", param)
+			}
+			if bl.Text == nil {
+				return "", required(param + ".text")
+			}
+			texts = append(texts, *bl.Text)
+		}
+		return strings.Join(texts, "\n"), nil
+	}
+	return "", openai.BadRequest("system", "system: must be a string or an array of text blocks")
+}
+
+// parseMessages converts the conversation. A user turn becomes a "tool" message per tool_result (which
+// Anthropic puts first) and a user message of its text; an assistant turn becomes one assistant message with
+// its text, thinking (Reasoning) and tool_use blocks (ToolCalls). Each tool_result must answer a tool_use of
+// the assistant turn just before it, as Anthropic requires: templates pair them by id.
+func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *openai.Error) {
+	var calls map[string]bool // the tool_use ids of the last assistant turn
+	for i, m := range ms {
+		param := fmt.Sprintf("messages.%d", i)
+		if m.Role == nil {
+			return nil, required(param + ".role")
+		}
+		blocks, err := parseContent(param+".content", m.Content)
+		if err != nil {
+			return nil, err
+		}
+		switch *m.Role {
+		case "user":
+			msgs, err := userTurn(param, blocks, calls)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, msgs...)
+			calls = nil
+		case "assistant":
+			msg, ids, err := assistantTurn(param, blocks)
+			if err != nil {
+				return nil, err
+			}
+			if i == len(ms)-1 {
+				// Anthropic continues a final assistant turn (a prefill); the engine contract can only answer
+				// after it, which would quietly be another answer.
+				return nil, openai.BadRequest(param, "%s: the last message is the assistant's; continuing a prefilled assistant turn is not supported by this server, so end with a user message", param)
+			}
+			out = append(out, msg)
+			calls = ids
+		case "system":
+			return nil, openai.BadRequest(param+".role", `%s.role: unexpected role "system"; the Messages API takes a top-level system parameter, not a system message`, param)
+		default:
+			return nil, openai.BadRequest(param+".role", `%s.role: must be "user" or "assistant", got %q`, param, *m.Role)
+		}
+	}
+	return out, nil
+}
+
+// block is a content block with its field path, for errors.
+type block struct {
+	blockBody
+	param string
+}
+
+// parseContent reads a message's content: a string (one text block) or an array of blocks. It must not be
+// empty: Anthropic allows that only for a final assistant turn, which this server does not continue.
+func parseContent(param string, raw json.RawMessage) ([]block, *openai.Error) {
+	raw = bytes.TrimSpace(raw)
+	var blocks []block
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return nil, required(param)
+	case raw[0] == '"':
+		var s string
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return nil, openai.BadRequest(param, "%s: not a valid string", param)
+		}
+		text := "text"
+		blocks = []block{{blockBody: blockBody{Type: &text, Text: &s}, param: param}}
+		if s == "" {
+			blocks = nil
+		}
+	case raw[0] == '[':
+		var bs []blockBody
+		if err := json.Unmarshal(raw, &bs); err != nil {
+			return nil, openai.BadRequest(param, "%s: must be a string or an array of content blocks (%s)", param, typeError(err))
+		}
+		for j, b := range bs {
+			bp := fmt.Sprintf("%s.%d", param, j)
+			if b.Type == nil {
+				return nil, required(bp + ".type")
+			}
+			blocks = append(blocks, block{blockBody: b, param: bp})
+		}
+	default:
+		return nil, openai.BadRequest(param, "%s: must be a string or an array of content blocks", param)
+	}
+	if len(blocks) == 0 {
+		return nil, openai.BadRequest(param, "%s: messages must have non-empty content", param)
+	}
+	return blocks, nil
+}
+
+// typeError says what encoding/json found wrong inside a nested value.
+func typeError(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		return fmt.Sprintf("invalid type for '%s': got %s", te.Field, te.Value)
+	}
+	return "not valid JSON"
+}
+
+// unsupported refuses a block type this server cannot pass to an engine, or one that cannot be where it is
+// (in "a user message", say).
+func unsupported(b block, where string) *openai.Error {
+	switch *b.Type {
+	case "image", "document":
+		return openai.BadRequest(b.param+".type", "%s: %s content is not supported by this server: its engines read text only", b.param, *b.Type)
+	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
+		return openai.BadRequest(b.param+".type", "%s: a %s block cannot be in %s", b.param, *b.Type, where)
+	}
+	return openai.BadRequest(b.param+".type", "%s: content blocks of type %q are not supported by this server", b.param, *b.Type)
+}
+
+func userTurn(param string, blocks []block, calls map[string]bool) ([]engine.Message, *openai.Error) {
+	var out []engine.Message
+	var texts []string
+	for _, b := range blocks {
+		switch *b.Type {
+		case "text":
+			if b.Text == nil {
+				return nil, required(b.param + ".text")
+			}
+			texts = append(texts, *b.Text)
+		case "tool_result":
+			if len(texts) > 0 {
+				return nil, openai.BadRequest(b.param, "%s: tool_result blocks must come first in a user message, before any text", b.param)
+			}
+			msg, err := toolResult(b, calls)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, msg)
+		default:
+			return nil, unsupported(b, "a user message")
+		}
+	}
+	if len(texts) > 0 {
+		out = append(out, engine.Message{Role: "user", Content: strings.Join(texts, "\n")})
+	}
+	return out, nil
+}
+
+func toolResult(b block, calls map[string]bool) (engine.Message, *openai.Error) {
+	if b.ToolUseID == nil || *b.ToolUseID == "" {
+		return engine.Message{}, required(b.param + ".tool_use_id")
+	}
+	id := *b.ToolUseID
+	if !calls[id] {
+		return engine.Message{}, openai.BadRequest(b.param+".tool_use_id", "%s: tool_use_id %q answers no tool_use block of the assistant message just before it", b.param, id)
+	}
+	raw := bytes.TrimSpace(b.Content)
+	var content string
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+	case raw[0] == '"':
+		if err := json.Unmarshal(raw, &content); err != nil {
+			return engine.Message{}, openai.BadRequest(b.param+".content", "%s.content: not a valid string", b.param)
+		}
+	case raw[0] == '[':
+		var bs []blockBody
+		if err := json.Unmarshal(raw, &bs); err != nil {
+			return engine.Message{}, openai.BadRequest(b.param+".content", "%s.content: must be a string or an array of text blocks", b.param)
+		}
+		var texts []string
+		for j, inner := range bs {
+			ib := block{blockBody: inner, param: fmt.Sprintf("%s.content.%d", b.param, j)}
+			switch {
+			case inner.Type == nil:
+				return engine.Message{}, required(ib.param + ".type")
+			case *inner.Type != "text":
+				return engine.Message{}, unsupported(ib, "a tool_result")
+			case inner.Text == nil:
+				return engine.Message{}, required(ib.param + ".text")
+			}
+			texts = append(texts, *inner.Text)
+		}
+		content = strings.Join(texts, "\n")
+	default:
+		return engine.Message{}, openai.BadRequest(b.param+".content", "%s.content: must be a string or an array of text blocks", b.param)
+	}
+	if b.IsError != nil && *b.IsError {
+		content = strings.TrimSpace("Error: " + content)
+	}
+	return engine.Message{Role: "tool", ToolCallID: id, Content: content}, nil
+}
+
+func assistantTurn(param string, blocks []block) (engine.Message, map[string]bool, *openai.Error) {
+	msg := engine.Message{Role: "assistant"}
+	var texts, thinking []string
+	ids := map[string]bool{}
+	for _, b := range blocks {
+		switch *b.Type {
+		case "text":
+			if b.Text == nil {
+				return msg, nil, required(b.param + ".text")
+			}
+			texts = append(texts, *b.Text)
+		case "thinking":
+			if b.Thinking == nil {
+				return msg, nil, required(b.param + ".thinking")
+			}
+			thinking = append(thinking, *b.Thinking)
+		case "redacted_thinking":
+			// Claude's encrypted thinking: nothing an engine can read.
+		case "tool_use":
+			call, err := toolUse(b)
+			if err != nil {
+				return msg, nil, err
+			}
+			if ids[call.ID] {
+				return msg, nil, openai.BadRequest(b.param+".id", "%s.id: two tool_use blocks have the id %q", b.param, call.ID)
+			}
+			ids[call.ID] = true
+			msg.ToolCalls = append(msg.ToolCalls, call)
+		default:
+			return msg, nil, unsupported(b, "an assistant message")
+		}
+	}
+	msg.Content = strings.Join(texts, "\n")
+	msg.Reasoning = strings.Join(thinking, "\n")
+	return msg, ids, nil
+}
+
+func toolUse(b block) (engine.ToolCall, *openai.Error) {
+	switch {
+	case b.ID == nil || *b.ID == "":
+		return engine.ToolCall{}, required(b.param + ".id")
+	case b.Name == nil || *b.Name == "":
+		return engine.ToolCall{}, required(b.param + ".name")
+	}
+	input := bytes.TrimSpace(b.Input)
+	if len(input) == 0 {
+		return engine.ToolCall{}, required(b.param + ".input")
+	}
+	var args bytes.Buffer
+	if input[0] != '{' || json.Compact(&args, input) != nil {
+		return engine.ToolCall{}, openai.BadRequest(b.param+".input", "%s.input: must be an object", b.param)
+	}
+	return engine.ToolCall{ID: *b.ID, Name: *b.Name, Arguments: args.String()}, nil
+}
+
+// parseTools reads tools and tool_choice into the shared validation.
+func parseTools(b *body, r *Request) *openai.Error {
+	fns := make([]openai.Function, 0, len(b.Tools))
+	for i, t := range b.Tools {
+		param := fmt.Sprintf("tools.%d", i)
+		if t.Type != nil && *t.Type != "custom" {
+			return openai.BadRequest(param+".type", "%s: tools of type %q (Anthropic's server tools) are not supported by this server; define the tool with a name and an input_schema", param, *t.Type)
+		}
+		schema := bytes.TrimSpace(t.InputSchema)
+		if len(schema) == 0 || string(schema) == "null" {
+			return required(param + ".input_schema")
+		}
+		var s struct {
+			Type json.RawMessage `json:"type"`
+		}
+		if schema[0] != '{' || json.Unmarshal(schema, &s) != nil {
+			return openai.BadRequest(param+".input_schema", "%s.input_schema: must be a JSON schema object", param)
+		}
+		if string(bytes.TrimSpace(s.Type)) != `"object"` {
+			return openai.BadRequest(param+".input_schema.type", `%s.input_schema.type: must be "object"`, param)
+		}
+		fns = append(fns, openai.Function{Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict, Param: param})
+	}
+	var err *openai.Error
+	if r.Tools, err = openai.Tools(fns, "tools"); err != nil {
+		return err
+	}
+	r.ParallelToolCalls = true
+	mode, name := "", ""
+	if c := b.ToolChoice; c != nil {
+		if c.Type == nil {
+			return required("tool_choice.type")
+		}
+		switch *c.Type {
+		case "auto":
+			mode = engine.ToolChoiceAuto
+		case "any":
+			mode = engine.ToolChoiceRequired
+		case "tool":
+			mode = engine.ToolChoiceFunction
+			if c.Name == nil || *c.Name == "" {
+				return required("tool_choice.name")
+			}
+			name = *c.Name
+		case "none":
+			mode = engine.ToolChoiceNone
+		default:
+			return openai.BadRequest("tool_choice.type", `tool_choice.type: must be "auto", "any", "tool" or "none", got %q`, *c.Type)
+		}
+		if mode != engine.ToolChoiceNone && len(r.Tools) == 0 {
+			return openai.BadRequest("tool_choice", "tool_choice: %q needs tools, and the request has none", *c.Type)
+		}
+		if c.DisableParallelToolUse != nil && *c.DisableParallelToolUse {
+			r.ParallelToolCalls = false
+		}
+	}
+	r.ToolChoice, err = openai.ToolChoice(mode, name, r.Tools, "tool_choice")
+	return err
+}
+
+// parseThinking turns thinking on or off in the chat template. Without thinking, Claude does not think, so
+// neither does the engine's model.
+func parseThinking(t *thinkingBody, maxTokens *int) (map[string]any, *openai.Error) {
+	if t == nil {
+		return openai.Thinking(false, nil), nil
+	}
+	if t.Type == nil {
+		return nil, required("thinking.type")
+	}
+	switch *t.Type {
+	case "enabled":
+		if t.BudgetTokens == nil {
+			return nil, required("thinking.budget_tokens")
+		}
+		n := *t.BudgetTokens
+		if n < minThinkingBudget {
+			return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be at least %d, got %d", minThinkingBudget, n)
+		}
+		if maxTokens != nil && n >= *maxTokens {
+			return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be less than max_tokens (%d), got %d", *maxTokens, n)
+		}
+		return openai.Thinking(true, nil), nil
+	case "adaptive":
+		return openai.Thinking(true, nil), nil
+	case "disabled":
+		return openai.Thinking(false, nil), nil
+	}
+	return nil, openai.BadRequest("thinking.type", `thinking.type: must be "enabled", "adaptive" or "disabled", got %q`, *t.Type)
+}
+
+// parseOutputConfig reads structured outputs (output_config.format, a JSON schema).
+func parseOutputConfig(c *outputConfig) (engine.ResponseFormat, *openai.Error) {
+	if c == nil || c.Format == nil {
+		return engine.ResponseFormat{}, nil
+	}
+	if c.Format.Type == nil || *c.Format.Type != "json_schema" {
+		return engine.ResponseFormat{}, openai.BadRequest("output_config.format.type", `output_config.format.type: must be "json_schema"`)
+	}
+	return openai.JSONSchemaFormat("", c.Format.Schema, true, "output_config.format")
+}

@@ -1,0 +1,161 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+func meta() openai.Meta {
+	return openai.Meta{ID: "msg_abc", Created: 1700000000, Model: "m", Fingerprint: "fp_0123"}
+}
+
+// routed is meta with the route of a request forwarded from n3 to n2 and prefilled on n1.
+func routed() openai.Meta {
+	m := meta()
+	m.Route = &openai.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
+		PrefillAddress: "127.0.0.1:7000", Forwarded: true, Time: 250 * time.Microsecond}
+	return m
+}
+
+func final(reason engine.FinishReason) *engine.Final {
+	return &engine.Final{
+		FinishReason: reason,
+		Usage:        engine.Usage{PromptTokens: 12, CompletionTokens: 7, CachedTokens: 4},
+		Timings: engine.Timings{Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3 * time.Millisecond,
+			Decode: 4 * time.Millisecond, Total: 7 * time.Millisecond, PrefillSource: engine.PrefillLocal},
+	}
+}
+
+// events are the engine events of the test generations, by name.
+var events = map[string][]engine.Event{
+	"text": {
+		{Progress: &engine.Progress{Done: 12, Total: 12}},
+		{Token: &engine.Token{ID: 1, Text: "Hé"}},
+		{Token: &engine.Token{ID: 2}}, // held back: nothing to say yet
+		{Token: &engine.Token{ID: 3, Text: "llo \"you\"\n"}},
+		{Final: withText(final(engine.FinishStop), "!")},
+	},
+	"thinking_text": {
+		{Token: &engine.Token{ID: 1, Reasoning: "The user "}},
+		{Token: &engine.Token{ID: 2, Reasoning: "greets me."}},
+		{Token: &engine.Token{ID: 3, Text: "Hello."}},
+		{Final: final(engine.FinishStop)},
+	},
+	"tool_use": {
+		{Token: &engine.Token{ID: 1, Reasoning: "Two cities."}},
+		{Token: &engine.Token{ID: 2, Text: "Let me check."}},
+		{Token: &engine.Token{ID: 3, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_1", Name: "get_weather"}}}},
+		{Token: &engine.Token{ID: 4, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}},
+		{Token: &engine.Token{ID: 5, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `"Oslo"}`}, {Index: 1, ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`}}}},
+		{Final: withCalls(final(engine.FinishToolCalls),
+			engine.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+			engine.ToolCall{ID: "call_2", Name: "get_weather", Arguments: `{"city": "Lima"}`})},
+	},
+	// An engine that gives its calls only in the Final, one of them without an id and with arguments that
+	// are not an object (it breaks the contract; the answer must still decode).
+	"tool_use_unstreamed": {
+		{Final: withCalls(final(engine.FinishToolCalls),
+			engine.ToolCall{Name: "get_time", Arguments: ``},
+			engine.ToolCall{ID: "call_9", Name: "get_weather", Arguments: `["Oslo"]`})},
+	},
+	"max_tokens": {
+		{Token: &engine.Token{ID: 1, Text: "The answer is"}},
+		{Final: final(engine.FinishLength)},
+	},
+	"empty": {
+		{Final: final(engine.FinishStop)},
+	},
+}
+
+func withText(f *engine.Final, text string) *engine.Final { f.Text = text; return f }
+
+func withCalls(f *engine.Final, calls ...engine.ToolCall) *engine.Final {
+	f.ToolCalls = calls
+	return f
+}
+
+func result(name string) *openai.Result {
+	r := &openai.Result{}
+	for _, ev := range events[name] {
+		r.Add(ev)
+	}
+	return r
+}
+
+// TestMessageGolden renders each generation as a whole message and compares it with
+// testdata/message_<name>.json. Run with -update to rewrite them after an intended change.
+func TestMessageGolden(t *testing.T) {
+	t.Parallel()
+	for name := range events {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			goldenJSON(t, "message_"+name, AppendMessage(nil, meta(), result(name)))
+		})
+	}
+	t.Run("routed", func(t *testing.T) {
+		t.Parallel()
+		goldenJSON(t, "message_routed", AppendMessage(nil, routed(), result("text")))
+	})
+	t.Run("count_tokens", func(t *testing.T) {
+		t.Parallel()
+		goldenJSON(t, "count_tokens", AppendTokenCount(nil, 42))
+	})
+}
+
+func TestStopReason(t *testing.T) {
+	t.Parallel()
+	for reason, want := range map[engine.FinishReason]string{
+		engine.FinishStop: "end_turn", engine.FinishLength: "max_tokens", engine.FinishToolCalls: "tool_use",
+	} {
+		if got := StopReason(reason); got != want {
+			t.Errorf("%s: %s, want %s", reason, got, want)
+		}
+	}
+}
+
+// TestErrorGolden renders every error the gateway raises in Anthropic's envelope (testdata/errors.golden,
+// one per status) and checks each type against Anthropic's table.
+func TestErrorGolden(t *testing.T) {
+	t.Parallel()
+	errs := []struct {
+		err  *openai.Error
+		want string
+	}{
+		{openai.BadRequest("messages", "messages: Field required"), TypeInvalidRequest},
+		{openai.Unauthorized("Incorrect API key provided."), TypeAuthentication},
+		{&openai.Error{Status: http.StatusForbidden, Type: openai.TypeAuthentication, Code: "admin_key_required", Message: "This changes the cluster: it needs an admin key (--admin-key)."}, TypePermission},
+		{openai.ModelNotFound("claude-9"), TypeNotFound},
+		{&openai.Error{Status: http.StatusRequestEntityTooLarge, Type: openai.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}, TypeTooLarge},
+		{openai.FromEngine(&engine.Error{Code: engine.CodeInvalidOutput, Message: "the model wrote a tool call that cannot be used"}), TypeInvalidRequest},
+		{openai.TooManyRequests("the gateway is at capacity"), TypeRateLimit},
+		{&openai.Error{Status: 499, Type: openai.TypeInvalidRequest, Code: "client_closed_request", Message: "the client closed the connection"}, TypeInvalidRequest},
+		{openai.Internal("internal error (request id r1)"), TypeAPI},
+		{openai.Unavailable("no instance of model \"m\" can take the request now"), TypeOverloaded},
+		{&openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}, TypeTimeout},
+		{&openai.Error{Status: http.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected", Message: "forwarded twice"}, TypeAPI},
+		{&openai.Error{Status: 529, Type: openai.TypeServer, Message: "Overloaded"}, TypeOverloaded},
+	}
+	var all strings.Builder
+	for _, c := range errs {
+		body := AppendError(nil, c.err)
+		var env struct {
+			Type  string `json:"type"`
+			Error struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		if err := json.Unmarshal(body, &env); err != nil || env.Type != "error" || env.Error.Type != c.want || env.Error.Message != c.err.Message {
+			t.Errorf("%d: %s (%v); want type %s", c.err.Status, body, err, c.want)
+		}
+		fmt.Fprintf(&all, "%d %s\n", c.err.Status, body)
+	}
+	golden(t, "errors.golden", []byte(all.String()))
+}
