@@ -38,6 +38,8 @@ type Result struct {
 	Logprobs  []engine.Logprob
 	Final     *engine.Final
 	Tokens    int
+	// ReasoningTokens are the tokens that added to the reasoning (the Responses API reports them).
+	ReasoningTokens int
 }
 
 // Add folds one event into the result.
@@ -45,6 +47,9 @@ func (r *Result) Add(ev engine.Event) {
 	switch {
 	case ev.Token != nil:
 		r.Tokens++
+		if ev.Token.Reasoning != "" {
+			r.ReasoningTokens++
+		}
 		r.Text.WriteString(ev.Token.Text)
 		r.Reasoning.WriteString(ev.Token.Reasoning)
 		if ev.Token.Logprob != nil {
