@@ -1,0 +1,24 @@
+// Package responses speaks OpenAI's Responses API (POST /v1/responses): it parses a request into the engine
+// contract and renders the answer as a response object, or as the stream of typed events OpenAI sends.
+//
+// It is pure conversion, like package openai beside it, whose validators it uses (sampling, tools, tool
+// choice, JSON schema formats, reasoning effort) and whose error envelope it shares, so a bound or a default
+// is the same whichever API a client speaks. Routing, forwarding, admission and the engine call are the
+// server's, the same as for chat completions.
+//
+// The request: instructions become a system message first; input is a string or a list of items. Messages
+// (user, assistant, system, developer) carry text; function_call items join the assistant message of their
+// turn as tool calls, function_call_output items become tool messages, and reasoning items become the
+// reasoning of the assistant message that follows them. Images, files and audio are 400s: duet serves text
+// models. tools are functions (strict unless the client says otherwise, as OpenAI's default is);
+// text.format is text, json_object or json_schema; reasoning.effort turns thinking on or off.
+//
+// The answer: output items (reasoning, the message, function calls) with ids made from the response's (rs_,
+// msg_, fc_), usage with cached and reasoning tokens, and duet's timings as an extension field. A stream
+// renders the items event by event as the model writes them; when it writes them in that order, as models
+// do, its last event holds the response object of the whole answer, byte for byte.
+//
+// duet keeps no state between requests: a client sends the whole conversation as input (store false), and
+// what would need a stored response (previous_response_id, store true, conversation, background,
+// GET /v1/responses/{id}) is refused with an error saying so.
+package responses

@@ -1,0 +1,363 @@
+package responses
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3/packages/ssestream"
+	sdkresponses "github.com/openai/openai-go/v3/responses"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+func init() {
+	now = func() time.Time { return time.Unix(1700000009, 0) } // completed_at, in every golden file
+}
+
+func meta() openai.Meta {
+	return openai.Meta{ID: "resp_abc", Created: 1700000000, Model: "m"}
+}
+
+// routed is meta with the route of a request forwarded from n3 to n2 and prefilled on n1.
+func routed() openai.Meta {
+	m := meta()
+	m.Route = &openai.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
+		PrefillAddress: "127.0.0.1:7000", Forwarded: true, Time: 250 * time.Microsecond}
+	return m
+}
+
+// echoOf parses a request body for its echo.
+func echoOf(t *testing.T, body string) *Echo {
+	t.Helper()
+	r, err := Parse([]byte(body))
+	if err != nil {
+		t.Fatalf("%s: %v", body, err)
+	}
+	return r.Echo
+}
+
+const plainBody = `{"model":"m","input":"hi"}`
+
+// fullBody sets every parameter a response echoes.
+const fullBody = `{"model":"m","input":"hi","instructions":"be <brief>","max_output_tokens":64,"max_tool_calls":2,"metadata":{"b":"2","a":"1"},
+	"parallel_tool_calls":false,"reasoning":{"effort":"low","summary":"auto"},"temperature":0.5,"top_p":0.9,"truncation":"auto","user":"u1",
+	"text":{"format":{"type":"json_schema","name":"out","description":"the answer","schema":{"type":"object", "properties":{"a":{"type":"string"}}},"strict":true},"verbosity":"low"},
+	"tools":[` + weatherTool + `,{"type":"function","name":"noargs","strict":false}],"tool_choice":{"type":"function","name":"get_weather"}}`
+
+func final(reason engine.FinishReason) *engine.Final {
+	return &engine.Final{
+		FinishReason: reason,
+		Usage:        engine.Usage{PromptTokens: 5, CompletionTokens: 4, CachedTokens: 2},
+		Timings: engine.Timings{Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3 * time.Millisecond,
+			Decode: 4 * time.Millisecond, Total: 7 * time.Millisecond, PrefillSource: engine.PrefillLocal},
+	}
+}
+
+func text(s string) engine.Event      { return engine.Event{Token: &engine.Token{Text: s}} }
+func reasoning(s string) engine.Event { return engine.Event{Token: &engine.Token{Reasoning: s}} }
+func call(d ...engine.ToolCallDelta) engine.Event {
+	return engine.Event{Token: &engine.Token{ToolCalls: d}}
+}
+
+// A script is what an engine says for one generation, ending with its final event.
+type script struct {
+	name   string
+	meta   openai.Meta
+	body   string
+	events []engine.Event
+}
+
+func scripts() []script {
+	calls := final(engine.FinishToolCalls)
+	calls.ToolCalls = []engine.ToolCall{
+		{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
+		{ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`},
+		{ID: "", Name: "noargs", Arguments: `{}`}, // not streamed, and the engine gave it no id
+	}
+	held := final(engine.FinishStop)
+	held.Text = "!" // held back until the end, as a possible stop string is
+	return []script{
+		{name: "text", meta: meta(), body: plainBody, events: []engine.Event{
+			{Progress: &engine.Progress{Done: 5, Total: 5}}, text("Hel"), text(""), text("lo \"you\"\n"), {Final: held}}},
+		{name: "reasoning", meta: routed(), body: plainBody, events: []engine.Event{
+			reasoning("Think"), reasoning(" more."), text("Answer."), {Final: final(engine.FinishStop)}}},
+		{name: "tools", meta: meta(), body: fullBody, events: []engine.Event{
+			reasoning("Weather."), text("Let me check."),
+			call(engine.ToolCallDelta{Index: 0, ID: "call_1", Name: "get_weather"}), call(engine.ToolCallDelta{Index: 0, Arguments: `{"city":`}),
+			call(engine.ToolCallDelta{Index: 0, Arguments: `"Oslo"}`}, engine.ToolCallDelta{Index: 1, ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`}),
+			{Final: calls}}},
+		{name: "incomplete", meta: meta(), body: plainBody, events: []engine.Event{
+			text("one"), text(" two"), {Final: final(engine.FinishLength)}}},
+		{name: "incomplete_reasoning", meta: meta(), body: plainBody, events: []engine.Event{
+			reasoning("hmm"), {Final: final(engine.FinishLength)}}},
+		{name: "empty", meta: meta(), body: plainBody, events: []engine.Event{{Final: final(engine.FinishStop)}}},
+	}
+}
+
+// whole renders a script as a whole answer.
+func whole(t *testing.T, s script) []byte {
+	t.Helper()
+	rs := openai.NewResults(1)
+	for _, ev := range s.events {
+		rs.Add(ev)
+	}
+	return AppendResponse(nil, s.meta, echoOf(t, s.body), rs[0])
+}
+
+// streamed renders a script as a stream, and fail (when set) after the events instead of a final one.
+func streamed(t *testing.T, s script, fail *openai.Error) []byte {
+	t.Helper()
+	st := NewStream(s.meta, echoOf(t, s.body))
+	dst := st.Start(nil)
+	for _, ev := range s.events {
+		switch {
+		case ev.Token != nil:
+			dst = st.Token(dst, ev.Token)
+		case ev.Final != nil && fail == nil:
+			dst = st.Final(dst, ev.Final)
+		}
+	}
+	if fail != nil {
+		dst = st.Fail(dst, fail)
+	}
+	return dst
+}
+
+// TestGolden renders each response shape, whole and streamed, and compares them with testdata/<name>.json
+// and testdata/<name>.sse. Run with -update to rewrite them after an intended change.
+func TestGolden(t *testing.T) {
+	t.Parallel()
+	for _, s := range scripts() {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			got := whole(t, s)
+			if !json.Valid(got) {
+				t.Fatalf("not valid JSON: %s", got)
+			}
+			var pretty bytes.Buffer
+			_ = json.Indent(&pretty, got, "", "  ")
+			pretty.WriteByte('\n')
+			checkGolden(t, "response_"+s.name+".json", pretty.Bytes())
+			checkGolden(t, "stream_"+s.name+".sse", streamed(t, s, nil))
+		})
+	}
+	failed := scripts()[0]
+	failed.events = failed.events[:4]
+	checkGolden(t, "stream_failed.sse", streamed(t, failed, openai.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
+	// A hop whose owner died: the entry gateway has only the error to say, on a stream of its own.
+	checkGolden(t, "stream_failed_hop.sse", NewStream(meta(), nil).Fail(nil, openai.Unavailable("node n2 stopped during the request (request id abc)")))
+	checkGolden(t, "error_not_stored.json", append(NotStored("resp_123").AppendEnvelope(nil), '\n'))
+}
+
+type sseEvent struct {
+	typ  string
+	data []byte
+}
+
+func parseSSE(t *testing.T, b []byte) []sseEvent {
+	t.Helper()
+	var out []sseEvent
+	for block := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
+		ev, data, ok := strings.Cut(block, "\n")
+		typ, ok1 := strings.CutPrefix(ev, "event: ")
+		payload, ok2 := strings.CutPrefix(data, "data: ")
+		if !ok || !ok1 || !ok2 || strings.Contains(payload, "\n") {
+			t.Fatalf("not an event of one event line and one data line: %q", block)
+		}
+		out = append(out, sseEvent{typ, []byte(payload)})
+	}
+	return out
+}
+
+// TestStreamIsTheResponse: every stream's events are numbered from 0 and name their type twice; the response
+// of its last event is the whole answer's, byte for byte; its deltas add up to its text.
+func TestStreamIsTheResponse(t *testing.T) {
+	t.Parallel()
+	for _, s := range scripts() {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			evs := parseSSE(t, streamed(t, s, nil))
+			deltas := map[string]*strings.Builder{}
+			for i, ev := range evs {
+				var head struct {
+					Type     string          `json:"type"`
+					Seq      *int            `json:"sequence_number"`
+					ItemID   string          `json:"item_id"`
+					Delta    string          `json:"delta"`
+					Response json.RawMessage `json:"response"`
+				}
+				if err := json.Unmarshal(ev.data, &head); err != nil {
+					t.Fatalf("event %d: %v: %s", i, err, ev.data)
+				}
+				if head.Type != ev.typ || head.Seq == nil || *head.Seq != i {
+					t.Errorf("event %d: type %q (line says %q), sequence_number %v", i, head.Type, ev.typ, head.Seq)
+				}
+				if strings.HasSuffix(head.Type, ".delta") {
+					if deltas[head.ItemID] == nil {
+						deltas[head.ItemID] = &strings.Builder{}
+					}
+					deltas[head.ItemID].WriteString(head.Delta)
+				}
+				if i == len(evs)-1 {
+					if want := whole(t, s); !bytes.Equal(head.Response, want) {
+						t.Errorf("the stream's response differs from the whole answer:\n got %s\nwant %s", head.Response, want)
+					}
+				}
+			}
+			var resp sdkresponses.Response
+			if err := json.Unmarshal(whole(t, s), &resp); err != nil {
+				t.Fatal(err)
+			}
+			for _, it := range resp.Output {
+				var want string
+				switch it.Type {
+				case "message":
+					want = it.Content[0].Text
+				case "reasoning":
+					want = it.Content[0].Text
+				case "function_call":
+					want = it.Arguments.OfString
+				}
+				got := ""
+				if d := deltas[it.ID]; d != nil {
+					got = d.String()
+				}
+				if got != want {
+					t.Errorf("%s %s: deltas add up to %q, the item says %q", it.Type, it.ID, got, want)
+				}
+			}
+		})
+	}
+}
+
+// TestOpenAIGoReads: the official Go client decodes every event and response, and reads what a client reads:
+// output_text, the calls, the usage, the status; an error mid-stream ends its stream with the error.
+func TestOpenAIGoReads(t *testing.T) {
+	t.Parallel()
+	want := map[string]struct {
+		text, status string
+		calls        int
+		reasoning    string
+	}{
+		"text":                 {text: "Hello \"you\"\n!", status: "completed"},
+		"reasoning":            {text: "Answer.", status: "completed", reasoning: "Think more."},
+		"tools":                {text: "Let me check.", status: "completed", calls: 3, reasoning: "Weather."},
+		"incomplete":           {text: "one two", status: "incomplete"},
+		"incomplete_reasoning": {text: "", status: "incomplete", reasoning: "hmm"},
+		"empty":                {text: "", status: "completed"},
+	}
+	for _, s := range scripts() {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			w := want[s.name]
+			stream := sdkStream(streamed(t, s, nil))
+			var last sdkresponses.ResponseStreamEventUnion
+			n := 0
+			for stream.Next() {
+				last = stream.Current()
+				if last.SequenceNumber != int64(n) {
+					t.Errorf("event %d has sequence_number %d", n, last.SequenceNumber)
+				}
+				n++
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatal(err)
+			}
+			var resp sdkresponses.Response
+			if err := json.Unmarshal(whole(t, s), &resp); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range []sdkresponses.Response{resp, last.Response} {
+				calls, reasoningText := 0, ""
+				for _, it := range r.Output {
+					switch v := it.AsAny().(type) {
+					case sdkresponses.ResponseFunctionToolCall:
+						calls++
+						if v.CallID == "" || v.Name == "" || !json.Valid([]byte(v.Arguments)) || v.Status != "completed" {
+							t.Errorf("call %+v", v)
+						}
+					case sdkresponses.ResponseReasoningItem:
+						reasoningText += v.Content[0].Text
+					}
+				}
+				if r.OutputText() != w.text || string(r.Status) != w.status || calls != w.calls || reasoningText != w.reasoning {
+					t.Errorf("output_text %q status %q calls %d reasoning %q; want %+v", r.OutputText(), r.Status, calls, reasoningText, w)
+				}
+				if r.Usage.InputTokens != 5 || r.Usage.OutputTokens != 4 || r.Usage.TotalTokens != 9 || r.Usage.InputTokensDetails.CachedTokens != 2 {
+					t.Errorf("usage %+v", r.Usage)
+				}
+				if w.status == "incomplete" && r.IncompleteDetails.Reason != "max_output_tokens" {
+					t.Errorf("incomplete_details %+v", r.IncompleteDetails)
+				}
+			}
+		})
+	}
+	t.Run("failed", func(t *testing.T) {
+		t.Parallel()
+		s := scripts()[0]
+		stream := sdkStream(streamed(t, s, openai.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
+		n := 0
+		for stream.Next() {
+			n++
+		}
+		var se *sdk.StreamError
+		if err := stream.Err(); !errors.As(err, &se) || !strings.Contains(err.Error(), "the engine failed mid-stream") {
+			t.Errorf("after %d events the stream ended with %v, want the engine's error", n, err)
+		}
+	})
+}
+
+func sdkStream(b []byte) *sdk.Stream[sdkresponses.ResponseStreamEventUnion] {
+	resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"text/event-stream"}}, Body: io.NopCloser(bytes.NewReader(b))}
+	return sdk.NewStream[sdkresponses.ResponseStreamEventUnion](sdk.NewDecoder(resp), nil)
+}
+
+// TestFailedStream: after an error the last event is response.failed with the error and the output so far.
+func TestFailedStream(t *testing.T) {
+	t.Parallel()
+	s := scripts()[0]
+	evs := parseSSE(t, streamed(t, s, openai.TooManyRequests("the engine is at capacity")))
+	if n := len(evs); n < 2 || evs[n-2].typ != "error" || evs[n-1].typ != "response.failed" {
+		t.Fatalf("events end %v", evs)
+	}
+	var errEv sdkresponses.ResponseErrorEvent
+	if err := json.Unmarshal(evs[len(evs)-2].data, &errEv); err != nil || errEv.Code != "rate_limit_exceeded" || errEv.Message != "the engine is at capacity" {
+		t.Errorf("error event %+v (%v)", errEv, err)
+	}
+	var failed sdkresponses.ResponseFailedEvent
+	if err := json.Unmarshal(evs[len(evs)-1].data, &failed); err != nil {
+		t.Fatal(err)
+	}
+	r := failed.Response
+	if r.Status != "failed" || r.Error.Code != "rate_limit_exceeded" || len(r.Output) != 1 || r.Output[0].Status != "incomplete" || r.OutputText() != "Hello \"you\"\n" {
+		t.Errorf("failed response %s", r.RawJSON())
+	}
+}
+
+func TestRename(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ in, want string }{{"messages", "input"}, {"max_tokens", "max_output_tokens"}, {"response_format", "text.format"}, {"tools", "tools"}, {"", ""}} {
+		e := openai.BadRequest(c.in, "x")
+		if got := Rename(e); got.Param != c.want || e.Param != c.in {
+			t.Errorf("%q: renamed %q (the original now %q), want %q", c.in, got.Param, e.Param, c.want)
+		}
+	}
+}
+
+// BenchmarkStreamToken is the hot path: one text token of a stream.
+func BenchmarkStreamToken(b *testing.B) {
+	st := NewStream(meta(), nil)
+	buf := st.Start(nil)
+	tok := &engine.Token{Text: " word"}
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = st.Token(buf[:0], tok)
+	}
+}
