@@ -1,6 +1,81 @@
 package server
 
-import "github.com/gofiber/fiber/v2"
+import (
+	"errors"
 
-// responsesRoutes serves OpenAI's Responses API (POST /v1/responses).
-func (s *Server) responsesRoutes(v1 fiber.Router) {}
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/responses"
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// responsesRoutes serves OpenAI's Responses API (POST /v1/responses). duet stores no responses, so the
+// routes that read or change a stored one answer 404 saying so.
+func (s *Server) responsesRoutes(v1 fiber.Router) {
+	v1.Post("/responses", s.createResponse)
+	v1.Get("/responses/:id", notStored)
+	v1.Delete("/responses/:id", notStored)
+	v1.Get("/responses/:id/input_items", notStored)
+	v1.Post("/responses/:id/cancel", notStored)
+}
+
+func notStored(c *fiber.Ctx) error { return responses.NotStored(c.Params("id")) }
+
+func (s *Server) createResponse(c *fiber.Ctx) error {
+	req, perr := responses.Parse(c.Body())
+	if perr != nil {
+		return perr
+	}
+	err := s.serve(c, &generation{
+		model:       req.Model,
+		stream:      req.Stream,
+		dialect:     openaiResponses{echo: req.Echo},
+		idPrefix:    "resp_",
+		request:     req.Generate,
+		promptBytes: req.PromptBytes,
+	})
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		return responses.Rename(apiErr)
+	}
+	return err
+}
+
+// openaiResponses is /v1/responses. Its errors are OpenAI's envelope, as chat's are.
+type openaiResponses struct{ echo *responses.Echo }
+
+func (d openaiResponses) answer(dst []byte, m openai.Meta, rs openai.Results) []byte {
+	return responses.AppendResponse(dst, m, d.echo, rs[0])
+}
+
+func (openaiResponses) streamType() string { return "text/event-stream" }
+
+func (openaiResponses) errorBody(dst []byte, e *openai.Error) (int, []byte) {
+	return e.Status, e.AppendEnvelope(dst)
+}
+
+func (d openaiResponses) encoder(m openai.Meta, _ int) encoder {
+	return responsesEncoder{responses.NewStream(m, d.echo)}
+}
+
+// responsesEncoder adapts a responses.Stream, which renders the events, to the server's stream mechanics.
+type responsesEncoder struct{ s *responses.Stream }
+
+func (e responsesEncoder) start(dst []byte) []byte     { return e.s.Start(dst) }
+func (e responsesEncoder) heartbeat(dst []byte) []byte { return append(dst, ": keep-alive\n\n"...) }
+
+func (e responsesEncoder) event(dst []byte, ev engine.Event) []byte {
+	if ev.Token == nil {
+		return dst // progress has no Responses form
+	}
+	return e.s.Token(dst, ev.Token)
+}
+
+func (e responsesEncoder) final(dst []byte, _ int, f *engine.Final) ([]byte, bool) {
+	return e.s.Final(dst, f), true // one choice: its end is the stream's
+}
+
+func (e responsesEncoder) fail(dst []byte, err *openai.Error) []byte {
+	return e.s.Fail(dst, responses.Rename(err))
+}
