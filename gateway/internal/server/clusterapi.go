@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"sort"
 	"strings"
@@ -238,8 +237,7 @@ func (s *Server) forwardAdmin(c *fiber.Ctx, node string) error {
 		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
 	}
-	header := http.Header{}
-	c.Request().Header.VisitAll(func(k, v []byte) { header.Add(string(k), string(v)) })
+	header := requestHeader(c)
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
