@@ -63,8 +63,17 @@ func (s *Server) completions(c *fiber.Ctx) error {
 // returns what the scan learned.
 func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, error) {
 	scan, ok := openai.ScanPrompt(body)
-	if !ok || scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
+	if !ok {
 		return scan, nil
+	}
+	return scan, s.refuseScanned(scan, param)
+}
+
+// refuseScanned is refuseOverlong for a body already scanned, whose model an API may have renamed first
+// (Ollama's "name:latest").
+func (s *Server) refuseScanned(scan openai.PromptScan, param string) error {
+	if scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
+		return nil
 	}
 	least, limit := 0, 0
 	for _, in := range s.snaps.agent.Snapshot().Instances {
@@ -74,21 +83,21 @@ func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, e
 		f, err := cluster.FactsFromLabels(in.Labels)
 		mb, ctx := f.MaxBytesPerToken, f.ContextLength
 		if err != nil || ctx <= 0 || mb <= 0 && scan.PromptTokens == 0 {
-			return scan, nil // no bound: the engine decides
+			return nil // no bound: the engine decides
 		}
 		n := scan.PromptTokens
 		if mb > 0 {
 			n = max(n, (scan.PromptBytes+mb-1)/mb)
 		}
 		if n < ctx {
-			return scan, nil
+			return nil
 		}
 		least, limit = n, max(limit, ctx)
 	}
 	if limit == 0 {
-		return scan, nil // no instance: parsing and routing say so
+		return nil // no instance: parsing and routing say so
 	}
-	return scan, openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
+	return openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
 		"This model's maximum context length is %d tokens, but the prompt has at least %d tokens.", limit, least)})
 }
 
