@@ -137,6 +137,18 @@ func run(ctx context.Context, cfg config.Config) error {
 		}
 		ln, scheme = tls.NewListener(ln, tlsServer), "https"
 	}
+	// Ollama's port, when asked for: the same app on a second listener, so Ollama apps find it unconfigured.
+	// It is served as --listen is (TLS included) and closed with it on shutdown.
+	var ollamaLn net.Listener
+	if cfg.OllamaListen != "" {
+		if ollamaLn, err = net.Listen("tcp", cfg.OllamaListen); err != nil {
+			return fmt.Errorf("--ollama-listen: %w", err)
+		}
+		defer ollamaLn.Close()
+		if tlsServer != nil {
+			ollamaLn = tls.NewListener(ollamaLn, tlsServer)
+		}
+	}
 
 	// The cluster, before any model loads: instances are published loading, then ready.
 	bind := cfg.ClusterBind
@@ -207,8 +219,11 @@ func run(ctx context.Context, cfg config.Config) error {
 			return out
 		},
 	})
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- srv.Serve(ln) }()
+	if ollamaLn != nil {
+		go func() { served <- srv.Serve(ollamaLn) }()
+	}
 
 	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines, cfg.EngineSHA256)
 	if err != nil {
@@ -237,6 +252,9 @@ func run(ctx context.Context, cfg config.Config) error {
 	log.Info("duet is serving", "url", scheme+"://"+ln.Addr().String()+"/v1", "node", nodeID, "models", cfg.Models,
 		"engine", cfg.Engine, "auth", len(cfg.Server.APIKeys) > 0, "gossip", agent.GossipAddr(), "api_advertise", apiAddr,
 		"encrypted", secrets != nil)
+	if ollamaLn != nil {
+		log.Info("serving the Ollama API", "url", scheme+"://"+ollamaLn.Addr().String()+"/api")
+	}
 	select {
 	case err := <-served:
 		return err

@@ -48,6 +48,10 @@ type Config struct {
 	TLSCert, TLSKey string
 	LogLevel        string
 	LogFormat       string
+
+	// OllamaListen, when set, is a second address the same API is served on: Ollama's own port
+	// (127.0.0.1:11434), where apps that speak Ollama look for it without being told.
+	OllamaListen string
 }
 
 // Defaults used when neither flag nor environment says otherwise.
@@ -144,6 +148,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.BoolVar(&c.RouterSubprocess, "router-subprocess", env("DUET_ROUTER_SUBPROCESS", "") == "true", "run a built-in router as a plugin subprocess rather than in the gateway's process [DUET_ROUTER_SUBPROCESS]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
 	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", ""), "this gateway's node id in the cluster (default: one created once and kept in --data-dir) [DUET_NODE_ID]")
+	fs.StringVar(&c.OllamaListen, "ollama-listen", env("DUET_OLLAMA_LISTEN", ""), "a second address to serve the API on, e.g. Ollama's 127.0.0.1:11434, where Ollama apps find /api without a setting (TLS as --listen) [DUET_OLLAMA_LISTEN]")
 	fs.StringVar(&c.TLSCert, "tls-cert", env("DUET_TLS_CERT", ""), "PEM certificate (chain) to serve the API over TLS; needs --tls-key [DUET_TLS_CERT]")
 	fs.StringVar(&c.TLSKey, "tls-key", env("DUET_TLS_KEY", ""), "PEM private key of --tls-cert [DUET_TLS_KEY]")
 	fs.StringVar(&c.LogLevel, "log-level", env("DUET_LOG_LEVEL", "info"), "log level: debug, info, warn, error [DUET_LOG_LEVEL]")
@@ -245,6 +250,13 @@ func (c Config) validate() error {
 	}
 	if c.Server.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if c.OllamaListen != "" {
+		if _, _, err := net.SplitHostPort(c.OllamaListen); err != nil {
+			errs = append(errs, fmt.Errorf("--ollama-listen %q: %v", c.OllamaListen, err))
+		} else if c.OllamaListen == c.Server.Listen {
+			errs = append(errs, fmt.Errorf("--ollama-listen %q is the --listen address; give another (Ollama's is 127.0.0.1:11434)", c.OllamaListen))
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))

@@ -66,6 +66,25 @@ func TestParse(t *testing.T) {
 					t.Error("DUET_ROUTER_SUBPROCESS=true did not set RouterSubprocess")
 				}
 			}},
+		{name: "ollama listener", args: []string{"--ollama-listen", "127.0.0.1:11434"},
+			check: func(t *testing.T, c Config) {
+				if c.OllamaListen != "127.0.0.1:11434" {
+					t.Errorf("OllamaListen %q", c.OllamaListen)
+				}
+			}},
+		{name: "ollama listener from env", env: map[string]string{"DUET_OLLAMA_LISTEN": ":11434"},
+			check: func(t *testing.T, c Config) {
+				if c.OllamaListen != ":11434" {
+					t.Errorf("OllamaListen %q", c.OllamaListen)
+				}
+			}},
+		{name: "ollama listener off by default", check: func(t *testing.T, c Config) {
+			if c.OllamaListen != "" {
+				t.Errorf("OllamaListen %q", c.OllamaListen)
+			}
+		}},
+		{name: "ollama listener without a port", args: []string{"--ollama-listen", "localhost"}, err: "--ollama-listen"},
+		{name: "ollama listener on the API's address", args: []string{"--listen", "127.0.0.1:9000", "--ollama-listen", "127.0.0.1:9000"}, err: "--ollama-listen"},
 		{name: "short checksum", args: []string{"--engine-sha256", "abcd"}, err: "64 hex digits"},
 		{name: "not hex", args: []string{"--router-sha256", strings.Repeat("zz", 32)}, err: "--router-sha256"},
 	}
