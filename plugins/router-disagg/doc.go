@@ -5,14 +5,18 @@
 // Routing is filter → score → pick (package sched), in two profiles:
 //
 //   - decode, always: ready instances of the model that can decode, on live nodes, that the request does not
-//     exclude, whose context fits; scored by load, KV utilisation, prefix affinity and locality; the best
-//     weighted mean wins, ties to the lowest instance id.
+//     exclude, whose context fits; scored by load, KV utilisation, prefix affinity, locality and (for long
+//     prompts) a ready prefill partner; the best weighted mean wins, ties to the lowest instance id.
 //   - prefill, when the decider says the uncached prompt reaches the threshold: ready instances of the
 //     decode instance's model whose KV it can ingest (its fingerprint, or, where an instance link pairs them,
 //     its KV compatibility family at another quantization: an approximate endpoint), a dialable KV endpoint,
 //     on live nodes, linked to the decode instance when instance links say who serves whom; scored by load,
 //     the network path to the decode node and, optionally, hardware class, exact endpoints first on ties;
 //     the best few are listed so the engine can fall back.
+//
+// What depends only on the snapshot (status, roles, load, KV utilisation) is worked out once per snapshot
+// and model and kept with the snapshot's view; a request runs only the filters and scorers that read it and
+// scores the candidates best first until the rest cannot win, with the decisions a full pass would make.
 //
 // The router is pure with respect to the snapshot: it reads it (through an index built once per snapshot,
 // package view) and never does I/O. Its only state is the prefix-affinity index (package affinity), which

@@ -32,13 +32,18 @@ func Plugin() (*Router, error) {
 	return r, nil
 }
 
-// LogStats logs the router's counters: routes, affinity entries, and each plugin's mean time on timed routes.
+// LogStats logs the router's counters: routes, affinity entries, each plugin's mean time on timed routes, and,
+// for the plugins of snapshot scope, their mean time once per snapshot ("decode.load.per_snapshot").
 func (r *Router) LogStats(log *slog.Logger) {
 	st := r.Stats()
 	attrs := []any{"routes", st.Routes, "affinity_entries", st.AffinityEntries}
 	for _, p := range st.Plugins {
+		name := string(p.Profile) + "." + string(p.Plugin)
 		if p.Calls > 0 {
-			attrs = append(attrs, string(p.Profile)+"."+string(p.Plugin), p.Mean().String())
+			attrs = append(attrs, name, p.Mean().String())
+		}
+		if p.Precomputed > 0 {
+			attrs = append(attrs, name+".per_snapshot", p.PrecomputeMean().String())
 		}
 	}
 	log.Info("router-disagg stats", attrs...)

@@ -54,7 +54,10 @@ type Router struct {
 var _ router.Router = (*Router)(nil)
 
 // New returns a router with the given configuration (start from DefaultConfig).
-func New(cfg Config) (*Router, error) {
+func New(cfg Config) (*Router, error) { return newRouter(cfg) }
+
+// newRouter builds the router with options for both profiles (the tests compare memoized runs with full ones).
+func newRouter(cfg Config, opts ...sched.Option) (*Router, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -66,7 +69,7 @@ func New(cfg Config) (*Router, error) {
 		{Scorer: prefix.New(), Weight: w.Prefix},
 		{Scorer: locality.New(), Weight: w.Locality},
 		{Scorer: partner.New(cfg.PrefillThreshold), Weight: w.Partner},
-	})
+	}, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -79,7 +82,7 @@ func New(cfg Config) (*Router, error) {
 	}
 	// Exact KV before approximate KV (another quantization) when the scores cannot tell them apart.
 	exactFirst := sched.PreferOnTie(func(c *sched.Cycle, in *view.Instance) bool { return view.ExactKV(in, c.Decode) })
-	prefill, err := sched.NewProfile(PrefillProfile, filter.Prefill(), prefillScorers, exactFirst)
+	prefill, err := sched.NewProfile(PrefillProfile, filter.Prefill(), prefillScorers, append([]sched.Option{exactFirst}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +155,13 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	cachedTokens := c.Prefix.Cached(dec.AffinityID) * r.cfg.BlockTokens
 	verdict := r.decider.Decide(req.PromptTokens, cachedTokens)
 
-	d := router.Decision{DecodeInstance: dec.ID, DecodeNode: dec.Node, Scores: make(map[string]float64, 10)}
+	ranPrefill := verdict.Remote && r.cfg.MaxPrefillEndpoints > 0
+	// Sized to what it will hold: a map of at most 8 entries is one allocation of one group, a larger one more.
+	size := len(r.decode.Scorers()) + 2
+	if ranPrefill {
+		size += len(r.prefill.Scorers()) + 1
+	}
+	d := router.Decision{DecodeInstance: dec.ID, DecodeNode: dec.Node, Scores: make(map[string]float64, size)}
 	for j, w := range r.decode.Scorers() {
 		d.Scores[string(w.Scorer.Name())] = dres.Score(win, j)
 	}
@@ -162,7 +171,6 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	}
 
 	var pres sched.Result
-	ranPrefill := verdict.Remote && r.cfg.MaxPrefillEndpoints > 0
 	if ranPrefill {
 		c.Decode = dec
 		seed := v.Prefillers(req.Model)

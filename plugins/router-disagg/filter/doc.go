@@ -6,5 +6,11 @@
 // when the instance links say who serves whom.
 //
 // Each filter is a sched.Predicate with a typed name; the router reports how many candidates each one
-// removed when nothing is left, which is most of what an operator needs to see why a request failed.
+// removed when nothing is left, which is most of what an operator needs to see why a request failed. The
+// filters that read only the snapshot and the request's model (model, ready, node-alive, decode-role,
+// prefill-role) are sched.SnapshotPredicates, which a profile runs once per snapshot. Those that only some
+// requests can fail are sched.Conditional and skipped for the others: not-excluded without exclusions,
+// context-fits and prompt-fits for a request that fits the model's shortest context, kv-compatible when every
+// instance of the model shares the decode instance's fingerprint, linked when the decode instance has no
+// instance links.
 package filter

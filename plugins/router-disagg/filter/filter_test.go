@@ -126,3 +126,51 @@ func TestChains(t *testing.T) {
 		}
 	}
 }
+
+// TestConditionsKeepAll checks the promise of each Conditional filter: where it does not apply, it would keep
+// every instance of the model (the model filter comes first, so only those reach it).
+func TestConditionsKeepAll(t *testing.T) {
+	t.Parallel()
+	ctx := func(n int) func(*router.Instance) { return func(i *router.Instance) { i.ContextLength = n } }
+	fp := func(f string) func(*router.Instance) { return func(i *router.Instance) { i.Fingerprint = f } }
+	x := routertest.Ready("x", "m", "n2", router.RoleBoth)
+	snaps := map[string][]router.Instance{
+		"contexts 8192 and 4096": {with(x, ctx(4096)), with(routertest.Ready("y", "m", "n1", router.RoleBoth), ctx(8192))},
+		"unknown contexts":       {with(x, ctx(0))},
+		"one fingerprint":        {x},
+		"two fingerprints":       {x, with(routertest.Ready("y", "m", "n1", router.RoleBoth), fp("fp-q4"))},
+	}
+	linkDX := []router.InstanceLink{{ID: "l", DecodeInstances: []string{"d"}, PrefillInstances: []string{"y"}}}
+	reqs := []router.Request{
+		{Model: "m"}, {Model: "m", PromptTokens: 1000, MaxTokens: 100}, {Model: "m", PromptTokens: 4000, MaxTokens: 96},
+		{Model: "m", PromptTokens: 4000, MaxTokens: 97}, {Model: "m", PromptTokens: 4097}, {Model: "m", PromptTokens: 9000},
+	}
+	applied := map[sched.Name]bool{}
+	for name, ins := range snaps {
+		for _, links := range [][]router.InstanceLink{nil, linkDX} {
+			for _, req := range reqs {
+				c := cycle(t, req, links, ins...)
+				for _, f := range []sched.Filter{ContextFits(), PromptFits(), KVCompatible(), Linked(), NotExcluded()} {
+					cond, ok := f.(sched.Conditional)
+					if !ok {
+						t.Fatalf("%s is not conditional", f.Name())
+					}
+					if cond.Applies(c) {
+						applied[f.Name()] = true
+						continue
+					}
+					for _, in := range c.View.Instances(req.Model) {
+						if !f.Keep(c, in) {
+							t.Errorf("%s, %+v: %s does not apply but drops %s", name, req, f.Name(), in.ID)
+						}
+					}
+				}
+			}
+		}
+	}
+	for _, n := range []sched.Name{ContextFitsName, PromptFitsName, KVCompatibleName, LinkedName} {
+		if !applied[n] {
+			t.Errorf("%s never applied", n)
+		}
+	}
+}

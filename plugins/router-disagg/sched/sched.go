@@ -40,18 +40,30 @@ func Predicate(name Name, keep func(c *Cycle, in *view.Instance) bool) Filter {
 	return predicate{name: name, keep: keep}
 }
 
+// SnapshotPredicate makes a Filter of ScopeSnapshot from a per-candidate test that reads only the view, the
+// request's Model and the candidate.
+func SnapshotPredicate(name Name, keep func(c *Cycle, in *view.Instance) bool) Filter {
+	return predicate{name: name, keep: keep, scope: ScopeSnapshot}
+}
+
 type predicate struct {
-	name Name
-	keep func(*Cycle, *view.Instance) bool
+	name  Name
+	keep  func(*Cycle, *view.Instance) bool
+	scope Scope
 }
 
 func (p predicate) Name() Name { return p.name }
+
+func (p predicate) Scope() Scope { return p.scope }
 
 func (p predicate) Keep(c *Cycle, in *view.Instance) bool { return p.keep(c, in) }
 
 // Conditional is a Filter that only some cycles need, such as one that only requests with a certain field
 // set can fail. A profile skips it for the cycles Applies is false of, as if it kept every candidate, which
-// saves a call per candidate; it removes nothing and is not timed there.
+// saves a call per candidate; it removes nothing and is not timed there. Applies may count on the filters
+// before it: it may be false where the filter would drop only candidates an earlier filter drops anyway (a
+// context filter after the model filter can look at the model's shortest context). A Conditional filter is of
+// ScopeRequest.
 type Conditional interface {
 	Filter
 	Applies(c *Cycle) bool
@@ -67,6 +79,8 @@ type conditional struct {
 	applies func(*Cycle) bool
 }
 
+func (f conditional) Scope() Scope { return ScopeRequest }
+
 var _ Conditional = conditional{}
 
 func (f conditional) Applies(c *Cycle) bool { return f.applies(c) }
@@ -81,6 +95,24 @@ type renamed struct {
 }
 
 func (r renamed) Name() Name { return r.name }
+
+// The renamed scorer keeps what the scorer says of itself.
+func (r renamed) Scope() Scope                     { return ScopeOf(r.Scorer) }
+func (r renamed) Separable() bool                  { return separable(r.Scorer) }
+func (r renamed) Uniform(c *Cycle) (float64, bool) { return uniform(r.Scorer, c) }
+func (r renamed) Bound(c *Cycle) float64           { return bound(r.Scorer, c) }
+func (r renamed) SubsetHolds(scores []float64, kept []bool) bool {
+	x, ok := r.Scorer.(SubsetScorer)
+	return ok && x.SubsetHolds(scores, kept)
+}
+
+var _ interface {
+	Scoped
+	SeparableScorer
+	UniformScorer
+	BoundedScorer
+	SubsetScorer
+} = renamed{}
 
 // Clamp01 maps x into [0, 1]; NaN becomes 0.
 func Clamp01(x float64) float64 {

@@ -27,6 +27,9 @@ type Instance struct {
 	// KVValid is true when KVEndpoint is host:port with a port in 1..65535; KVUnspecified when its host is
 	// unspecified (empty, 0.0.0.0 or ::) and so needs another address to be dialled from elsewhere.
 	KVValid, KVUnspecified bool
+	// ReadyPartner is true when the instance links give the instance a prefill instance that is ready on an
+	// alive node: a decode instance set up for disaggregated prefill.
+	ReadyPartner bool
 
 	node int32 // index of NodeInfo, -1 when unknown
 }
@@ -41,12 +44,23 @@ type View struct {
 	paths     map[uint64]*router.Path // by from<<32 | to node indexes, for larger clusters
 	instances []Instance
 	byID      map[string]*Instance
-	byModel   map[string][]*Instance
-	decoders  map[string][]*Instance // by model: CanDecode and not prefill-only
-	prefills  map[string][]*Instance // by model: CanPrefill
-	linked    map[uint64]bool        // (decode << 32 | prefill) instance indexes of the instance links
-	hasLinked []bool                 // by instance index: the instance links give it prefill instances
-	linkedTo  [][]*Instance          // by decode instance index: its linked prefill instances in the snapshot
+	models    map[string]*model
+	linked    map[uint64]bool // (decode << 32 | prefill) instance indexes of the instance links
+	hasLinked []bool          // by instance index: the instance links give it prefill instances
+	linkedTo  [][]*Instance   // by decode instance index: its linked prefill instances in the snapshot
+
+	memo sync.Map // what plugins computed once for the view: see Memoized
+}
+
+// model is what the view knows of one model's instances.
+type model struct {
+	all      []*Instance
+	decoders []*Instance // CanDecode and not prefill-only
+	prefills []*Instance // CanPrefill
+	minCtx   int         // the smallest positive ContextLength, 0 when none is known
+	partner  bool        // some instance has ReadyPartner
+	fp       string      // the fingerprint all of them have, when they have one (oneFP)
+	oneFP    bool
 }
 
 // CanDecode reports whether an instance role can decode: both or decode (an empty role counts as both).
@@ -75,9 +89,7 @@ func New(s *router.Snapshot) *View {
 		Snapshot: s,
 		nodes:    make(map[string]int32, len(s.Nodes)),
 		byID:     make(map[string]*Instance, len(s.Instances)),
-		byModel:  map[string][]*Instance{},
-		decoders: map[string][]*Instance{},
-		prefills: map[string][]*Instance{},
+		models:   map[string]*model{},
 	}
 	for i := range s.Nodes {
 		if _, dup := v.nodes[s.Nodes[i].ID]; !dup {
@@ -132,7 +144,16 @@ func New(s *router.Snapshot) *View {
 	for i := range v.instances {
 		e := &v.instances[i]
 		v.byID[e.ID] = e
-		v.byModel[e.Model] = append(v.byModel[e.Model], e)
+		m := v.models[e.Model]
+		if m == nil {
+			m = &model{fp: e.Fingerprint, oneFP: e.Fingerprint != ""}
+			v.models[e.Model] = m
+		}
+		m.all = append(m.all, e)
+		m.oneFP = m.oneFP && e.Fingerprint == m.fp
+		if e.ContextLength > 0 && (m.minCtx == 0 || e.ContextLength < m.minCtx) {
+			m.minCtx = e.ContextLength
+		}
 	}
 	if len(s.InstanceLinks) > 0 {
 		onDecode, onPrefill := map[string]bool{}, map[string]bool{}
@@ -167,6 +188,12 @@ func New(s *router.Snapshot) *View {
 		for i := range v.instances {
 			e := &v.instances[i]
 			e.PrefillOnly = onPrefill[e.ID] && !onDecode[e.ID]
+			for _, p := range v.LinkedPrefill(e) {
+				e.ReadyPartner = e.ReadyPartner || p.Status == router.InstanceReady && p.Alive
+			}
+			if e.ReadyPartner {
+				v.models[e.Model].partner = true
+			}
 		}
 	}
 	v.sides() // once PrefillOnly is known
@@ -177,11 +204,12 @@ func New(s *router.Snapshot) *View {
 func (v *View) sides() {
 	for i := range v.instances {
 		e := &v.instances[i]
+		m := v.models[e.Model]
 		if CanDecode(e.Role) && !e.PrefillOnly {
-			v.decoders[e.Model] = append(v.decoders[e.Model], e)
+			m.decoders = append(m.decoders, e)
 		}
 		if CanPrefill(e.Role) {
-			v.prefills[e.Model] = append(v.prefills[e.Model], e)
+			m.prefills = append(m.prefills, e)
 		}
 	}
 }
@@ -208,6 +236,17 @@ func parseKV(kv string) (valid, unspecified bool) {
 	host, _, err := endpoint.Parse(kv)
 	return err == nil, err == nil && endpoint.Unspecified(host)
 }
+
+// NodeIndex returns the position of the node with the given id among the view's nodes: instances on it have
+// that Instance.NodeIndex, which saves comparing node ids per candidate.
+func (v *View) NodeIndex(id string) (int32, bool) {
+	n, ok := v.nodes[id]
+	return n, ok
+}
+
+// NodeIndex is the position of the instance's node among the view's nodes (View.NodeIndex), -1 when the
+// snapshot does not have the node.
+func (in *Instance) NodeIndex() int32 { return in.node }
 
 // Node returns the node with the given id.
 func (v *View) Node(id string) (*router.Node, bool) {
@@ -257,16 +296,56 @@ func (v *View) All() []*Instance {
 }
 
 // Instances returns the instances of a model, in snapshot order. The slice belongs to the view: do not modify it.
-func (v *View) Instances(model string) []*Instance { return v.byModel[model] }
+func (v *View) Instances(model string) []*Instance {
+	if m := v.models[model]; m != nil {
+		return m.all
+	}
+	return nil
+}
 
 // Decoders returns the instances of a model that can decode by role and are not prefill-only, in snapshot
 // order: the decode profile's candidates before the filters that depend on status and the request. The slice
 // belongs to the view.
-func (v *View) Decoders(model string) []*Instance { return v.decoders[model] }
+func (v *View) Decoders(model string) []*Instance {
+	if m := v.models[model]; m != nil {
+		return m.decoders
+	}
+	return nil
+}
 
 // Prefillers returns the instances of a model that can prefill by role, in snapshot order. The slice belongs
 // to the view.
-func (v *View) Prefillers(model string) []*Instance { return v.prefills[model] }
+func (v *View) Prefillers(model string) []*Instance {
+	if m := v.models[model]; m != nil {
+		return m.prefills
+	}
+	return nil
+}
+
+// SoleFingerprint returns the fingerprint every instance of the model has, if they all have the same one and
+// it is not empty: KV is then exact between any two of them.
+func (v *View) SoleFingerprint(model string) (string, bool) {
+	if m := v.models[model]; m != nil && m.oneFP {
+		return m.fp, true
+	}
+	return "", false
+}
+
+// HasReadyPartners reports whether some instance of the model has ReadyPartner.
+func (v *View) HasReadyPartners(model string) bool {
+	m := v.models[model]
+	return m != nil && m.partner
+}
+
+// ShortestContext returns the smallest positive ContextLength among the instances of a model, 0 when none of
+// them has one: a request that fits it fits every instance of the model whose context length is known, so
+// the context filters can skip it.
+func (v *View) ShortestContext(model string) int {
+	if m := v.models[model]; m != nil {
+		return m.minCtx
+	}
+	return 0
+}
 
 // LinkedPrefill returns the prefill instances the instance links give the decode instance and that the
 // snapshot has, each once. The slice belongs to the view.
@@ -285,6 +364,39 @@ func (v *View) HasLinkedPrefill(decode *Instance) bool {
 // Linked reports whether an instance link pairs the decode instance with the prefill instance.
 func (v *View) Linked(decode, prefill *Instance) bool {
 	return v.linked[key(decode.Index, prefill.Index)]
+}
+
+// Memoized returns the value a plugin memoized in the view under key (see Memoize).
+func (v *View) Memoized(key any) (any, bool) {
+	if e, ok := v.memo.Load(key); ok {
+		e := e.(*memoEntry)
+		if e.done.Load() {
+			return e.val, true
+		}
+	}
+	return nil, false
+}
+
+// Memoize returns the value memoized under key, calling build to make it the first time. Concurrent first
+// calls for one key wait for a single build. A view is immutable, so a value computed from the view alone
+// holds for as long as the view does; the view keeps every value until it is dropped, so keys must come from
+// a bounded set (a plugin and one of the view's candidate lists, say) and be comparable. Look the key up with
+// Memoized first: a call to Memoize allocates.
+func (v *View) Memoize(key any, build func() any) any {
+	e, _ := v.memo.LoadOrStore(key, new(memoEntry))
+	m := e.(*memoEntry)
+	m.once.Do(func() {
+		m.val = build()
+		m.done.Store(true)
+	})
+	return m.val
+}
+
+// memoEntry is one memoized value: built once, then read without locks.
+type memoEntry struct {
+	once sync.Once
+	done atomic.Bool
+	val  any
 }
 
 // Cache keeps the views of the last few snapshots it was asked about. It is safe for concurrent use.

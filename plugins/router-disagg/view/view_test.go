@@ -3,6 +3,7 @@ package view
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/duet-ai/duet/sdk/router"
@@ -215,5 +216,88 @@ func TestLargeCluster(t *testing.T) {
 		if p, ok := v.PathBetween(a, b); !ok || p.SpeedMbps != 3 {
 			t.Errorf("%d nodes: PathBetween(a, b) = %+v, %v", nodes, p, ok)
 		}
+	}
+}
+
+func TestModelFacts(t *testing.T) {
+	t.Parallel()
+	s := &router.Snapshot{
+		Nodes: []router.Node{{ID: "n1", Status: router.NodeAlive}, {ID: "n2", Status: router.NodeFailed}},
+		Instances: []router.Instance{
+			{ID: "a", Model: "m", Node: "n1", ContextLength: 8192, Fingerprint: "fp"},
+			{ID: "b", Model: "m", Node: "n2", ContextLength: 4096, Fingerprint: "fp"},
+			{ID: "c", Model: "m", Node: "n1", Fingerprint: "fp", Status: router.InstanceReady},
+			{ID: "d", Model: "o", Node: "n1", Fingerprint: "fp-o"},
+			{ID: "e", Model: "o", Node: "n2", Fingerprint: "fp-o-q4", Status: router.InstanceReady},
+			{ID: "f", Model: "q", Node: "n9"},
+		},
+		InstanceLinks: []router.InstanceLink{
+			{DecodeInstances: []string{"a"}, PrefillInstances: []string{"c"}}, // ready on an alive node
+			{DecodeInstances: []string{"d"}, PrefillInstances: []string{"e"}}, // ready, but its node failed
+		},
+	}
+	v := New(s)
+	for model, want := range map[string]int{"m": 4096, "o": 0, "none": 0} {
+		if got := v.ShortestContext(model); got != want {
+			t.Errorf("ShortestContext(%s) = %d, want %d", model, got, want)
+		}
+	}
+	if fp, ok := v.SoleFingerprint("m"); !ok || fp != "fp" {
+		t.Errorf("SoleFingerprint(m) = %q, %v; want fp", fp, ok)
+	}
+	for _, model := range []string{"o", "q", "none"} {
+		if _, ok := v.SoleFingerprint(model); ok {
+			t.Errorf("SoleFingerprint(%s) found one", model)
+		}
+	}
+	for id, want := range map[string]bool{"a": true, "b": false, "c": false, "d": false} {
+		if in, _ := v.Instance(id); in.ReadyPartner != want {
+			t.Errorf("%s.ReadyPartner = %v, want %v", id, in.ReadyPartner, want)
+		}
+	}
+	if !v.HasReadyPartners("m") || v.HasReadyPartners("o") || v.HasReadyPartners("none") {
+		t.Error("HasReadyPartners: want m only")
+	}
+	n1, ok := v.NodeIndex("n1")
+	if _, unknown := v.NodeIndex("n9"); !ok || unknown {
+		t.Fatal("NodeIndex: want n1 and not n9")
+	}
+	for id, want := range map[string]bool{"a": true, "b": false, "f": false} {
+		if in, _ := v.Instance(id); (in.NodeIndex() == n1) != want {
+			t.Errorf("%s on n1 by index: %v, want %v", id, !want, want)
+		}
+	}
+	if in, _ := v.Instance("f"); in.NodeIndex() != -1 {
+		t.Errorf("f.NodeIndex() = %d on a node the snapshot lacks, want -1", in.NodeIndex())
+	}
+}
+
+func TestMemoize(t *testing.T) {
+	t.Parallel()
+	v := New(snapshot())
+	type key struct{ name string }
+	if _, ok := v.Memoized(key{"x"}); ok {
+		t.Fatal("a value before any was memoized")
+	}
+	var builds atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got := v.Memoize(key{"x"}, func() any { builds.Add(1); return 42 }); got != 42 {
+				t.Errorf("Memoize = %v, want 42", got)
+			}
+		}()
+	}
+	wg.Wait()
+	if builds.Load() != 1 {
+		t.Errorf("built %d times, want once", builds.Load())
+	}
+	if got, ok := v.Memoized(key{"x"}); !ok || got != 42 {
+		t.Errorf("Memoized = %v, %v; want 42", got, ok)
+	}
+	if _, ok := v.Memoized(key{"y"}); ok {
+		t.Error("another key found the value")
 	}
 }

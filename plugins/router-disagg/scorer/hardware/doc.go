@@ -8,5 +8,6 @@
 //	score = 1 − k/n   when h = h_k
 //	score = 0         when h is not in H, the node is unknown, or H is empty
 //
-// With an empty list every candidate scores 0 and the scorer changes nothing.
+// With an empty list every candidate scores 0 and the scorer changes nothing. The class comes from the
+// snapshot, so a profile scores once per snapshot (sched.ScopeSnapshot).
 package hardware

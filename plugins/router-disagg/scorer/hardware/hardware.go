@@ -32,6 +32,12 @@ func New(preferred []string) *Scorer {
 // Name is Name.
 func (*Scorer) Name() sched.Name { return Name }
 
+// Scope is sched.ScopeSnapshot: a candidate's score is its node's hardware class in the snapshot.
+func (*Scorer) Scope() sched.Scope { return sched.ScopeSnapshot }
+
+// Separable is true: a candidate's score does not depend on the other candidates.
+func (*Scorer) Separable() bool { return true }
+
 // Score implements sched.Scorer.
 func (s *Scorer) Score(_ *sched.Cycle, cands []*view.Instance, out []float64) {
 	for i, in := range cands {

@@ -3,4 +3,6 @@
 //
 // Formula: score = 1 − clamp(KVUtilization, 0, 1). A NaN utilisation counts as full (score 0): a figure that
 // cannot be read is no reason to prefer an instance.
+//
+// The figure comes from the snapshot, so a profile scores once per snapshot (sched.ScopeSnapshot).
 package kvutil

@@ -21,6 +21,9 @@ func New() *Scorer { return &Scorer{} }
 // Name is Name.
 func (*Scorer) Name() sched.Name { return Name }
 
+// Separable is true (sched.SeparableScorer): a candidate's score is its own path to the decode node.
+func (*Scorer) Separable() bool { return true }
+
 // Score implements sched.Scorer.
 func (*Scorer) Score(c *sched.Cycle, cands []*view.Instance, out []float64) {
 	for i, in := range cands {

@@ -8,4 +8,8 @@
 //
 // The scale is proportional, not min-max: loads 10 and 11 score 0.09 and 0, not 1 and 0, so a small
 // difference cannot outweigh a prefix-cache hit.
+//
+// Loads come from the snapshot, so a profile scores once per snapshot (sched.ScopeSnapshot). The scores depend
+// on which candidates there are, through L, but a request filter that drops candidates other than the most
+// loaded leaves them as they were (sched.SubsetScorer); only otherwise are they scored again.
 package load

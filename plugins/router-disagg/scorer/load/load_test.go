@@ -41,3 +41,52 @@ func TestScore(t *testing.T) {
 		})
 	}
 }
+
+func TestSubsetHolds(t *testing.T) {
+	t.Parallel()
+	loads := []router.Load{{InFlight: 1}, {InFlight: 4}, {InFlight: 2}, {InFlight: 4}}
+	snap := &router.Snapshot{}
+	for i, l := range loads {
+		snap.Instances = append(snap.Instances, router.Instance{ID: string(rune('a' + i)), Load: l})
+	}
+	cands := view.New(snap).All()
+	all := make([]float64, len(cands))
+	New().Score(nil, cands, all)
+	tests := map[string]struct {
+		kept []bool
+		want bool
+	}{
+		"all kept":             {kept: []bool{true, true, true, true}, want: true},
+		"a light one dropped":  {kept: []bool{false, true, false, true}, want: true},
+		"one of the busiest":   {kept: []bool{true, false, true, true}, want: false}, // the other is left, but the scores do not say so
+		"both of the busiest":  {kept: []bool{true, false, true, false}, want: false},
+		"the lightest dropped": {kept: []bool{false, true, true, true}, want: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			got := New().SubsetHolds(all, tc.kept)
+			if got != tc.want {
+				t.Fatalf("SubsetHolds = %v, want %v", got, tc.want)
+			}
+			if !got {
+				return
+			}
+			// Where it holds, scoring the subset again gives the same scores.
+			var sub []*view.Instance
+			var want []float64
+			for i, k := range tc.kept {
+				if k {
+					sub, want = append(sub, cands[i]), append(want, all[i])
+				}
+			}
+			again := make([]float64, len(sub))
+			New().Score(nil, sub, again)
+			for i := range again {
+				if again[i] != want[i] {
+					t.Fatalf("subset scores %v, want %v", again, want)
+				}
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package partner
 import (
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
-	"github.com/duet-ai/duet/sdk/router"
 )
 
 // Name is the scorer's name.
@@ -22,30 +21,33 @@ func New(threshold int) *Scorer { return &Scorer{threshold: threshold} }
 // Name is Name.
 func (*Scorer) Name() sched.Name { return Name }
 
-// Score implements sched.Scorer.
+var _ sched.UniformScorer = (*Scorer)(nil)
+
+// Uniform implements sched.UniformScorer: every candidate scores 1 for a short prompt, and when no instance
+// of the model has a ready partner (the candidates are instances of the model: the model filter comes first).
+func (s *Scorer) Uniform(c *sched.Cycle) (float64, bool) {
+	return 1, !s.long(c) || c.View != nil && !c.View.HasReadyPartners(c.Request.Model)
+}
+
+func (s *Scorer) long(c *sched.Cycle) bool {
+	return c.Request.PromptTokens > 0 && c.Request.PromptTokens >= s.threshold
+}
+
+// Score implements sched.Scorer. Whether a candidate has a ready partner is a fact of the snapshot, which the
+// view resolves once (view.Instance.ReadyPartner); the request decides whether it counts.
 func (s *Scorer) Score(c *sched.Cycle, cands []*view.Instance, out []float64) {
-	long := c.Request.PromptTokens > 0 && c.Request.PromptTokens >= s.threshold
 	any := false
-	for i, in := range cands {
-		out[i] = 1
-		if long && !hasPartner(c.View, in) {
+	if s.long(c) {
+		for i, in := range cands {
 			out[i] = 0
-		} else if long {
-			any = true
+			if in.ReadyPartner {
+				out[i], any = 1, true
+			}
 		}
 	}
 	if !any {
 		for i := range out {
-			out[i] = 1 // nobody has a partner: neutral
+			out[i] = 1 // a short prompt, or nobody has a partner: neutral
 		}
 	}
-}
-
-func hasPartner(v *view.View, decode *view.Instance) bool {
-	for _, p := range v.LinkedPrefill(decode) {
-		if p.Status == router.InstanceReady && v.NodeAlive(p.Node) {
-			return true
-		}
-	}
-	return false
 }

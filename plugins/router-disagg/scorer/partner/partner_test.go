@@ -51,3 +51,34 @@ func TestScore(t *testing.T) {
 		}
 	}
 }
+
+func TestUniform(t *testing.T) {
+	t.Parallel()
+	withLinks := &router.Snapshot{
+		Nodes:         []router.Node{{ID: "n1", Status: router.NodeAlive}},
+		Instances:     []router.Instance{{ID: "p", Model: "m", Node: "n1", Status: router.InstanceReady}, {ID: "d", Model: "m", Node: "n1"}},
+		InstanceLinks: []router.InstanceLink{{PrefillInstances: []string{"p"}, DecodeInstances: []string{"d"}}},
+	}
+	withoutLinks := &router.Snapshot{Nodes: withLinks.Nodes, Instances: withLinks.Instances}
+	tests := map[string]struct {
+		snap    *router.Snapshot
+		model   string
+		tokens  int
+		uniform bool
+	}{
+		"short prompt":              {snap: withLinks, model: "m", tokens: 999, uniform: true},
+		"long, a partner":           {snap: withLinks, model: "m", tokens: 1000},
+		"long, no partner at all":   {snap: withoutLinks, model: "m", tokens: 5000, uniform: true},
+		"long, another model":       {snap: withLinks, model: "o", tokens: 5000, uniform: true},
+		"unknown length, a partner": {snap: withLinks, model: "m", uniform: true},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := &sched.Cycle{Request: &router.Request{Model: tc.model, PromptTokens: tc.tokens}, View: view.New(tc.snap)}
+			if u, ok := New(1000).Uniform(c); ok != tc.uniform || ok && u != 1 {
+				t.Errorf("Uniform = %v, %v; want 1, %v", u, ok, tc.uniform)
+			}
+		})
+	}
+}

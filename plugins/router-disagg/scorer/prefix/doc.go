@@ -7,4 +7,8 @@
 // served recently:
 //
 //	score_i = b_i / B    (0 when the request has no block hashes)
+//
+// A candidate's score is its own (sched.SeparableScorer), 0 for all when the index holds none of the prompt
+// (sched.UniformScorer), and at most the deepest hit's b / B (sched.BoundedScorer): most candidates score 0,
+// so a profile can stop scoring once the rest cannot beat the best.
 package prefix

@@ -35,3 +35,31 @@ func TestScore(t *testing.T) {
 		})
 	}
 }
+
+func TestUniformAndBound(t *testing.T) {
+	t.Parallel()
+	hit := func(id string, blocks int) affinity.Hit {
+		return affinity.Hit{Instance: affinity.IDOf(id), Blocks: blocks}
+	}
+	tests := map[string]struct {
+		match   affinity.Match
+		uniform bool
+		bound   float64
+	}{
+		"no hashes":     {match: affinity.Match{}, uniform: true, bound: 0},
+		"nothing known": {match: affinity.Match{Blocks: 8}, uniform: true, bound: 0},
+		"deepest hit":   {match: affinity.Match{Blocks: 8, Hits: []affinity.Hit{hit("a", 2), hit("b", 6)}}, bound: 0.75},
+	}
+	for name, tc := range tests {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			c := &sched.Cycle{Prefix: tc.match}
+			if u, ok := New().Uniform(c); ok != tc.uniform || ok && u != 0 {
+				t.Errorf("Uniform = %v, %v; want 0, %v", u, ok, tc.uniform)
+			}
+			if b := New().Bound(c); b != tc.bound {
+				t.Errorf("Bound = %v, want %v", b, tc.bound)
+			}
+		})
+	}
+}
