@@ -181,6 +181,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 
 	var d *decision
 	route := &openai.Route{EntryNode: s.reg.Node()}
+	rec := s.recent.open(c, g, route)
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		var err error
 		if d, err = s.fromPinned(hop, requestID); err != nil {
@@ -212,6 +213,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		}
 	}
 	in := d.local
+	rec.decided(d)
 	if err := supports(in.Desc, &g.request); err != nil {
 		return err
 	}
@@ -255,6 +257,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		if !res.Done() {
 			return openai.Internal("the engine ended the generation without a final event for every choice")
 		}
+		rec.answered(res)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(g.dialect.answer(nil, meta, res))
 	}
@@ -278,8 +281,8 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	conn := c.Context().Conn()
 	handedOver = true
 	sw := &streamWriter{
-		s: s, enc: g.dialect.encoder(meta, g.request.N), run: r, first: first, ctx: ctx, conn: conn,
-		done: func() { watch.stop(); cancel() },
+		s: s, enc: rec.encoder(g.dialect.encoder(meta, g.request.N)), run: r, first: first, ctx: ctx, conn: conn,
+		done: func() { watch.stop(); cancel(); rec.streamEnded() },
 	}
 	c.Context().SetBodyStreamWriter(sw.write)
 	return nil

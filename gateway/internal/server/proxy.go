@@ -72,12 +72,15 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 			return true, s.runError(ctx, watch, fmt.Errorf("reading the answer of node %s: %w", d.DecodeNode, err))
 		}
 		s.log.Debug("forwarded", "request_id", requestID, "node", d.DecodeNode, "status", resp.StatusCode, "first_byte", hop)
+		s.recent.forwarded(c, d, body)
 		return true, c.Send(body)
 	}
 	// A stream: the writer owns the watch from here on, and the hop's body.
 	*handedOver = true
 	conn := c.Context().Conn()
+	tap := s.recent.forwardedStream(c, d)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		defer tap.streamEnded()
 		defer resp.Body.Close()
 		defer func() { watch.stop() }()
 		buf := make([]byte, 32<<10)
@@ -90,6 +93,7 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 				if _, err := w.Write(buf[:n]); err != nil || w.Flush() != nil {
 					return // the client left: closing the hop cancels on the owner
 				}
+				tap.observe(buf[:n])
 			}
 			if rerr == nil {
 				continue
@@ -98,6 +102,7 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 				// The owner died mid-stream: the client hears an error, not a stream that just stops.
 				s.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
 				e := openai.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))
+				tap.failed(e)
 				w.Write(g.dialect.encoder(openai.Meta{ID: g.idPrefix + requestID, Model: g.model}, g.request.N).fail(nil, e))
 				w.Flush()
 			}

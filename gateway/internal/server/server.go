@@ -108,6 +108,7 @@ type Server struct {
 	log       *slog.Logger
 	stopLoad  chan struct{}
 	started   time.Time
+	recent    recentRequests // for the dashboard
 }
 
 // RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
@@ -219,6 +220,7 @@ func (s *Server) routes() {
 	admin.Get("/router", s.getRouter)
 	admin.Get("/cluster/keys", s.adminOnly, s.listKeys)
 	admin.Post("/cluster/keys", s.adminOnly, s.changeKeys)
+	s.dashboardRoutes(admin)
 	s.app.Use(func(c *fiber.Ctx) error {
 		return &openai.Error{
 			Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
@@ -303,6 +305,7 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 	s.log.Log(context.Background(), level, "request",
 		"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
 		"duration", time.Since(start), "remote", c.IP())
+	s.recent.finish(c, status, err)
 	return err
 }
 

@@ -1,0 +1,477 @@
+package server
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+)
+
+// The recent requests: a bounded ring of the last generations this gateway served (those that entered here,
+// whether it ran them or forwarded them, and those other gateways forwarded to it), each with its route and
+// timings, for the dashboard (GET /admin/v1/requests). A request is recorded once, when it is over: when its
+// handler returns, or when its stream ends.
+
+// recentCapacity is how many requests the ring keeps. A record is bounded (strings are cut, a timings object
+// larger than maxRecentTimings is dropped), so the ring holds at most a few megabytes.
+const recentCapacity = 512
+
+const (
+	maxRecentString  = 256
+	maxRecentError   = 512
+	maxRecentTimings = 4 << 10
+	// recentTail is how much of a forwarded stream's end is kept to find the owner's timings and usage in.
+	recentTail = 16 << 10
+)
+
+// recentRequest is one request as GET /admin/v1/requests shows it.
+type recentRequest struct {
+	// Seq numbers the records of this gateway in the order they were recorded; since=<seq> asks for later ones.
+	Seq       uint64 `json:"seq"`
+	RequestID string `json:"request_id"`
+	Path      string `json:"path"`
+	Model     string `json:"model"`
+	Stream    bool   `json:"stream"`
+	Status    int    `json:"status"`
+	Error     string `json:"error,omitempty"`
+	// Node is the gateway that recorded it; Hop says another gateway forwarded it here.
+	Node  string    `json:"node"`
+	Hop   bool      `json:"hop"`
+	Start time.Time `json:"start"`
+	// DurationMS is how long the request took as this gateway saw it, to its last byte; FirstByteMS, for a
+	// stream, until its first token (or first forwarded chunk) went out.
+	DurationMS  float64 `json:"duration_ms"`
+	FirstByteMS float64 `json:"first_byte_ms,omitempty"`
+	// Route is where it ran as this gateway knows it; Timings is the answer's own timings object (as clients
+	// get it, route included): for a forwarded request, the owner's.
+	Route   recentRoute     `json:"route"`
+	Timings json.RawMessage `json:"timings,omitempty"`
+	Usage   *recentUsage    `json:"usage,omitempty"`
+}
+
+type recentRoute struct {
+	EntryNode       string `json:"entry_node"`
+	DecodeNode      string `json:"decode_node,omitempty"`
+	DecodeInstance  string `json:"decode_instance,omitempty"`
+	PrefillNode     string `json:"prefill_node,omitempty"`
+	PrefillInstance string `json:"prefill_instance,omitempty"`
+	PrefillAddress  string `json:"prefill_address,omitempty"`
+	Forwarded       bool   `json:"forwarded"`
+	Reason          string `json:"reason,omitempty"`
+}
+
+type recentUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
+}
+
+// recentRequests is the ring. Its zero value is ready to use.
+type recentRequests struct {
+	mu   sync.Mutex
+	buf  []recentRequest
+	next int // where the next record goes once buf is full
+	seq  uint64
+}
+
+func (r *recentRequests) add(rec recentRequest) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.seq++
+	rec.Seq = r.seq
+	if len(r.buf) < recentCapacity {
+		r.buf = append(r.buf, rec)
+		return
+	}
+	r.buf[r.next] = rec
+	r.next = (r.next + 1) % recentCapacity
+}
+
+// since returns the records after seq (0: all) that started at or after t (zero: any), oldest first, and the
+// last seq recorded.
+func (r *recentRequests) since(seq uint64, t time.Time) ([]recentRequest, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]recentRequest, 0, len(r.buf))
+	for i := range r.buf {
+		rec := r.buf[(r.next+i)%len(r.buf)]
+		if rec.Seq > seq && !rec.Start.Before(t) {
+			out = append(out, rec)
+		}
+	}
+	return out, r.seq
+}
+
+const recentKey = "duet.recent"
+
+// recentEntry is a request being recorded. Its methods are safe on a nil entry, so the hooks in the request
+// path need no checks.
+type recentEntry struct {
+	ring  *recentRequests
+	rec   recentRequest
+	route *openai.Route // serve fills it in as it decides
+	n     int           // choices
+
+	// streaming: a stream writer records the request when it ends, not the handler.
+	streaming atomic.Bool
+
+	mu        sync.Mutex // the fields below are written by the stream's goroutine
+	reason    string
+	forwarded *recentRoute
+	finals    int
+	failure   *openai.Error
+	firstByte time.Duration
+	tail      []byte
+	done      bool
+}
+
+// open starts recording a generation that serve runs.
+func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route) *recentEntry {
+	// fiber's strings point into buffers it reuses for the next request: the record keeps copies.
+	e := &recentEntry{ring: r, route: route, n: max(g.request.N, 1), rec: recentRequest{
+		RequestID: cut(requestIDOf(c), maxRecentString), Path: cut(c.Path(), maxRecentString), Model: cut(g.model, maxRecentString),
+		Stream: g.stream, Node: route.EntryNode, Hop: c.Locals(hopRouteKey) != nil, Start: time.Now(),
+	}}
+	c.Locals(recentKey, e)
+	return e
+}
+
+func recentOf(c *fiber.Ctx) *recentEntry {
+	e, _ := c.Locals(recentKey).(*recentEntry)
+	return e
+}
+
+// decided notes the router's reason.
+func (e *recentEntry) decided(d *decision) {
+	if e == nil || d == nil {
+		return
+	}
+	e.mu.Lock()
+	e.reason = cut(d.Reason, maxRecentError)
+	e.mu.Unlock()
+}
+
+// answered notes a whole (non-streamed) answer's timings and usage.
+func (e *recentEntry) answered(rs openai.Results) {
+	if e == nil || len(rs) == 0 || rs[0].Final == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setTimings(rs[0].Final.Timings)
+	u := rs.Usage()
+	e.rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
+}
+
+// setTimings renders the timings as the answer carries them. Call with mu held.
+func (e *recentEntry) setTimings(t engine.Timings) {
+	if b := openai.AppendTimings(nil, t, e.route); len(b) <= maxRecentTimings {
+		e.rec.Timings = b
+	}
+}
+
+// finish records a request when its handler returns (accessLog calls it for every request), unless a
+// stream's writer records it.
+func (r *recentRequests) finish(c *fiber.Ctx, status int, err error) {
+	e := recentOf(c)
+	if e == nil || e.streaming.Load() {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.rec.Status = status
+	if err != nil && status >= 400 {
+		e.rec.Error = cut(toAPIError(err).Message, maxRecentError)
+	}
+	e.record()
+}
+
+// record adds the request to the ring, once. Call with mu held.
+func (e *recentEntry) record() {
+	if e.done {
+		return
+	}
+	e.done = true
+	e.rec.DurationMS = msOf(time.Since(e.rec.Start))
+	if e.firstByte > 0 {
+		e.rec.FirstByteMS = msOf(e.firstByte)
+	}
+	if f := e.forwarded; f != nil {
+		e.rec.Route = *f
+	} else if rt := e.route; rt != nil {
+		e.rec.Route = recentRoute{EntryNode: rt.EntryNode, DecodeNode: rt.DecodeNode, DecodeInstance: rt.DecodeInstance,
+			PrefillNode: rt.PrefillNode, PrefillInstance: rt.PrefillInstance, PrefillAddress: rt.PrefillAddress, Forwarded: rt.Forwarded}
+	}
+	e.rec.Route.Reason = e.reason
+	e.ring.add(e.rec)
+}
+
+// encoder wraps a local stream's encoder to watch its tokens, finals and failure; the stream's writer records
+// the request when it ends (streamEnded).
+func (e *recentEntry) encoder(enc encoder) encoder {
+	if e == nil {
+		return enc
+	}
+	e.streaming.Store(true)
+	return &recordingEncoder{encoder: enc, e: e}
+}
+
+type recordingEncoder struct {
+	encoder
+	e *recentEntry
+}
+
+func (r *recordingEncoder) event(dst []byte, ev engine.Event) []byte {
+	if ev.Token != nil {
+		r.e.mu.Lock()
+		if r.e.firstByte == 0 {
+			r.e.firstByte = time.Since(r.e.rec.Start)
+		}
+		r.e.mu.Unlock()
+	}
+	return r.encoder.event(dst, ev)
+}
+
+func (r *recordingEncoder) final(dst []byte, choice int, f *engine.Final) ([]byte, bool) {
+	e := r.e
+	e.mu.Lock()
+	if e.finals == 0 {
+		e.setTimings(f.Timings)
+		e.rec.Usage = &recentUsage{PromptTokens: f.Usage.PromptTokens, CachedTokens: f.Usage.CachedTokens}
+	}
+	e.finals++
+	e.rec.Usage.CompletionTokens += f.Usage.CompletionTokens
+	e.mu.Unlock()
+	return r.encoder.final(dst, choice, f)
+}
+
+func (r *recordingEncoder) fail(dst []byte, err *openai.Error) []byte {
+	r.e.mu.Lock()
+	if r.e.failure == nil {
+		r.e.failure = err
+	}
+	r.e.mu.Unlock()
+	return r.encoder.fail(dst, err)
+}
+
+// streamEnded records a stream when its writer is done: complete, failed, or cut off by the client.
+func (e *recentEntry) streamEnded() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.failure != nil:
+		e.rec.Status, e.rec.Error = e.failure.Status, cut(e.failure.Message, maxRecentError)
+	case e.forwarded != nil:
+		e.fromTail()
+	case e.finals >= e.n:
+		e.rec.Status = fiber.StatusOK
+	default:
+		e.rec.Status, e.rec.Error = 499, "the stream ended before the answer did (the client left)"
+	}
+	e.record()
+}
+
+// forwarded notes where a forwarded request went and, for a whole answer, the owner's timings and usage (or
+// its error).
+func (r *recentRequests) forwarded(c *fiber.Ctx, d *decision, body []byte) {
+	e := recentOf(c)
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.setForwarded(d)
+	if c.Response().StatusCode() < 400 {
+		e.ownerFigures(body)
+		return
+	}
+	var env struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if len(body) < 64<<10 && json.Unmarshal(body, &env) == nil {
+		e.rec.Error = cut(env.Error.Message, maxRecentError)
+	}
+}
+
+// forwardedStream starts watching a forwarded stream: its writer passes each chunk to observe and calls
+// streamEnded.
+func (r *recentRequests) forwardedStream(c *fiber.Ctx, d *decision) *recentEntry {
+	e := recentOf(c)
+	if e == nil {
+		return nil
+	}
+	e.streaming.Store(true)
+	e.mu.Lock()
+	e.setForwarded(d)
+	e.mu.Unlock()
+	return e
+}
+
+// setForwarded notes the decision of a forwarded request. Call with mu held.
+func (e *recentEntry) setForwarded(d *decision) {
+	f := &recentRoute{EntryNode: e.rec.Node, DecodeNode: d.DecodeNode, DecodeInstance: d.DecodeInstance, Forwarded: true}
+	if len(d.PrefillEndpoints) > 0 {
+		pe := d.PrefillEndpoints[0]
+		f.PrefillNode, f.PrefillInstance, f.PrefillAddress = pe.Node, pe.InstanceID, pe.Address
+	}
+	e.forwarded = f
+	e.reason = cut(d.Reason, maxRecentError)
+}
+
+// observe keeps the end of a forwarded stream, where the owner's timings and usage are.
+func (e *recentEntry) observe(chunk []byte) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.firstByte == 0 {
+		e.firstByte = time.Since(e.rec.Start)
+	}
+	if len(chunk) >= recentTail {
+		e.tail = append(e.tail[:0], chunk[len(chunk)-recentTail:]...)
+		return
+	}
+	if over := len(e.tail) + len(chunk) - recentTail; over > 0 {
+		e.tail = append(e.tail[:0], e.tail[over:]...)
+	}
+	e.tail = append(e.tail, chunk...)
+}
+
+// failed notes that a forwarded stream broke.
+func (e *recentEntry) failed(err *openai.Error) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	if e.failure == nil {
+		e.failure = err
+	}
+	e.mu.Unlock()
+}
+
+// fromTail reads the owner's figures from the end of its stream: a stream that carries no timings ended
+// before its last event. Call with mu held.
+func (e *recentEntry) fromTail() {
+	e.ownerFigures(e.tail)
+	e.tail = nil
+	if e.rec.Timings == nil {
+		e.rec.Status, e.rec.Error = 499, "the stream ended before the answer did (the client left, or the owner's stream was cut)"
+		return
+	}
+	e.rec.Status = fiber.StatusOK
+}
+
+// ownerFigures finds the last timings and usage objects in an owner's answer. Call with mu held.
+func (e *recentEntry) ownerFigures(b []byte) {
+	if raw := lastObject(b, `"timings":`); raw != nil && len(raw) <= maxRecentTimings {
+		e.rec.Timings = raw
+	}
+	if raw := lastObject(b, `"usage":`); raw != nil {
+		var u struct {
+			PromptTokens     int `json:"prompt_tokens"`
+			CompletionTokens int `json:"completion_tokens"`
+			InputTokens      int `json:"input_tokens"`  // Anthropic, Responses
+			OutputTokens     int `json:"output_tokens"` // Anthropic, Responses
+			Details          struct {
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"prompt_tokens_details"`
+		}
+		if json.Unmarshal(raw, &u) == nil {
+			e.rec.Usage = &recentUsage{PromptTokens: max(u.PromptTokens, u.InputTokens),
+				CompletionTokens: max(u.CompletionTokens, u.OutputTokens), CachedTokens: u.Details.CachedTokens}
+		}
+	}
+}
+
+// lastObject returns the JSON object that follows the last occurrence of key (a quoted name and its colon) in
+// b, or nil. A key inside a string value cannot match: its quotes would be escaped.
+func lastObject(b []byte, key string) json.RawMessage {
+	for end := len(b); end > 0; {
+		i := bytes.LastIndex(b[:end], []byte(key))
+		if i < 0 {
+			return nil
+		}
+		end = i
+		rest := bytes.TrimLeft(b[i+len(key):], " ")
+		if len(rest) == 0 || rest[0] != '{' {
+			continue // null, or not an object
+		}
+		var raw json.RawMessage
+		if json.NewDecoder(bytes.NewReader(rest)).Decode(&raw) == nil {
+			return raw
+		}
+	}
+	return nil
+}
+
+// listRequests is GET /admin/v1/requests: the recent requests after ?since= (a seq from an earlier answer's
+// "last", or an RFC 3339 time), oldest first.
+func (s *Server) listRequests(c *fiber.Ctx) error {
+	var seq uint64
+	var t time.Time
+	if v := c.Query("since"); v != "" {
+		var err error
+		if seq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				return openai.BadRequest("since", "since must be a seq number from an earlier answer or an RFC 3339 time, not %q", v)
+			}
+		}
+	}
+	if node := c.Query("node"); node != "" && node != s.reg.Node() {
+		return s.peerRequests(c, node, seq, t)
+	}
+	recs, last := s.recent.since(seq, t)
+	return c.JSON(fiber.Map{"node": s.reg.Node(), "capacity": recentCapacity, "last": last, "requests": recs})
+}
+
+// peerRequests answers GET /admin/v1/requests?node= from that node's gateway: its whole ring, filtered here
+// (a hop carries no query).
+func (s *Server) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.Time) error {
+	body, err := s.peerGet(c, node, "/admin/v1/requests")
+	if err != nil {
+		return err
+	}
+	var ans struct {
+		Node     string          `json:"node"`
+		Capacity int             `json:"capacity"`
+		Last     uint64          `json:"last"`
+		Requests []recentRequest `json:"requests"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return openai.Unavailable("node " + node + " answered its recent requests with something else: " + err.Error())
+	}
+	kept := ans.Requests[:0]
+	for _, r := range ans.Requests {
+		if r.Seq > seq && !r.Start.Before(t) {
+			kept = append(kept, r)
+		}
+	}
+	return c.JSON(fiber.Map{"node": ans.Node, "capacity": ans.Capacity, "last": ans.Last, "requests": kept})
+}
+
+// cut copies at most n bytes of s (not splitting a UTF-8 sequence).
+func cut(s string, n int) string {
+	if len(s) > n {
+		for n > 0 && s[n]&0xC0 == 0x80 {
+			n--
+		}
+		s = s[:n]
+	}
+	return strings.Clone(s)
+}
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

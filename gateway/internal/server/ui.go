@@ -1,0 +1,319 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/duet-ai/duet/gateway/internal/cluster"
+	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/serfcluster"
+	"github.com/duet-ai/duet/ui"
+)
+
+// The dashboard: its files at / and /ui/ (no key: the page asks for one and sends it with its API calls), and
+// the few reads it needs beyond the cluster API: the recent requests, the paths between nodes, every node's
+// engine figures, and a dry run of an instance link.
+
+// dashboardPolicy lets the page load and call nothing but this gateway.
+const dashboardPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; " +
+	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+
+func (s *Server) dashboardRoutes(admin fiber.Router) {
+	s.app.Get("/", func(c *fiber.Ctx) error { return serveAsset(c, "index.html") })
+	s.app.Get("/ui/*", func(c *fiber.Ctx) error { return serveAsset(c, c.Params("*")) })
+	admin.Get("/requests", s.listRequests)
+	admin.Get("/paths", s.listPaths)
+	admin.Get("/cluster/stats", s.clusterStats)
+	admin.Post("/instance-links/check", s.checkLink)
+}
+
+type asset struct {
+	body  []byte
+	etag  string
+	ctype string
+}
+
+var assets = sync.OnceValue(func() map[string]asset {
+	out := map[string]asset{}
+	_ = fs.WalkDir(ui.Files(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(ui.Files(), p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		out[p] = asset{body: b, etag: `"` + hex.EncodeToString(sum[:8]) + `"`, ctype: contentType(p)}
+		return nil
+	})
+	return out
+})
+
+func contentType(p string) string {
+	switch path.Ext(p) {
+	case ".html":
+		return "text/html; charset=utf-8"
+	case ".css":
+		return "text/css; charset=utf-8"
+	case ".js", ".mjs":
+		return "text/javascript; charset=utf-8"
+	case ".svg":
+		return "image/svg+xml"
+	case ".json":
+		return "application/json"
+	}
+	return "application/octet-stream"
+}
+
+// serveAsset answers with one of the dashboard's files, revalidated by its ETag.
+func serveAsset(c *fiber.Ctx, name string) error {
+	a, ok := assets()[name]
+	if !ok {
+		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
+			Message: fmt.Sprintf("The dashboard has no file %q.", name)}
+	}
+	c.Set("Content-Security-Policy", dashboardPolicy)
+	c.Set("X-Content-Type-Options", "nosniff")
+	c.Set("Referrer-Policy", "no-referrer")
+	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderETag, a.etag)
+	if strings.Contains(c.Get(fiber.HeaderIfNoneMatch), a.etag) {
+		return c.SendStatus(fiber.StatusNotModified)
+	}
+	c.Set(fiber.HeaderContentType, a.ctype)
+	return c.Send(a.body)
+}
+
+// pathView is the path from one node to another as GET /admin/v1/paths shows it.
+type pathView struct {
+	From      string  `json:"from"`
+	To        string  `json:"to"`
+	Address   string  `json:"address"`
+	Interface string  `json:"interface,omitempty"`
+	Kind      string  `json:"kind"`
+	SpeedMbps int     `json:"speed_mbps"`
+	RTTMS     float64 `json:"rtt_ms"`
+	RTTKnown  bool    `json:"rtt_known"`
+	Quality   float64 `json:"quality"`
+	Direct    bool    `json:"direct"`
+}
+
+// listPaths is GET /admin/v1/paths: the path between every ordered pair of eligible nodes, as this node
+// sees them (addresses, link kinds and speeds from tags; RTT from Vivaldi coordinates).
+func (s *Server) listPaths(c *fiber.Ctx) error {
+	snap := s.snaps.agent.Snapshot()
+	var ids []serfcluster.NodeID
+	for _, n := range snap.Nodes {
+		if n.Eligible() {
+			ids = append(ids, n.ID)
+		}
+	}
+	out := make([]pathView, 0, len(ids)*len(ids))
+	for _, a := range ids {
+		for _, b := range ids {
+			if a == b {
+				continue
+			}
+			p, ok := snap.Path(a, b)
+			if !ok {
+				continue
+			}
+			v := pathView{From: string(a), To: string(b), Interface: p.Address.Interface, Kind: string(p.Kind),
+				SpeedMbps: p.SpeedMbps, RTTKnown: p.RTTKnown, Quality: p.Quality, Direct: p.Direct}
+			if p.Address.IP.IsValid() {
+				v.Address = p.Address.IP.String()
+			}
+			if p.RTTKnown {
+				v.RTTMS = msOf(p.RTT)
+			}
+			out = append(out, v)
+		}
+	}
+	return c.JSON(fiber.Map{"from": s.reg.Node(), "paths": out})
+}
+
+// instanceFigures are one instance's engine figures as GET /admin/v1/cluster/stats shows them.
+type instanceFigures struct {
+	ID              string `json:"id"`
+	InFlight        int    `json:"in_flight"`
+	Queued          int    `json:"queued"`
+	KVBytes         int64  `json:"kv_bytes"`
+	KVCapacityBytes int64  `json:"kv_capacity_bytes"`
+	PrefixHits      int64  `json:"prefix_hits"`
+	PrefixMisses    int64  `json:"prefix_misses"`
+	PrefixHitTokens int64  `json:"prefix_hit_tokens"`
+	PrefixBytes     int64  `json:"prefix_bytes"`
+}
+
+type nodeFigures struct {
+	Node      string            `json:"node"`
+	Error     string            `json:"error,omitempty"`
+	Instances []instanceFigures `json:"instances"`
+}
+
+// peerStatsConcurrency bounds how many peers are asked at once; peerStatsTimeout how long each may take.
+const (
+	peerStatsConcurrency = 8
+	peerStatsTimeout     = 3 * time.Second
+)
+
+// clusterStats is GET /admin/v1/cluster/stats: every alive node's engine figures (KV memory, prefix cache),
+// which are not gossiped: this node asks each gateway for its /admin/v1/status. A node that does not answer
+// in time is listed with an error.
+func (s *Server) clusterStats(c *fiber.Ctx) error {
+	snap := s.snaps.agent.Snapshot()
+	var nodes []string
+	for _, n := range snap.Nodes {
+		if n.Eligible() && (n.Status == serfcluster.StatusAlive || n.Status == serfcluster.StatusSuspect) {
+			nodes = append(nodes, string(n.ID))
+		}
+	}
+	if len(nodes) == 0 {
+		nodes = []string{s.reg.Node()}
+	}
+	out := make([]nodeFigures, len(nodes))
+	pr := peerRequestOf(c)
+	sem := make(chan struct{}, peerStatsConcurrency)
+	var wg sync.WaitGroup
+	for i, id := range nodes {
+		out[i].Node = id
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			ctx, cancel := context.WithTimeout(context.Background(), peerStatsTimeout)
+			defer cancel()
+			st, err := s.nodeStats(ctx, pr, id)
+			if err != nil {
+				out[i].Error = err.Error()
+				return
+			}
+			for _, in := range st.Instances {
+				out[i].Instances = append(out[i].Instances, instanceFigures{ID: in.InstanceID, InFlight: in.InFlight,
+					Queued: in.Queued, KVBytes: in.KVBytes, KVCapacityBytes: in.KVCapacityBytes,
+					PrefixHits: in.PrefixCache.Hits, PrefixMisses: in.PrefixCache.Misses,
+					PrefixHitTokens: in.PrefixCache.HitTokens, PrefixBytes: in.PrefixCache.Bytes})
+			}
+		})
+	}
+	wg.Wait()
+	return c.JSON(fiber.Map{"nodes": out})
+}
+
+// peerRequest is what a fan-out needs of the client's request; it is copied before the handler returns.
+type peerRequest struct {
+	requestID string
+	header    http.Header
+}
+
+func peerRequestOf(c *fiber.Ctx) peerRequest {
+	h := http.Header{}
+	for _, k := range []string{fiber.HeaderAuthorization, "X-Api-Key"} {
+		if v := c.Get(k); v != "" {
+			h.Set(k, v)
+		}
+	}
+	return peerRequest{requestID: requestIDOf(c), header: h}
+}
+
+// nodeStats is a node's engine figures: this one's from its engine, another's from its gateway.
+func (s *Server) nodeStats(ctx context.Context, pr peerRequest, node string) (engine.Stats, error) {
+	if node == s.reg.Node() {
+		e, _, err := s.engines.Get()
+		if err != nil {
+			return engine.Stats{}, errors.New("the engine plugin is not running now")
+		}
+		return e.Stats(ctx)
+	}
+	body, err := s.peerFetch(ctx, pr, node, "/admin/v1/status")
+	if err != nil {
+		return engine.Stats{}, err
+	}
+	var st struct {
+		EngineStats *engine.Stats `json:"engine_stats"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		return engine.Stats{}, fmt.Errorf("node %s answered its status with something else: %v", node, err)
+	}
+	if st.EngineStats == nil {
+		return engine.Stats{}, fmt.Errorf("node %s reports no engine figures (its engine is not running)", node)
+	}
+	return *st.EngineStats, nil
+}
+
+// peerGet reads one of another gateway's admin endpoints for the client, as an API error on failure.
+func (s *Server) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), peerStatsTimeout)
+	defer cancel()
+	body, err := s.peerFetch(ctx, peerRequestOf(c), node, p)
+	if err != nil {
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) {
+			return nil, apiErr
+		}
+		return nil, openai.Unavailable(err.Error())
+	}
+	return body, nil
+}
+
+// peerFetch GETs path (no query: a hop's proof covers the path alone) from node's gateway as a hop.
+func (s *Server) peerFetch(ctx context.Context, pr peerRequest, node, p string) ([]byte, error) {
+	snap := s.snaps.agent.Snapshot()
+	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), node)
+	if !ok || s.fwd == nil {
+		return nil, &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
+	}
+	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
+		Method: fiber.MethodGet, Path: p, RequestID: pr.requestID, Header: pr.header,
+		Route: forward.Route{EntryNode: s.reg.Node(), DecodeNode: node},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node %s did not answer", node)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, fmt.Errorf("node %s broke off its answer", node)
+	}
+	if resp.StatusCode != http.StatusOK {
+		var env struct {
+			Error struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		}
+		_ = json.Unmarshal(body, &env)
+		return nil, fmt.Errorf("node %s answered %d: %s", node, resp.StatusCode, env.Error.Message)
+	}
+	return body, nil
+}
+
+// checkLink is POST /admin/v1/instance-links/check: the checks a write of the link would make, without
+// writing it, so the dashboard can say why a pair cannot work before it is saved. The message is the one the
+// write's 400 would carry.
+func (s *Server) checkLink(c *fiber.Ctx) error {
+	var b linkBody
+	if err := json.Unmarshal(c.Body(), &b); err != nil {
+		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
+	}
+	check, err := cluster.CheckLink(s.snaps.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
+	if err != nil {
+		return c.JSON(fiber.Map{"ok": false, "message": err.Error()})
+	}
+	return c.JSON(fiber.Map{"ok": true, "exact": check.Exact})
+}
