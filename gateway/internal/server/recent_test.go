@@ -1,0 +1,100 @@
+package server
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRecentRingKeepsTheLast(t *testing.T) {
+	t.Parallel()
+	var r recentRequests
+	t0 := time.Now()
+	for i := range recentCapacity + 10 {
+		r.add(recentRequest{RequestID: fmt.Sprint(i), Start: t0.Add(time.Duration(i) * time.Second)})
+	}
+	all, last := r.since(0, time.Time{})
+	if len(all) != recentCapacity || last != recentCapacity+10 {
+		t.Fatalf("%d records, last %d", len(all), last)
+	}
+	if all[0].RequestID != "10" || all[len(all)-1].RequestID != fmt.Sprint(recentCapacity+9) {
+		t.Errorf("oldest %s, newest %s", all[0].RequestID, all[len(all)-1].RequestID)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i].Seq != all[i-1].Seq+1 {
+			t.Fatalf("seq %d after %d", all[i].Seq, all[i-1].Seq)
+		}
+	}
+	tail, _ := r.since(last-3, time.Time{})
+	if len(tail) != 3 || tail[0].Seq != last-2 {
+		t.Errorf("since %d: %+v", last-3, tail)
+	}
+	byTime, _ := r.since(0, t0.Add(time.Duration(recentCapacity+5)*time.Second))
+	if len(byTime) != 5 {
+		t.Errorf("since a time: %d records", len(byTime))
+	}
+	var empty recentRequests
+	if recs, last := empty.since(0, time.Time{}); len(recs) != 0 || last != 0 {
+		t.Errorf("an empty ring: %v %d", recs, last)
+	}
+}
+
+func TestLastObject(t *testing.T) {
+	t.Parallel()
+	sse := `data: {"choices":[{"delta":{"content":"he said \"timings\": {}"}}],"usage":null}` + "\n\n" +
+		`data: {"choices":[{"finish_reason":"stop"}],"timings":{"prefill_source":"remote","route":{"decode_node":"b"}},"usage":null}` + "\n\n" +
+		`data: {"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":3}}` + "\n\ndata: [DONE]\n\n"
+	tests := []struct {
+		name, in, key, want string
+	}{
+		{"the final chunk's timings", sse, `"timings":`, `{"prefill_source":"remote","route":{"decode_node":"b"}}`},
+		{"usage past the nulls", sse, `"usage":`, `{"prompt_tokens":9,"completion_tokens":3}`},
+		{"only nulls", `{"usage":null}`, `"usage":`, ""},
+		{"cut off", `{"timings":{"queue_ms":1`, `"timings":`, ""},
+		{"absent", `{"a":1}`, `"timings":`, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(lastObject([]byte(tc.in), tc.key)); got != tc.want {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRecentTail(t *testing.T) {
+	t.Parallel()
+	e := &recentEntry{}
+	e.observe([]byte(strings.Repeat("x", recentTail-5)))
+	e.observe([]byte("0123456789"))
+	if len(e.tail) != recentTail || !strings.HasSuffix(string(e.tail), "0123456789") {
+		t.Errorf("tail of %d bytes ending %q", len(e.tail), e.tail[len(e.tail)-10:])
+	}
+	e.observe([]byte(strings.Repeat("y", 2*recentTail)))
+	if len(e.tail) != recentTail || strings.Contains(string(e.tail), "x") {
+		t.Errorf("a chunk larger than the tail: %d bytes", len(e.tail))
+	}
+	var nilEntry *recentEntry
+	nilEntry.observe([]byte("safe"))
+	nilEntry.streamEnded()
+	nilEntry.decided(nil)
+}
+
+func TestCut(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		in   string
+		n    int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"héllo", 2, "h"}, // not half of é
+		{"héllo", 3, "hé"},
+		{"", 3, ""},
+	} {
+		if got := cut(tc.in, tc.n); got != tc.want {
+			t.Errorf("cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
+		}
+	}
+}
