@@ -398,6 +398,36 @@ func TestUIDashboard(t *testing.T) {
 	if !owner.Hop || owner.Status != 200 || owner.Timings == nil || owner.Timings.PrefillSource != "remote" {
 		t.Errorf("node 2's record of the chat: %+v", owner)
 	}
+	var via recentAnswer
+	keyed(t, n1.gateway, uiUserKey, "GET", "/admin/v1/requests?node="+id2, nil, &via)
+	if r := findRecent(via, answerID); via.Node != id2 || r == nil || !r.Hop {
+		t.Errorf("node 2's recent requests read through node 1: %s %+v", via.Node, r)
+	}
+	var stats struct {
+		Nodes []struct {
+			Node, Error string
+			Instances   []struct{ ID string }
+		}
+	}
+	keyed(t, n1.gateway, uiUserKey, "GET", "/admin/v1/cluster/stats", nil, &stats)
+	if len(stats.Nodes) != 2 {
+		t.Errorf("engine figures of %d nodes: %+v", len(stats.Nodes), stats)
+	}
+	for _, n := range stats.Nodes {
+		if n.Error != "" || len(n.Instances) != 1 {
+			t.Errorf("node %s's engine figures: %+v", n.Node, n)
+		}
+	}
+	var paths struct {
+		Paths []struct {
+			From, To, Kind string
+			Quality        float64
+		}
+	}
+	keyed(t, n2.gateway, uiUserKey, "GET", "/admin/v1/paths", nil, &paths)
+	if len(paths.Paths) != 2 || paths.Paths[0].Quality <= 0 {
+		t.Errorf("paths: %+v", paths)
+	}
 	stopped := slices.IndexFunc(r1.Requests, func(r recentRequest) bool { return r.Status == 499 })
 	if stopped < 0 {
 		t.Errorf("no record of the stopped answer on node 1: %+v", r1.Requests)

@@ -167,6 +167,11 @@ try {
     assert((await page.locator('.chart canvas').count()) >= 4, 'fewer than 4 charts');
     await page.locator('tr[data-request]', { hasText: '499' }).first().waitFor();
     await env.shot('requests');
+    // Node 2's own record of the same request, read through node 1.
+    await page.selectOption('#requests-node', cfg.node2);
+    await page.locator(`tr[data-request="${answerID}"]`, { hasText: 'forwarded here' }).waitFor();
+    await page.selectOption('#requests-node', '');
+    await page.locator(`tr[data-request="${answerID}"]`, { hasText: 'remote' }).waitFor();
   });
 
   await step(env, 'the route shows its remote-prefill share', async () => {

@@ -147,7 +147,11 @@ export async function streamChat(body, onEvent, signal) {
         if (data === '[DONE]') return requestID;
         let obj;
         try { obj = JSON.parse(data); } catch { continue; }
-        if (obj && obj.error) throw errorOf(obj.error.status || 500, obj, '');
+        if (obj && obj.error) {
+          const err = errorOf(obj.error.status || 500, obj, '');
+          err.message = 'The answer broke off: ' + err.message;
+          throw err;
+        }
         onEvent(obj);
       }
     }

@@ -86,10 +86,13 @@ function chartWidth(box) {
   return Math.max(240, Math.floor(box.clientWidth) - 4);
 }
 
-// xRange keeps a lone point (or points in one second) from stretching the time axis over years.
+// xRange spans the requests' times, a minute at least: uPlot widens a lone point's range to a thousand days.
 function xRange(u, min, max) {
-  if (min === null || max === null) return [Date.now() / 1000 - 60, Date.now() / 1000];
-  return max - min < 10 ? [min - 30, max + 30] : [min, max];
+  const xs = u.data[0] || [];
+  if (!xs.length) return [Date.now() / 1000 - 60, Date.now() / 1000];
+  const lo = xs[0];
+  const hi = xs[xs.length - 1];
+  return hi - lo < 60 ? [lo - 30, hi + 30] : [lo, hi];
 }
 
 function makeCharts() {
