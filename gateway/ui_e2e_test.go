@@ -135,10 +135,11 @@ type recentRequest struct {
 	Hop       bool   `json:"hop"`
 	Stream    bool   `json:"stream"`
 	Route     struct {
-		EntryNode      string `json:"entry_node"`
-		DecodeNode     string `json:"decode_node"`
-		DecodeInstance string `json:"decode_instance"`
-		Forwarded      bool   `json:"forwarded"`
+		EntryNode      string  `json:"entry_node"`
+		DecodeNode     string  `json:"decode_node"`
+		DecodeInstance string  `json:"decode_instance"`
+		Forwarded      bool    `json:"forwarded"`
+		RoutingMS      float64 `json:"routing_ms"`
 	} `json:"route"`
 	Timings *struct {
 		PrefillSource string `json:"prefill_source"`
@@ -277,7 +278,7 @@ func TestUIRecentRequests(t *testing.T) {
 	}
 	for _, r := range []*recentRequest{plain, stream} {
 		if r.Status != 200 || r.Timings == nil || r.Timings.PrefillSource == "" || r.Usage == nil || r.Usage.CompletionTokens == 0 ||
-			r.Route.DecodeNode != all.Node || r.Route.DecodeInstance == "" {
+			r.Route.DecodeNode != all.Node || r.Route.DecodeInstance == "" || r.Route.RoutingMS <= 0 {
 			t.Errorf("%s: %+v (timings %+v)", r.RequestID, r, r.Timings)
 		}
 	}
@@ -392,7 +393,8 @@ func TestUIDashboard(t *testing.T) {
 		t.Fatalf("the chat's request %s: on node 1 %+v, on node 2 %+v", answerID, entry, owner)
 	}
 	if entry.Status != 200 || !entry.Route.Forwarded || entry.Route.DecodeNode != id2 || entry.Timings == nil ||
-		entry.Timings.PrefillSource != "remote" || entry.Timings.Remote == nil || entry.Timings.Remote.InstanceID != ins[id1] || entry.Hop {
+		entry.Timings.PrefillSource != "remote" || entry.Timings.Remote == nil || entry.Timings.Remote.InstanceID != ins[id1] || entry.Hop ||
+		entry.Route.RoutingMS <= 0 {
 		t.Errorf("node 1's record of the chat: %+v (timings %+v)", entry, entry.Timings)
 	}
 	if !owner.Hop || owner.Status != 200 || owner.Timings == nil || owner.Timings.PrefillSource != "remote" {

@@ -133,7 +133,7 @@ try {
     assert(data.decodeNode === cfg.node2 && data.entryNode === cfg.node1, `decode ${data.decodeNode}, entry ${data.entryNode}`);
     const words = await tl.innerText();
     assert(words.includes('prefilled remotely on') && words.includes(cfg.node1Name), 'the timeline says: ' + words);
-    for (const phase of ['queue', 'prefill', 'wait', 'transfer', 'ingest', 'first', 'decode']) {
+    for (const phase of ['routing', 'queue', 'prefill', 'wait', 'transfer', 'ingest', 'first', 'decode']) {
       assert((await tl.locator(`[data-phase="${phase}"]`).count()) === 1, 'no ' + phase + ' row');
     }
     answerID = (await page.locator('.msg.assistant .answer-foot .mono').last().innerText()).trim();

@@ -38,7 +38,8 @@ export function routeOf(r) {
     prefill_instance: a.prefill_instance || b.prefill_instance || '',
     prefill_address: a.prefill_address || b.prefill_address || '',
     forwarded: !!(a.forwarded || b.forwarded),
-    routing_ms: a.routing_ms,
+    // A forwarded answer's timings are its owner's, which did not route it: the entry's record has the time.
+    routing_ms: a.routing_ms || b.routing_ms || 0,
     reason: b.reason || '',
   };
 }
@@ -93,7 +94,7 @@ export function fallbackReasons(requests) {
 export function figures(r) {
   const t = timingsOf(r);
   if (!t) return { ttft: null, itl: null, tps: null };
-  const routing = (t.route && t.route.routing_ms) || 0;
+  const routing = routeOf(r).routing_ms;
   const ttft = t.first_token_ms > 0 ? t.first_token_ms + routing : null;
   const n = r.usage ? r.usage.completion_tokens : 0;
   const itl = n >= 2 && t.decode_ms > 0 ? t.decode_ms / (n - 1) : null;
@@ -130,14 +131,15 @@ export function series(requests, window = 20) {
 
 // phases lays one request's timings out on one time axis (milliseconds from its arrival at the gateway that
 // routed it): routing, queue, prefill (with a remote prefill's wait, transfer and ingest), the first token,
-// decode. Each phase has a start and a length; total is the axis length.
-export function phases(t) {
+// decode. Each phase has a start and a length; total is the axis length. routingMS, when given, is the
+// routing time to use (an entry gateway's, for a forwarded answer).
+export function phases(t, routingMS) {
   if (!t) return { rows: [], total: 0 };
-  const routing = (t.route && t.route.routing_ms) || 0;
+  const routing = routingMS ?? ((t.route && t.route.routing_ms) || 0);
   const queue = t.queue_ms || 0;
   const prefill = t.prefill_ms || 0;
   const rows = [];
-  if (routing > 0) rows.push({ key: 'routing', start: 0, length: routing });
+  rows.push({ key: 'routing', start: 0, length: routing });
   rows.push({ key: 'queue', start: routing, length: queue });
   const p0 = routing + queue;
   rows.push({ key: 'prefill', start: p0, length: prefill, source: t.prefill_source || 'local' });

@@ -12,7 +12,8 @@ function who(id) {
 }
 
 const labels = {
-  routing: () => 'routing',
+  routing: (t, rt) => (rt.routing_ms > 0 ? `routing · ${who(rt.entry_node)}`
+    : rt.forwarded ? `routing · ${who(rt.entry_node)} (its time is not carried by the hop)` : 'routing'),
   queue: () => 'queue',
   prefill: (t, rt) => {
     if (t.prefill_source === 'remote') return `prefill · remote on ${who(prefillNode(t, rt))}`;
@@ -60,7 +61,7 @@ export function routeLine(t, rt) {
 // extra.seen is what the client itself measured ({ttft, total} in ms).
 export function timeline(t, usage, extra = {}) {
   const rt = routeOf({ timings: t, route: extra.route });
-  const { rows, total } = phases(t);
+  const { rows, total } = phases(t, rt.routing_ms);
   const box = h('section', { class: 'timeline', 'aria-label': 'Timeline of this answer' });
   // For tests and scripts: where it ran, by node id.
   box.dataset.entryNode = rt.entry_node;
@@ -95,14 +96,14 @@ export function timeline(t, usage, extra = {}) {
   return box;
 }
 
-// mini is a compact bar of a request's queue, prefill, first-token and decode time, scaled to max ms.
-export function mini(t, max) {
+// mini is a compact bar of a request's routing, queue, prefill, first-token and decode time, scaled to max ms.
+export function mini(t, max, routingMS) {
   const el = h('span', { class: 'mini', role: 'img' });
   if (!t) {
     el.setAttribute('aria-label', 'no timings');
     return el;
   }
-  const routing = (t.route && t.route.routing_ms) || 0;
+  const routing = routingMS ?? ((t.route && t.route.routing_ms) || 0);
   const parts = [
     ['routing', routing],
     ['queue', t.queue_ms || 0],

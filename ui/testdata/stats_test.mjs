@@ -67,4 +67,9 @@ assert.equal(at.ingest.start, 3 + 15 - 3);
 assert.equal(at.decode.start, 32);
 assert.equal(p.total, 133);
 assert.deepEqual(phases(null), { rows: [], total: 0 });
+// A forwarded answer: the entry's routing time stands in for the owner's (none).
+const fwd = phases({ ...reqs[0].timings, route: { routing_ms: 0 } }, 5);
+assert.equal(fwd.rows[0].length, 5);
+assert.equal(fwd.rows[1].start, 5);
+assert.equal(routeOf({ route: { routing_ms: 4 }, timings: { route: { routing_ms: 0 } } }).routing_ms, 4);
 console.log('stats: ok');

@@ -65,7 +65,10 @@ type recentRoute struct {
 	PrefillInstance string `json:"prefill_instance,omitempty"`
 	PrefillAddress  string `json:"prefill_address,omitempty"`
 	Forwarded       bool   `json:"forwarded"`
-	Reason          string `json:"reason,omitempty"`
+	// RoutingMS is what tokenizing for the router and routing took here (a forwarded answer's own timings
+	// carry its owner's, which did not route it).
+	RoutingMS float64 `json:"routing_ms"`
+	Reason    string  `json:"reason,omitempty"`
 }
 
 type recentUsage struct {
@@ -118,6 +121,7 @@ type recentEntry struct {
 	ring  *recentRequests
 	rec   recentRequest
 	route *openai.Route // serve fills it in as it decides
+	g     *generation   // for its routing time
 	n     int           // choices
 
 	// streaming: a stream writer records the request when it ends, not the handler.
@@ -136,7 +140,7 @@ type recentEntry struct {
 // open starts recording a generation that serve runs.
 func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route) *recentEntry {
 	// fiber's strings point into buffers it reuses for the next request: the record keeps copies.
-	e := &recentEntry{ring: r, route: route, n: max(g.request.N, 1), rec: recentRequest{
+	e := &recentEntry{ring: r, route: route, g: g, n: max(g.request.N, 1), rec: recentRequest{
 		RequestID: cut(requestIDOf(c), maxRecentString), Path: cut(c.Path(), maxRecentString), Model: cut(g.model, maxRecentString),
 		Stream: g.stream, Node: route.EntryNode, Hop: c.Locals(hopRouteKey) != nil, Start: time.Now(),
 	}}
@@ -211,6 +215,10 @@ func (e *recentEntry) record() {
 			PrefillNode: rt.PrefillNode, PrefillInstance: rt.PrefillInstance, PrefillAddress: rt.PrefillAddress, Forwarded: rt.Forwarded}
 	}
 	e.rec.Route.Reason = e.reason
+	if e.g != nil {
+		e.rec.Route.RoutingMS = msOf(e.g.routeTime)
+	}
+	e.g = nil // the record outlives the request; the generation must not
 	e.ring.add(e.rec)
 }
 

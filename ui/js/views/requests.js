@@ -180,7 +180,7 @@ function render() {
   }
   const newest = reqs.slice().reverse();
   const shown = newest.slice(0, limit);
-  const max = Math.max(...shown.map((r) => { const t = timingsOf(r); return t ? ((t.route && t.route.routing_ms) || 0) + (t.total_ms || 0) : 0; }), 1);
+  const max = Math.max(...shown.map((r) => { const t = timingsOf(r); return t ? routeOf(r).routing_ms + (t.total_ms || 0) : 0; }), 1);
   const head = h('tr', null, ['Time', 'Request', 'Model', 'Status', 'Route', 'Prefill', 'TTFT', 'Tokens/s', 'Total', 'Timeline', ''].map((c, i) =>
     h('th', { scope: 'col', class: i >= 6 && i <= 8 ? 'num' : null }, c)));
   const body = h('tbody');
@@ -198,7 +198,7 @@ function render() {
       h('td', { class: 'num' }, fmt.ms(f.ttft)),
       h('td', { class: 'num' }, f.tps === null ? '–' : fmt.num(f.tps)),
       h('td', { class: 'num' }, fmt.ms(r.duration_ms)),
-      h('td', null, mini(t, max)),
+      h('td', null, mini(t, max, routeOf(r).routing_ms)),
       h('td', null, h('button', { type: 'button', class: 'small', 'aria-expanded': String(isOpen), 'data-key': 'details:' + r.seq,
         onclick: () => { if (open.has(r.seq)) open.delete(r.seq); else open.add(r.seq); render(); } }, isOpen ? 'Hide' : 'Details'))));
     if (isOpen) {
