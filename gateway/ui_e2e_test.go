@@ -25,7 +25,7 @@ import (
 // headless Chromium (Debian's chromium, driven by npm's playwright-core from testdata/node) against real
 // gateways: the user's walk through every view on a cluster of two, and the page's speed with a cluster of
 // 64 nodes and 256 instances. Screenshots of each step go to $DUET_SCREENSHOTS/<test> when it is set, else
-// to the test's artifact directory (go test -artifacts -outputdir DIR keeps them).
+// to the test's artifact directory (kept by go test -artifacts -outputdir DIR, DIR existing).
 
 // chromiumPath finds the browser: $DUET_CHROMIUM, else chromium on PATH. Without one the browser tests skip,
 // unless DUET_REQUIRE_FIXTURES=1 (CI, which installs Debian's chromium).
