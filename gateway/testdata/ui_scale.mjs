@@ -92,8 +92,13 @@ const { page } = env;
 let tick = 0;
 const served = {};
 const json = (route, body) => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(body) });
+let failState = false;
 await page.route((u) => u.pathname === '/state', (route) => {
   served.state = (served.state || 0) + 1;
+  if (failState) {
+    return route.fulfill({ status: 503, contentType: 'application/json',
+      body: JSON.stringify({ error: { message: 'the engine plugin is not running now; retry shortly', type: 'server_error', code: null, param: null } }) });
+  }
   return json(route, { version: ++tick, local: nodes[0].id, nodes, instances: instances(tick).map((i) => ({ ...i, labels: { backend: 'metal' } })), links });
 });
 await page.route((u) => u.pathname === '/v1/instances', (route) => json(route, { instances: instances(tick) }));
@@ -137,6 +142,15 @@ try {
     await page.waitForFunction(() => document.querySelectorAll('tr[data-instance]').length === 128);
     out.filter_ms = Date.now() - t;
     await page.fill('#instance-filter', '');
+  });
+
+  await step(env, 'a failed refresh shows the gateway\'s message, and goes away once it answers', async () => {
+    failState = true;
+    await page.locator('#banner', { hasText: 'the engine plugin is not running now' }).waitFor();
+    await page.locator('#conn', { hasText: 'Not connected' }).waitFor();
+    await env.shot('scale-error-banner');
+    failState = false;
+    await page.locator('#banner').waitFor({ state: 'hidden' });
   });
 
   await step(env, 'the routes view and its editor with 256 instances', async () => {

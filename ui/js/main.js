@@ -105,7 +105,7 @@ subscribe((what) => {
   if (what === 'error' && store.error) {
     conn.textContent = 'Not connected';
     conn.classList.add('bad');
-    showError(store.error.message, 'poll');
+    showError(`Refreshing the dashboard failed, retrying every 3 s: ${store.error.message}`, 'poll');
   } else if (what === 'core') {
     conn.classList.remove('bad');
     const alive = store.nodes.filter((n) => n.status === 'alive').length;
