@@ -253,8 +253,14 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		}
 		in.format = toolcall.Detect(tmpl.Source(), added)
 	}
+	markers := map[int32]bool{}
+	for _, m := range in.format.Markers() {
+		if id, ok := tok.TokenID(m); ok && tok.IsSpecial(id) {
+			markers[id] = true
+		}
+	}
 	in.runner = runner.New(runner.Config{
-		Model: bm, Tokenizer: tokenizerAdapter{tok},
+		Model: bm, Tokenizer: tokenizerAdapter{t: tok, markers: markers},
 		MaxBatch: opts.maxBatch, MaxQueue: opts.maxQueue, PrefillChunk: opts.prefillChunk,
 		PrefixCacheBytes: opts.prefixCacheBytes, Logger: e.log,
 	})
@@ -560,10 +566,16 @@ func (e *Engine) Stats(context.Context) (engine.Stats, error) {
 func (e *Engine) Health(context.Context) error { return nil }
 
 // tokenizerAdapter gives the runner what it needs of a tokenizer.
-type tokenizerAdapter struct{ t *tokenizer.Tokenizer }
+type tokenizerAdapter struct {
+	t       *tokenizer.Tokenizer
+	markers map[int32]bool // special tokens an output parser reads
+}
 
-func (a tokenizerAdapter) NewStream(keepSpecial bool) runner.TextStream {
-	return a.t.NewStream(!keepSpecial)
+func (a tokenizerAdapter) NewStream(parsed bool) runner.TextStream {
+	if parsed {
+		return a.t.NewStreamKeeping(a.markers)
+	}
+	return a.t.NewStream(true)
 }
 
 func (a tokenizerAdapter) TokenText(id int32) (string, []byte) {

@@ -222,3 +222,36 @@ func TestPromptOpenedReasoning(t *testing.T) {
 		t.Errorf("constrained: content %q reasoning %q finish %s", content, reasoning, f.FinishReason)
 	}
 }
+
+// TestParsedOutputHidesSpecialTokens: the output parser reads its markers from special tokens, and only
+// those are kept: other special tokens a model writes (an end of turn it is told to ignore, say) are not
+// content.
+func TestParsedOutputHidesSpecialTokens(t *testing.T) {
+	e, d := loadFamily(t, model.Llama)
+	eot := int32(-1)
+	res, err := e.Tokenize(context.Background(), engine.TokenizeRequest{InstanceID: d.InstanceID, Prompt: "<|eot_id|>"})
+	if err != nil || len(res.Tokens) != 1 {
+		t.Fatalf("tokenize <|eot_id|>: %v %v", res.Tokens, err)
+	}
+	eot = res.Tokens[0]
+	seed := int64(3)
+	var content strings.Builder
+	err = e.Generate(context.Background(), engine.GenerateRequest{InstanceID: d.InstanceID,
+		Messages: []engine.Message{{Role: "user", Content: "hi"}},
+		Sampling: engine.Sampling{MaxTokens: 12, IgnoreEOS: true, Temperature: 1, Seed: &seed, LogitBias: map[int32]float64{eot: 100}}},
+		func(ev engine.Event) error {
+			if ev.Token != nil {
+				content.WriteString(ev.Token.Text)
+			}
+			if ev.Final != nil {
+				content.WriteString(ev.Final.Text)
+			}
+			return nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(content.String(), "<|") {
+		t.Errorf("special tokens in the content: %q", content.String())
+	}
+}

@@ -19,9 +19,9 @@ import (
 
 // Tokenizer is what the loop needs of a tokenizer: incremental detokenization and token texts for logprobs.
 type Tokenizer interface {
-	// NewStream starts the detokenization of one generated sequence; special tokens produce no text unless
-	// keepSpecial (an output parser reads markers that are special tokens, e.g. <|python_tag|>).
-	NewStream(keepSpecial bool) TextStream
+	// NewStream starts the detokenization of one generated sequence; special tokens produce no text, except,
+	// for a sequence whose output is parsed, the markers its parser reads (e.g. <|python_tag|>).
+	NewStream(parsed bool) TextStream
 	// TokenText returns a token's own text and raw bytes, for logprobs.
 	TokenText(id int32) (string, []byte)
 }

@@ -9,12 +9,19 @@ package tokenizer
 type Stream struct {
 	t    *Tokenizer
 	skip bool
+	keep map[int32]bool // special tokens produced even when skipping the others
 	p    *pipeline
 }
 
 // NewStream starts an incremental decode. With skipSpecial, special tokens produce no text.
 func (t *Tokenizer) NewStream(skipSpecial bool) *Stream {
 	return &Stream{t: t, skip: skipSpecial, p: newPipeline(t.decoder)}
+}
+
+// NewStreamKeeping starts an incremental decode in which special tokens produce no text, except those in keep
+// (the markers an output parser reads, e.g. <|python_tag|>).
+func (t *Tokenizer) NewStreamKeeping(keep map[int32]bool) *Stream {
+	return &Stream{t: t, skip: true, keep: keep, p: newPipeline(t.decoder)}
 }
 
 // Add decodes one more token and returns the text it completes, possibly "".
@@ -34,7 +41,7 @@ func (s *Stream) Flush() string {
 
 func (s *Stream) feed(id int32) {
 	t := s.t
-	if s.skip && t.special[id] {
+	if s.skip && t.special[id] && !s.keep[id] {
 		return
 	}
 	if i, ok := t.addedByID[id]; ok {

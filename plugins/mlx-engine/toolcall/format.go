@@ -107,6 +107,27 @@ const (
 	markIPython     = "<|start_header_id|>ipython<|end_header_id|>"
 )
 
+// Markers are the texts the parser reads in the format's output. An engine that decodes with special tokens
+// skipped must keep the special tokens whose text is one of these (e.g. <|python_tag|>, [TOOL_CALLS]), and
+// only those: any other special token is not output.
+func (f Format) Markers() []string {
+	var m []string
+	switch f.Calls {
+	case CallsHermes:
+		m = append(m, markToolCall, markToolCallEnd)
+	case CallsQwen3Coder:
+		m = append(m, markToolCall, markToolCallEnd, markFunction, markFunctionEnd, markParameter, markParamEnd)
+	case CallsMistral:
+		m = append(m, markMistral, markMistralArgs, markMistralID)
+	case CallsLlama3:
+		m = append(m, markPythonTag, markEOM)
+	}
+	if open, closing := f.Reasoning.markers(); open != "" {
+		m = append(m, open, closing)
+	}
+	return m
+}
+
 // Detect picks the output format of a model from its chat template source (the chat_template of
 // tokenizer_config.json, or chat_template.jinja) and the contents of its added tokens (added_tokens_decoder,
 // or the "added_tokens" of tokenizer.json). It looks at what the template makes the model read and write
