@@ -34,7 +34,8 @@ type Config struct {
 	Prompt string
 	// MaxTokens bounds the generations of the suite; 16 when zero.
 	MaxTokens int
-	// Timeout bounds each check; 60 s when zero (loading a real model can take a while).
+	// Timeout bounds each check; 60 s when zero (loading a real model can take a while), five times that
+	// under the race detector.
 	Timeout time.Duration
 	// Skip names checks to skip, with the reason as the value (e.g. an engine without seeded sampling).
 	Skip map[string]string
@@ -48,7 +49,7 @@ func (c Config) withDefaults() Config {
 		c.MaxTokens = 16
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 60 * time.Second
+		c.Timeout = raceSlowdown * 60 * time.Second
 	}
 	return c
 }
