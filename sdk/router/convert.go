@@ -35,6 +35,7 @@ func snapshotToProto(s *Snapshot) *pb.Snapshot {
 				InFlight: int64(in.Load.InFlight), Queued: int64(in.Load.Queued),
 				KvUtilization: in.Load.KVUtilization, UpdatedUnixMs: updated,
 			},
+			Speed: speedToProto(&in.Speed),
 		})
 	}
 	for _, l := range s.InstanceLinks {
@@ -73,6 +74,7 @@ func snapshotFromProto(s *pb.Snapshot) *Snapshot {
 				InFlight: int(ld.GetInFlight()), Queued: int(ld.GetQueued()),
 				KVUtilization: ld.GetKvUtilization(), UpdatedAt: updated,
 			},
+			Speed: speedFromProto(in.GetSpeed()),
 		})
 	}
 	for _, l := range s.GetInstanceLinks() {
@@ -114,6 +116,36 @@ func decisionFromProto(d *pb.Decision) Decision {
 		out.PrefillEndpoints = append(out.PrefillEndpoints, PrefillEndpoint{
 			InstanceID: e.GetInstanceId(), Node: e.GetNode(), Address: e.GetAddress(), Approximate: e.GetApproximate(),
 		})
+	}
+	return out
+}
+
+func speedToProto(s *Speed) *pb.Speed {
+	if s.Samples == 0 && s.KVBytesPerToken == 0 && len(s.Ingress) == 0 {
+		return nil
+	}
+	out := &pb.Speed{
+		PrefillTps: s.PrefillTPS[:], DecodeTps: s.DecodeTPS, QueueWaitNs: int64(s.QueueWait),
+		KvBytesPerToken: s.KVBytesPerToken, IngestBps: s.IngestBPS, Samples: s.Samples,
+	}
+	for _, l := range s.Ingress {
+		out.Ingress = append(out.Ingress, &pb.LinkSpeed{From: l.From, BytesPerSecond: l.BytesPerSecond, RttNs: int64(l.RTT), Samples: l.Samples})
+	}
+	return out
+}
+
+// speedFromProto keeps what fits: a peer with more prefill bands than this build knows loses the extra ones.
+func speedFromProto(s *pb.Speed) Speed {
+	if s == nil {
+		return Speed{}
+	}
+	out := Speed{
+		DecodeTPS: s.GetDecodeTps(), QueueWait: time.Duration(s.GetQueueWaitNs()), KVBytesPerToken: s.GetKvBytesPerToken(),
+		IngestBPS: s.GetIngestBps(), Samples: s.GetSamples(),
+	}
+	copy(out.PrefillTPS[:], s.GetPrefillTps())
+	for _, l := range s.GetIngress() {
+		out.Ingress = append(out.Ingress, LinkSpeed{From: l.GetFrom(), BytesPerSecond: l.GetBytesPerSecond(), RTT: time.Duration(l.GetRttNs()), Samples: l.GetSamples()})
 	}
 	return out
 }

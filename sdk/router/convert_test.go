@@ -22,7 +22,10 @@ func TestConvertRoundTrip(t *testing.T) {
 			RTT: 250 * time.Microsecond, Quality: 0.8}},
 		Instances: []Instance{{ID: "a", Model: "m", Node: "n1", Engine: "mlx-engine", Role: RoleDecode, Status: InstanceReady,
 			Backend: "mlx", KVEndpoint: "10.0.0.1:7000", Fingerprint: "fp-m-q4", KVCompat: "kv-m", ContextLength: 8192,
-			Load: Load{InFlight: 2, Queued: 1, KVUtilization: 0.5, UpdatedAt: time.UnixMilli(1_700_000_000_000)}}},
+			Load: Load{InFlight: 2, Queued: 1, KVUtilization: 0.5, UpdatedAt: time.UnixMilli(1_700_000_000_000)},
+			Speed: Speed{PrefillTPS: [PrefillBands]float64{900, 800, 600, 400}, DecodeTPS: 40, QueueWait: 3 * time.Millisecond,
+				KVBytesPerToken: 36864, IngestBPS: 2e9, Samples: 12,
+				Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 1.1e8, RTT: 400 * time.Microsecond, Samples: 3}}}}},
 		InstanceLinks: []InstanceLink{{ID: "l1", PrefillInstances: []string{"p"}, DecodeInstances: []string{"a"}}},
 	}
 	req := Request{RequestID: "r1", Model: "m", PromptTokens: 5200, PrefixHashes: []uint64{1, 2}, SourceNode: "n1",
@@ -82,6 +85,7 @@ func TestFieldNumbers(t *testing.T) {
 		{(&pb.RouteRequest{}).ProtoReflect().Descriptor(), "exclude", 8},
 		{(&pb.Instance{}).ProtoReflect().Descriptor(), "backend", 11},
 		{(&pb.Instance{}).ProtoReflect().Descriptor(), "kv_compat", 12},
+		{(&pb.Instance{}).ProtoReflect().Descriptor(), "speed", 13},
 		{(&pb.PrefillEndpoint{}).ProtoReflect().Descriptor(), "approximate", 4},
 	}
 	for _, tc := range tests {

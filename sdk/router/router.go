@@ -114,6 +114,67 @@ type Instance struct {
 	// another quantization, e.g. prefill on bf16 and decode on 4-bit). Empty: only equal fingerprints count.
 	// Approximate pairs need an instance link too (see PrefillEndpoint).
 	KVCompat string
+	// Speed is what the instance's node measured of it; its zero value means nothing is measured yet.
+	Speed Speed
+}
+
+// Prompt-length bands of Speed.PrefillTPS: attention makes each prompt token cost more the longer the
+// prompt, so prefill speed is kept per band of the prompt's length.
+const PrefillBands = 4
+
+// prefillBandLimits are the bands' upper bounds (exclusive), in prompt tokens; the last band is unbounded.
+var prefillBandLimits = [PrefillBands - 1]int{512, 2048, 8192}
+
+// PrefillBand is the band of Speed.PrefillTPS that a prompt of the given length falls in:
+// [0, 512), [512, 2048), [2048, 8192), [8192, ∞).
+func PrefillBand(tokens int) int {
+	for i, lim := range prefillBandLimits {
+		if tokens < lim {
+			return i
+		}
+	}
+	return PrefillBands - 1
+}
+
+// Speed is an instance's measured speed, learned by its node from the timings of its recent requests (and a
+// short calibration when the model loads) and spread through the cluster at a bounded rate. Every rate is
+// per second and 0 when unknown.
+type Speed struct {
+	// PrefillTPS are prompt tokens computed per second, by PrefillBand of the prompt's length.
+	PrefillTPS [PrefillBands]float64
+	// DecodeTPS are tokens generated per second per sequence, at the batch sizes the instance ran lately.
+	DecodeTPS float64
+	// QueueWait is how long a request lately waited for the engine to start it.
+	QueueWait time.Duration
+	// KVBytesPerToken is the KV cache one prompt token takes on the wire (keys and values, every layer).
+	KVBytesPerToken int64
+	// IngestBPS are KV bytes per second the instance writes into its cache after a remote prefill.
+	IngestBPS float64
+	// Ingress is the KV goodput measured into this instance from each node that prefilled for it.
+	Ingress []LinkSpeed
+	// Samples is how many requests the figures rest on (calibration included).
+	Samples int64
+}
+
+// LinkSpeed is what remote prefills measured of the network from one node into an instance's node.
+type LinkSpeed struct {
+	From string
+	// BytesPerSecond is KV goodput: bytes over the time the stream took once its first bytes arrived. The KV
+	// streams while the prompt is prefilled, so a fast link paired with a slow prefill reads low: a lower bound.
+	BytesPerSecond float64
+	// RTT is the round trip of the KV request (until its header arrived, less the prefill's own start).
+	RTT     time.Duration
+	Samples int64
+}
+
+// IngressFrom returns the measured link from a node into the instance, if any.
+func (s *Speed) IngressFrom(node string) (LinkSpeed, bool) {
+	for _, l := range s.Ingress {
+		if l.From == node {
+			return l, true
+		}
+	}
+	return LinkSpeed{}, false
 }
 
 // Load is an instance's coarse load, refreshed at a bounded rate.

@@ -331,7 +331,9 @@ type Instance struct {
 	Backend string `protobuf:"bytes,11,opt,name=backend,proto3" json:"backend,omitempty"`
 	// Instances with equal non-empty kv_compat exchange KV: exactly when their fingerprints are equal too,
 	// approximately (another quantization of the same base model) otherwise.
-	KvCompat      string `protobuf:"bytes,12,opt,name=kv_compat,json=kvCompat,proto3" json:"kv_compat,omitempty"`
+	KvCompat string `protobuf:"bytes,12,opt,name=kv_compat,json=kvCompat,proto3" json:"kv_compat,omitempty"`
+	// What the instance's node measured of its speed; absent when nothing is measured yet.
+	Speed         *Speed `protobuf:"bytes,13,opt,name=speed,proto3" json:"speed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -450,6 +452,176 @@ func (x *Instance) GetKvCompat() string {
 	return ""
 }
 
+func (x *Instance) GetSpeed() *Speed {
+	if x != nil {
+		return x.Speed
+	}
+	return nil
+}
+
+// Speed is an instance's measured speed (router.Speed). Rates are per second; 0 means unknown.
+type Speed struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Prompt tokens computed per second, by prompt-length band (router.PrefillBand).
+	PrefillTps      []float64    `protobuf:"fixed64,1,rep,packed,name=prefill_tps,json=prefillTps,proto3" json:"prefill_tps,omitempty"`
+	DecodeTps       float64      `protobuf:"fixed64,2,opt,name=decode_tps,json=decodeTps,proto3" json:"decode_tps,omitempty"`
+	QueueWaitNs     int64        `protobuf:"varint,3,opt,name=queue_wait_ns,json=queueWaitNs,proto3" json:"queue_wait_ns,omitempty"`
+	KvBytesPerToken int64        `protobuf:"varint,4,opt,name=kv_bytes_per_token,json=kvBytesPerToken,proto3" json:"kv_bytes_per_token,omitempty"`
+	IngestBps       float64      `protobuf:"fixed64,5,opt,name=ingest_bps,json=ingestBps,proto3" json:"ingest_bps,omitempty"`
+	Ingress         []*LinkSpeed `protobuf:"bytes,6,rep,name=ingress,proto3" json:"ingress,omitempty"`
+	Samples         int64        `protobuf:"varint,7,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *Speed) Reset() {
+	*x = Speed{}
+	mi := &file_routerv1_router_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Speed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Speed) ProtoMessage() {}
+
+func (x *Speed) ProtoReflect() protoreflect.Message {
+	mi := &file_routerv1_router_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Speed.ProtoReflect.Descriptor instead.
+func (*Speed) Descriptor() ([]byte, []int) {
+	return file_routerv1_router_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Speed) GetPrefillTps() []float64 {
+	if x != nil {
+		return x.PrefillTps
+	}
+	return nil
+}
+
+func (x *Speed) GetDecodeTps() float64 {
+	if x != nil {
+		return x.DecodeTps
+	}
+	return 0
+}
+
+func (x *Speed) GetQueueWaitNs() int64 {
+	if x != nil {
+		return x.QueueWaitNs
+	}
+	return 0
+}
+
+func (x *Speed) GetKvBytesPerToken() int64 {
+	if x != nil {
+		return x.KvBytesPerToken
+	}
+	return 0
+}
+
+func (x *Speed) GetIngestBps() float64 {
+	if x != nil {
+		return x.IngestBps
+	}
+	return 0
+}
+
+func (x *Speed) GetIngress() []*LinkSpeed {
+	if x != nil {
+		return x.Ingress
+	}
+	return nil
+}
+
+func (x *Speed) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+// LinkSpeed is the KV goodput measured into an instance from one node.
+type LinkSpeed struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	From           string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	BytesPerSecond float64                `protobuf:"fixed64,2,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
+	RttNs          int64                  `protobuf:"varint,3,opt,name=rtt_ns,json=rttNs,proto3" json:"rtt_ns,omitempty"`
+	Samples        int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LinkSpeed) Reset() {
+	*x = LinkSpeed{}
+	mi := &file_routerv1_router_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LinkSpeed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LinkSpeed) ProtoMessage() {}
+
+func (x *LinkSpeed) ProtoReflect() protoreflect.Message {
+	mi := &file_routerv1_router_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LinkSpeed.ProtoReflect.Descriptor instead.
+func (*LinkSpeed) Descriptor() ([]byte, []int) {
+	return file_routerv1_router_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LinkSpeed) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *LinkSpeed) GetBytesPerSecond() float64 {
+	if x != nil {
+		return x.BytesPerSecond
+	}
+	return 0
+}
+
+func (x *LinkSpeed) GetRttNs() int64 {
+	if x != nil {
+		return x.RttNs
+	}
+	return 0
+}
+
+func (x *LinkSpeed) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
 type InstanceLink struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Id               string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -461,7 +633,7 @@ type InstanceLink struct {
 
 func (x *InstanceLink) Reset() {
 	*x = InstanceLink{}
-	mi := &file_routerv1_router_proto_msgTypes[5]
+	mi := &file_routerv1_router_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -473,7 +645,7 @@ func (x *InstanceLink) String() string {
 func (*InstanceLink) ProtoMessage() {}
 
 func (x *InstanceLink) ProtoReflect() protoreflect.Message {
-	mi := &file_routerv1_router_proto_msgTypes[5]
+	mi := &file_routerv1_router_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -486,7 +658,7 @@ func (x *InstanceLink) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceLink.ProtoReflect.Descriptor instead.
 func (*InstanceLink) Descriptor() ([]byte, []int) {
-	return file_routerv1_router_proto_rawDescGZIP(), []int{5}
+	return file_routerv1_router_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InstanceLink) GetId() string {
@@ -525,7 +697,7 @@ type Snapshot struct {
 
 func (x *Snapshot) Reset() {
 	*x = Snapshot{}
-	mi := &file_routerv1_router_proto_msgTypes[6]
+	mi := &file_routerv1_router_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -537,7 +709,7 @@ func (x *Snapshot) String() string {
 func (*Snapshot) ProtoMessage() {}
 
 func (x *Snapshot) ProtoReflect() protoreflect.Message {
-	mi := &file_routerv1_router_proto_msgTypes[6]
+	mi := &file_routerv1_router_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -550,7 +722,7 @@ func (x *Snapshot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Snapshot.ProtoReflect.Descriptor instead.
 func (*Snapshot) Descriptor() ([]byte, []int) {
-	return file_routerv1_router_proto_rawDescGZIP(), []int{6}
+	return file_routerv1_router_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Snapshot) GetVersion() uint64 {
@@ -606,7 +778,7 @@ type SetSnapshotRequest struct {
 
 func (x *SetSnapshotRequest) Reset() {
 	*x = SetSnapshotRequest{}
-	mi := &file_routerv1_router_proto_msgTypes[7]
+	mi := &file_routerv1_router_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +790,7 @@ func (x *SetSnapshotRequest) String() string {
 func (*SetSnapshotRequest) ProtoMessage() {}
 
 func (x *SetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_routerv1_router_proto_msgTypes[7]
+	mi := &file_routerv1_router_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +803,7 @@ func (x *SetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_routerv1_router_proto_rawDescGZIP(), []int{7}
+	return file_routerv1_router_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SetSnapshotRequest) GetRef() uint64 {
@@ -666,7 +838,7 @@ type RouteRequest struct {
 
 func (x *RouteRequest) Reset() {
 	*x = RouteRequest{}
-	mi := &file_routerv1_router_proto_msgTypes[8]
+	mi := &file_routerv1_router_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +850,7 @@ func (x *RouteRequest) String() string {
 func (*RouteRequest) ProtoMessage() {}
 
 func (x *RouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_routerv1_router_proto_msgTypes[8]
+	mi := &file_routerv1_router_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +863,7 @@ func (x *RouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRequest.ProtoReflect.Descriptor instead.
 func (*RouteRequest) Descriptor() ([]byte, []int) {
-	return file_routerv1_router_proto_rawDescGZIP(), []int{8}
+	return file_routerv1_router_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RouteRequest) GetSnapshotRef() uint64 {
@@ -763,7 +935,7 @@ type PrefillEndpoint struct {
 
 func (x *PrefillEndpoint) Reset() {
 	*x = PrefillEndpoint{}
-	mi := &file_routerv1_router_proto_msgTypes[9]
+	mi := &file_routerv1_router_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -775,7 +947,7 @@ func (x *PrefillEndpoint) String() string {
 func (*PrefillEndpoint) ProtoMessage() {}
 
 func (x *PrefillEndpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_routerv1_router_proto_msgTypes[9]
+	mi := &file_routerv1_router_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -788,7 +960,7 @@ func (x *PrefillEndpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrefillEndpoint.ProtoReflect.Descriptor instead.
 func (*PrefillEndpoint) Descriptor() ([]byte, []int) {
-	return file_routerv1_router_proto_rawDescGZIP(), []int{9}
+	return file_routerv1_router_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *PrefillEndpoint) GetInstanceId() string {
@@ -832,7 +1004,7 @@ type Decision struct {
 
 func (x *Decision) Reset() {
 	*x = Decision{}
-	mi := &file_routerv1_router_proto_msgTypes[10]
+	mi := &file_routerv1_router_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1016,7 @@ func (x *Decision) String() string {
 func (*Decision) ProtoMessage() {}
 
 func (x *Decision) ProtoReflect() protoreflect.Message {
-	mi := &file_routerv1_router_proto_msgTypes[10]
+	mi := &file_routerv1_router_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1029,7 @@ func (x *Decision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Decision.ProtoReflect.Descriptor instead.
 func (*Decision) Descriptor() ([]byte, []int) {
-	return file_routerv1_router_proto_rawDescGZIP(), []int{10}
+	return file_routerv1_router_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Decision) GetDecodeInstance() string {
@@ -924,7 +1096,7 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\tin_flight\x18\x01 \x01(\x03R\binFlight\x12\x16\n" +
 	"\x06queued\x18\x02 \x01(\x03R\x06queued\x12%\n" +
 	"\x0ekv_utilization\x18\x03 \x01(\x01R\rkvUtilization\x12&\n" +
-	"\x0fupdated_unix_ms\x18\x04 \x01(\x03R\rupdatedUnixMs\"\xd3\x02\n" +
+	"\x0fupdated_unix_ms\x18\x04 \x01(\x03R\rupdatedUnixMs\"\x80\x03\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x12\n" +
@@ -939,7 +1111,24 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\x0econtext_length\x18\n" +
 	" \x01(\x03R\rcontextLength\x12\x18\n" +
 	"\abackend\x18\v \x01(\tR\abackend\x12\x1b\n" +
-	"\tkv_compat\x18\f \x01(\tR\bkvCompat\"v\n" +
+	"\tkv_compat\x18\f \x01(\tR\bkvCompat\x12+\n" +
+	"\x05speed\x18\r \x01(\v2\x15.duet.router.v1.SpeedR\x05speed\"\x86\x02\n" +
+	"\x05Speed\x12\x1f\n" +
+	"\vprefill_tps\x18\x01 \x03(\x01R\n" +
+	"prefillTps\x12\x1d\n" +
+	"\n" +
+	"decode_tps\x18\x02 \x01(\x01R\tdecodeTps\x12\"\n" +
+	"\rqueue_wait_ns\x18\x03 \x01(\x03R\vqueueWaitNs\x12+\n" +
+	"\x12kv_bytes_per_token\x18\x04 \x01(\x03R\x0fkvBytesPerToken\x12\x1d\n" +
+	"\n" +
+	"ingest_bps\x18\x05 \x01(\x01R\tingestBps\x123\n" +
+	"\aingress\x18\x06 \x03(\v2\x19.duet.router.v1.LinkSpeedR\aingress\x12\x18\n" +
+	"\asamples\x18\a \x01(\x03R\asamples\"z\n" +
+	"\tLinkSpeed\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12(\n" +
+	"\x10bytes_per_second\x18\x02 \x01(\x01R\x0ebytesPerSecond\x12\x15\n" +
+	"\x06rtt_ns\x18\x03 \x01(\x03R\x05rttNs\x12\x18\n" +
+	"\asamples\x18\x04 \x01(\x03R\asamples\"v\n" +
 	"\fInstanceLink\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x11prefill_instances\x18\x02 \x03(\tR\x10prefillInstances\x12)\n" +
@@ -998,39 +1187,43 @@ func file_routerv1_router_proto_rawDescGZIP() []byte {
 	return file_routerv1_router_proto_rawDescData
 }
 
-var file_routerv1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_routerv1_router_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_routerv1_router_proto_goTypes = []any{
 	(*Empty)(nil),              // 0: duet.router.v1.Empty
 	(*Node)(nil),               // 1: duet.router.v1.Node
 	(*Path)(nil),               // 2: duet.router.v1.Path
 	(*Load)(nil),               // 3: duet.router.v1.Load
 	(*Instance)(nil),           // 4: duet.router.v1.Instance
-	(*InstanceLink)(nil),       // 5: duet.router.v1.InstanceLink
-	(*Snapshot)(nil),           // 6: duet.router.v1.Snapshot
-	(*SetSnapshotRequest)(nil), // 7: duet.router.v1.SetSnapshotRequest
-	(*RouteRequest)(nil),       // 8: duet.router.v1.RouteRequest
-	(*PrefillEndpoint)(nil),    // 9: duet.router.v1.PrefillEndpoint
-	(*Decision)(nil),           // 10: duet.router.v1.Decision
-	nil,                        // 11: duet.router.v1.Decision.ScoresEntry
+	(*Speed)(nil),              // 5: duet.router.v1.Speed
+	(*LinkSpeed)(nil),          // 6: duet.router.v1.LinkSpeed
+	(*InstanceLink)(nil),       // 7: duet.router.v1.InstanceLink
+	(*Snapshot)(nil),           // 8: duet.router.v1.Snapshot
+	(*SetSnapshotRequest)(nil), // 9: duet.router.v1.SetSnapshotRequest
+	(*RouteRequest)(nil),       // 10: duet.router.v1.RouteRequest
+	(*PrefillEndpoint)(nil),    // 11: duet.router.v1.PrefillEndpoint
+	(*Decision)(nil),           // 12: duet.router.v1.Decision
+	nil,                        // 13: duet.router.v1.Decision.ScoresEntry
 }
 var file_routerv1_router_proto_depIdxs = []int32{
 	3,  // 0: duet.router.v1.Instance.load:type_name -> duet.router.v1.Load
-	1,  // 1: duet.router.v1.Snapshot.nodes:type_name -> duet.router.v1.Node
-	2,  // 2: duet.router.v1.Snapshot.paths:type_name -> duet.router.v1.Path
-	4,  // 3: duet.router.v1.Snapshot.instances:type_name -> duet.router.v1.Instance
-	5,  // 4: duet.router.v1.Snapshot.instance_links:type_name -> duet.router.v1.InstanceLink
-	6,  // 5: duet.router.v1.SetSnapshotRequest.snapshot:type_name -> duet.router.v1.Snapshot
-	9,  // 6: duet.router.v1.Decision.prefill_endpoints:type_name -> duet.router.v1.PrefillEndpoint
-	11, // 7: duet.router.v1.Decision.scores:type_name -> duet.router.v1.Decision.ScoresEntry
-	7,  // 8: duet.router.v1.Router.SetSnapshot:input_type -> duet.router.v1.SetSnapshotRequest
-	8,  // 9: duet.router.v1.Router.Route:input_type -> duet.router.v1.RouteRequest
-	0,  // 10: duet.router.v1.Router.SetSnapshot:output_type -> duet.router.v1.Empty
-	10, // 11: duet.router.v1.Router.Route:output_type -> duet.router.v1.Decision
-	10, // [10:12] is the sub-list for method output_type
-	8,  // [8:10] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	5,  // 1: duet.router.v1.Instance.speed:type_name -> duet.router.v1.Speed
+	6,  // 2: duet.router.v1.Speed.ingress:type_name -> duet.router.v1.LinkSpeed
+	1,  // 3: duet.router.v1.Snapshot.nodes:type_name -> duet.router.v1.Node
+	2,  // 4: duet.router.v1.Snapshot.paths:type_name -> duet.router.v1.Path
+	4,  // 5: duet.router.v1.Snapshot.instances:type_name -> duet.router.v1.Instance
+	7,  // 6: duet.router.v1.Snapshot.instance_links:type_name -> duet.router.v1.InstanceLink
+	8,  // 7: duet.router.v1.SetSnapshotRequest.snapshot:type_name -> duet.router.v1.Snapshot
+	11, // 8: duet.router.v1.Decision.prefill_endpoints:type_name -> duet.router.v1.PrefillEndpoint
+	13, // 9: duet.router.v1.Decision.scores:type_name -> duet.router.v1.Decision.ScoresEntry
+	9,  // 10: duet.router.v1.Router.SetSnapshot:input_type -> duet.router.v1.SetSnapshotRequest
+	10, // 11: duet.router.v1.Router.Route:input_type -> duet.router.v1.RouteRequest
+	0,  // 12: duet.router.v1.Router.SetSnapshot:output_type -> duet.router.v1.Empty
+	12, // 13: duet.router.v1.Router.Route:output_type -> duet.router.v1.Decision
+	12, // [12:14] is the sub-list for method output_type
+	10, // [10:12] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_routerv1_router_proto_init() }
@@ -1044,7 +1237,7 @@ func file_routerv1_router_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_routerv1_router_proto_rawDesc), len(file_routerv1_router_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
