@@ -67,6 +67,9 @@ type Cluster struct {
 
 	loadMu       sync.Mutex
 	pendingLoads map[string]Load
+	// pendingSpeeds wait for the next load flush at least SpeedInterval after the last speeds went out.
+	pendingSpeeds map[string]Speed
+	speedsSentAt  time.Time
 
 	tagsMu sync.Mutex
 	tags   Tags
@@ -153,6 +156,7 @@ func New(cfg Config) (*Cluster, error) {
 		done:         make(chan struct{}),
 		subs:         make(map[chan *Snapshot]struct{}),
 		pendingLoads: make(map[string]Load),
+		pendingSpeeds: make(map[string]Speed),
 		instances:    lww.New[Instance](cfg.MaxTableEntries, cfg.TombstoneTTL),
 		links:        lww.New[InstanceLink](cfg.MaxTableEntries, cfg.TombstoneTTL),
 		owned:        make(map[string]ownedInstance),
@@ -566,6 +570,25 @@ func (c *Cluster) SetLoad(instanceID string, ld Load) error {
 	}
 	c.loadMu.Lock()
 	c.pendingLoads[instanceID] = ld
+	c.loadMu.Unlock()
+	return nil
+}
+
+// SetSpeed records the measured speed of one of this node's instances. It may be called as often as speeds
+// change: the latest value per instance goes out with the next load broadcast at least SpeedInterval after
+// the last speeds went out, and later load broadcasts do not repeat it (every node keeps an instance's last
+// speed). Speeds of instances this node has not published are ignored.
+func (c *Cluster) SetSpeed(instanceID string, sp Speed) error {
+	if err := checkID("instance id", instanceID); err != nil {
+		return fmt.Errorf("serfcluster: set speed: %w", err)
+	}
+	if err := sp.validate(); err != nil {
+		return err
+	}
+	sp.PrefillTPS = slices.Clone(sp.PrefillTPS)
+	sp.Ingress = slices.Clone(sp.Ingress)
+	c.loadMu.Lock()
+	c.pendingSpeeds[instanceID] = sp
 	c.loadMu.Unlock()
 	return nil
 }

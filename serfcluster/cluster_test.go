@@ -3,7 +3,9 @@ package serfcluster
 import (
 	"context"
 	"fmt"
+	"math"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -426,5 +428,60 @@ func TestSubscribeCoalesces(t *testing.T) {
 	}
 	if _, ok := <-after; ok {
 		t.Fatal("channel open after shutdown")
+	}
+}
+
+// TestSpeedPropagates: a measured speed reaches every node with the next load broadcast, and load updates
+// without a speed, which are most of them, keep it.
+func TestSpeedPropagates(t *testing.T) {
+	nodes := startCluster(t, 2, func(_ int, cfg *Config) {
+		cfg.SpeedInterval = 200 * time.Millisecond
+		cfg.AntiEntropyInterval = time.Minute // only load events can carry it
+	})
+	waitAllAlive(t, nodes, 10*time.Second)
+	if err := nodes[0].PutInstance(testInstance("n0", "a")); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, func() (bool, string) {
+		_, ok := nodes[1].Snapshot().Instance("n0/a")
+		return ok, "n0/a not on n1"
+	})
+	want := Speed{PrefillTPS: []float64{812.3, 640}, DecodeTPS: 31.25, QueueWait: 2 * time.Millisecond,
+		KVBytesPerToken: 36864, IngestBPS: 1.5e9, Samples: 4,
+		Ingress: []LinkSpeed{{From: "n1", BytesPerSecond: 1.25e7, RTT: 300 * time.Microsecond, Samples: 2}}}
+	first := want
+	first.DecodeTPS = 1 // replaced before it goes out, or soon after
+	for _, sp := range []Speed{first, want} {
+		if err := nodes[0].SetSpeed("n0/a", sp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hasSpeed := func(inFlight int) func() (bool, string) {
+		return func() (bool, string) {
+			return everywhere(nodes, func(s *Snapshot) (bool, string) {
+				in, _ := s.Instance("n0/a")
+				if in.Load.Speed == nil || !reflect.DeepEqual(*in.Load.Speed, want) || in.Load.InFlight != inFlight {
+					return false, fmt.Sprintf("load %+v speed %+v", in.Load, in.Load.Speed)
+				}
+				return true, ""
+			})
+		}
+	}
+	waitFor(t, 10*time.Second, hasSpeed(0))
+	if err := nodes[0].SetLoad("n0/a", Load{InFlight: 3}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, hasSpeed(3))
+
+	for name, bad := range map[string]Speed{
+		"negative rate":  {DecodeTPS: -1},
+		"NaN":            {PrefillTPS: []float64{math.NaN()}},
+		"too many bands": {PrefillTPS: make([]float64, MaxSpeedBands+1)},
+		"bad node id":    {Ingress: []LinkSpeed{{From: "a b", BytesPerSecond: 1}}},
+		"negative wait":  {QueueWait: -time.Second},
+	} {
+		if err := nodes[0].SetSpeed("n0/a", bad); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

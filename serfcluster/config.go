@@ -152,6 +152,9 @@ type Config struct {
 	TombstoneTTL time.Duration
 	// LoadInterval is the minimum time between two load broadcasts from this node.
 	LoadInterval time.Duration
+	// SpeedInterval is the minimum time between two broadcasts of this node's measured speeds (SetSpeed);
+	// they ride on load broadcasts, so it is at least LoadInterval in effect.
+	SpeedInterval time.Duration
 	// CoordinateInterval is how often RTT estimates are re-read from serf into the snapshot.
 	CoordinateInterval time.Duration
 	// OrphanGrace is how long after start the gateway has to publish its instances again. Instances under
@@ -187,6 +190,7 @@ func DefaultConfig() Config {
 		MaxTableEntries:        8192,
 		TombstoneTTL:           12 * time.Hour,
 		LoadInterval:           500 * time.Millisecond,
+		SpeedInterval:          5 * time.Second,
 		CoordinateInterval:     2 * time.Second,
 		OrphanGrace:            30 * time.Second,
 		MaxEventBytes:          1024,
@@ -224,6 +228,7 @@ func (c Config) withDefaults() (Config, error) {
 	setInt(&c.MaxTableEntries, d.MaxTableEntries)
 	setDur(&c.TombstoneTTL, d.TombstoneTTL)
 	setDur(&c.LoadInterval, d.LoadInterval)
+	setDur(&c.SpeedInterval, d.SpeedInterval)
 	setDur(&c.CoordinateInterval, d.CoordinateInterval)
 	setDur(&c.OrphanGrace, d.OrphanGrace)
 	setInt(&c.MaxEventBytes, d.MaxEventBytes)

@@ -46,5 +46,7 @@
 // the newest one waiting.
 //
 // Loads are soft state: SetLoad is cheap enough to call per request, and each node gossips its instances'
-// loads at most once per LoadInterval (and again every anti-entropy round).
+// loads at most once per LoadInterval (and again every anti-entropy round). Measured speeds (SetSpeed: prefill
+// and decode rates, queue wait, KV goodput into the instance) ride on the same broadcasts, only when they
+// changed and at most once per SpeedInterval (5 s); every node keeps an instance's last speed.
 package serfcluster

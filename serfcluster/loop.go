@@ -377,6 +377,9 @@ func (c *Cluster) applyLoad(id string, le loadEntry) {
 		c.warnEvery("full/loads", "load table full; refusing new keys", "limit", c.cfg.MaxTableEntries)
 		return
 	}
+	if le.load.Speed == nil && ok {
+		le.load.Speed = cur.load.Speed // load events carry a speed only when it changed
+	}
 	le.seen = time.Now()
 	c.loads[id] = le
 	c.dirty = true
@@ -422,23 +425,53 @@ func (c *Cluster) localApply(w wireEntry, apply func(time.Time) (bool, error)) {
 
 // flushLoads spreads the loads set since the last tick, one batch per LoadInterval at most.
 func (c *Cluster) flushLoads() {
+	now := time.Now()
 	c.loadMu.Lock()
 	pending := c.pendingLoads
-	if len(pending) == 0 {
+	var speeds map[string]Speed
+	if len(c.pendingSpeeds) > 0 && now.Sub(c.speedsSentAt) >= c.cfg.SpeedInterval {
+		speeds, c.pendingSpeeds, c.speedsSentAt = c.pendingSpeeds, make(map[string]Speed), now
+	}
+	if len(pending) == 0 && len(speeds) == 0 {
 		c.loadMu.Unlock()
 		return
 	}
-	c.pendingLoads = make(map[string]Load)
+	if len(pending) > 0 {
+		c.pendingLoads = make(map[string]Load)
+	}
 	c.loadMu.Unlock()
-	now := time.Now()
-	out := make([]wireLoad, 0, len(pending))
-	for id, ld := range pending {
+	out := make([]wireLoad, 0, len(pending)+len(speeds))
+	add := func(id string, ld Load, hasLoad bool) {
 		if _, ok := c.owned[id]; !ok {
-			continue
+			return
+		}
+		cur, known := c.loads[id]
+		if !hasLoad {
+			if ld = cur.load; !known {
+				ld = Load{UpdatedAt: now}
+			}
+		}
+		sp, newSpeed := speeds[id]
+		if newSpeed {
+			ld.Speed = &sp
+		} else {
+			ld.Speed = cur.load.Speed
 		}
 		le := loadEntry{origin: c.id, ltime: uint64(c.clock.Increment()), load: ld, seen: now}
 		c.loads[id] = le
-		out = append(out, loadToWire(id, le, false))
+		w := loadToWire(id, le, false)
+		if !newSpeed {
+			w.S = nil // peers keep the last speed they got
+		}
+		out = append(out, w)
+	}
+	for id, ld := range pending {
+		add(id, ld, true)
+	}
+	for id := range speeds {
+		if _, ok := pending[id]; !ok {
+			add(id, Load{}, false)
+		}
 	}
 	c.dirty = c.dirty || len(out) > 0
 	c.sendLoads(out)

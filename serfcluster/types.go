@@ -123,6 +123,37 @@ type Load struct {
 	Queued   int `json:"queued"`
 	// UpdatedAt is when the owning node measured it, by that node's clock; zero when never reported.
 	UpdatedAt time.Time `json:"updated_at"`
+	// Speed is the instance's measured speed (SetSpeed), nil until its node published one. It rides with
+	// the load but changes far less often: a load update without a speed keeps the last one.
+	Speed *Speed `json:"speed,omitempty"`
+}
+
+// Speed is what a node measured of one of its instances (sdk/router's Speed is its twin, for routers):
+// learned from the timings of real requests, spread at most once per Config.SpeedInterval, since gossip is
+// not a metrics bus. Rates are per second; 0 is unknown.
+type Speed struct {
+	// PrefillTPS are prompt tokens computed per second by prompt-length band (sdk/router.PrefillBand).
+	PrefillTPS []float64 `json:"prefill_tps,omitempty"`
+	// DecodeTPS are tokens per second per sequence at the batch sizes the instance ran lately.
+	DecodeTPS float64 `json:"decode_tps,omitempty"`
+	// QueueWait is how long requests lately waited for the engine to start them.
+	QueueWait time.Duration `json:"queue_wait,omitempty"`
+	// KVBytesPerToken is the KV cache one prompt token takes on the wire.
+	KVBytesPerToken int64 `json:"kv_bytes_per_token,omitempty"`
+	// IngestBPS is how fast the instance writes received KV into its cache, in bytes per second.
+	IngestBPS float64 `json:"ingest_bps,omitempty"`
+	// Ingress is the KV goodput measured into the instance from each node that prefilled for it.
+	Ingress []LinkSpeed `json:"ingress,omitempty"`
+	// Samples is how many requests the figures rest on.
+	Samples int64 `json:"samples,omitempty"`
+}
+
+// LinkSpeed is what remote prefills measured of the network from one node into an instance's node.
+type LinkSpeed struct {
+	From           NodeID        `json:"from"`
+	BytesPerSecond float64       `json:"bytes_per_second"`
+	RTT            time.Duration `json:"rtt,omitempty"`
+	Samples        int64         `json:"samples,omitempty"`
 }
 
 // Revision orders the writes of one table key: the Lamport time of the write and the node that made it.

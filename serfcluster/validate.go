@@ -25,6 +25,11 @@ const (
 	MaxLinkMembers = 64
 	// MaxLoad bounds in-flight and queued counts.
 	MaxLoad = 1_000_000
+	// MaxSpeedBands bounds Speed.PrefillTPS, MaxSpeedIngress Speed.Ingress.
+	MaxSpeedBands   = 8
+	MaxSpeedIngress = 8
+	// maxRate bounds every rate of a Speed (tokens or bytes per second).
+	maxRate = 1e13
 )
 
 func isIDRune(r rune) bool {
@@ -197,6 +202,49 @@ func (l *InstanceLink) validate() error {
 func (ld Load) validate() error {
 	if ld.InFlight < 0 || ld.InFlight > MaxLoad || ld.Queued < 0 || ld.Queued > MaxLoad {
 		return fmt.Errorf("serfcluster: load in_flight=%d queued=%d out of range 0..%d", ld.InFlight, ld.Queued, MaxLoad)
+	}
+	if ld.Speed != nil {
+		return ld.Speed.validate()
+	}
+	return nil
+}
+
+func (s *Speed) validate() error {
+	rate := func(what string, v float64) error {
+		if !(v >= 0 && v <= maxRate) { // NaN fails too
+			return fmt.Errorf("serfcluster: speed %s=%v out of range 0..%g", what, v, maxRate)
+		}
+		return nil
+	}
+	switch {
+	case len(s.PrefillTPS) > MaxSpeedBands:
+		return fmt.Errorf("serfcluster: speed has %d prefill bands, over the limit of %d", len(s.PrefillTPS), MaxSpeedBands)
+	case len(s.Ingress) > MaxSpeedIngress:
+		return fmt.Errorf("serfcluster: speed has %d ingress links, over the limit of %d", len(s.Ingress), MaxSpeedIngress)
+	case s.QueueWait < 0 || s.KVBytesPerToken < 0 || s.KVBytesPerToken > 1<<30 || s.Samples < 0:
+		return fmt.Errorf("serfcluster: speed queue_wait=%v kv_bytes_per_token=%d samples=%d out of range", s.QueueWait, s.KVBytesPerToken, s.Samples)
+	}
+	for _, v := range s.PrefillTPS {
+		if err := rate("prefill_tps", v); err != nil {
+			return err
+		}
+	}
+	if err := rate("decode_tps", s.DecodeTPS); err != nil {
+		return err
+	}
+	if err := rate("ingest_bps", s.IngestBPS); err != nil {
+		return err
+	}
+	for _, l := range s.Ingress {
+		if err := checkID("speed ingress node", string(l.From)); err != nil {
+			return fmt.Errorf("serfcluster: %w", err)
+		}
+		if err := rate("ingress bytes_per_second", l.BytesPerSecond); err != nil {
+			return err
+		}
+		if l.RTT < 0 || l.Samples < 0 {
+			return fmt.Errorf("serfcluster: speed ingress from %s: rtt=%v samples=%d out of range", l.From, l.RTT, l.Samples)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/duet-ai/duet/serfcluster/internal/lww"
@@ -78,6 +80,63 @@ type wireLoad struct {
 	InFlight int    `json:"f"`
 	Queued   int    `json:"q"`
 	AtMs     int64  `json:"a"`
+	// S is the instance's speed: in a load event only when it changed (receivers keep the last one), always
+	// in state documents.
+	S *wireSpeed `json:"s,omitempty"`
+}
+
+// wireSpeed is a Speed with short keys and rates rounded to 4 significant digits, to keep load events small.
+type wireSpeed struct {
+	P []float64       `json:"p,omitempty"`
+	D float64         `json:"d,omitempty"`
+	Q int64           `json:"q,omitempty"` // queue wait, µs
+	K int64           `json:"k,omitempty"`
+	I float64         `json:"i,omitempty"`
+	L []wireLinkSpeed `json:"l,omitempty"`
+	N int64           `json:"n,omitempty"`
+}
+
+type wireLinkSpeed struct {
+	F string  `json:"f"`
+	B float64 `json:"b"`
+	R int64   `json:"r,omitempty"` // µs
+	N int64   `json:"n,omitempty"`
+}
+
+func round4(v float64) float64 {
+	if v == 0 || math.IsNaN(v) || math.IsInf(v, 0) {
+		return v
+	}
+	f, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'g', 4, 64), 64)
+	return f
+}
+
+func speedToWire(s *Speed) *wireSpeed {
+	w := &wireSpeed{D: round4(s.DecodeTPS), Q: s.QueueWait.Microseconds(), K: s.KVBytesPerToken, I: round4(s.IngestBPS), N: s.Samples}
+	for _, v := range s.PrefillTPS {
+		w.P = append(w.P, round4(v))
+	}
+	for _, l := range s.Ingress {
+		w.L = append(w.L, wireLinkSpeed{F: string(l.From), B: round4(l.BytesPerSecond), R: l.RTT.Microseconds(), N: l.Samples})
+	}
+	return w
+}
+
+func (w *wireSpeed) speed() (*Speed, error) {
+	if len(w.P) > MaxSpeedBands || len(w.L) > MaxSpeedIngress {
+		return nil, fmt.Errorf("speed with %d bands and %d links, over the limits of %d and %d", len(w.P), len(w.L), MaxSpeedBands, MaxSpeedIngress)
+	}
+	if w.Q < 0 || w.Q > int64(time.Duration(math.MaxInt64).Microseconds()) {
+		return nil, fmt.Errorf("speed queue wait %dµs out of range", w.Q)
+	}
+	s := &Speed{PrefillTPS: w.P, DecodeTPS: w.D, QueueWait: time.Duration(w.Q) * time.Microsecond, KVBytesPerToken: w.K, IngestBPS: w.I, Samples: w.N}
+	for _, l := range w.L {
+		if l.R < 0 || l.R > int64(time.Duration(math.MaxInt64).Microseconds()) {
+			return nil, fmt.Errorf("speed link RTT %dµs out of range", l.R)
+		}
+		s.Ingress = append(s.Ingress, LinkSpeed{From: NodeID(l.F), BytesPerSecond: l.B, RTT: time.Duration(l.R) * time.Microsecond, Samples: l.N})
+	}
+	return s, s.validate()
 }
 
 // msgHeader starts every event and query payload: the wire version and the sending node.
@@ -289,6 +348,13 @@ func (w *wireLoad) decode(origin string) (string, loadEntry, error) {
 		return "", loadEntry{}, fmt.Errorf("load of %q: zero Lamport time", w.ID)
 	}
 	ld := Load{InFlight: w.InFlight, Queued: w.Queued, UpdatedAt: time.UnixMilli(w.AtMs)}
+	if w.S != nil {
+		sp, err := w.S.speed()
+		if err != nil {
+			return "", loadEntry{}, fmt.Errorf("load of %q: %w", w.ID, err)
+		}
+		ld.Speed = sp
+	}
 	if err := ld.validate(); err != nil {
 		return "", loadEntry{}, err
 	}
@@ -299,6 +365,9 @@ func loadToWire(id string, le loadEntry, withOrigin bool) wireLoad {
 	w := wireLoad{ID: id, LTime: le.ltime, InFlight: le.load.InFlight, Queued: le.load.Queued, AtMs: le.load.UpdatedAt.UnixMilli()}
 	if withOrigin {
 		w.Origin = string(le.origin)
+	}
+	if le.load.Speed != nil {
+		w.S = speedToWire(le.load.Speed)
 	}
 	return w
 }

@@ -304,3 +304,43 @@ func FuzzDeltaEvent(f *testing.F) {
 		}
 	})
 }
+
+// TestWireSpeed: a speed survives the wire to 4 significant digits, and one out of bounds makes its load
+// bad input rather than a table entry.
+func TestWireSpeed(t *testing.T) {
+	sp := &Speed{PrefillTPS: []float64{1234.5678, 99}, DecodeTPS: 12.345678, QueueWait: 1500 * time.Microsecond,
+		KVBytesPerToken: 4096, Samples: 3, Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 123456789, RTT: time.Millisecond}}}
+	w := loadToWire("n1/a", loadEntry{origin: "n1", ltime: 4, load: Load{InFlight: 1, UpdatedAt: time.UnixMilli(1), Speed: sp}}, true)
+	b, err := json.Marshal(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back wireLoad
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	_, le, err := back.decode("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := le.load.Speed
+	if got == nil || got.PrefillTPS[0] != 1235 || got.DecodeTPS != 12.35 || got.Ingress[0].BytesPerSecond != 1.235e8 ||
+		got.QueueWait != 1500*time.Microsecond || got.KVBytesPerToken != 4096 || got.Ingress[0].RTT != time.Millisecond {
+		t.Fatalf("speed after the wire: %+v (from %s)", got, b)
+	}
+	for name, s := range map[string]string{
+		"negative rate":  `{"d":-1}`,
+		"too many bands": `{"p":[1,2,3,4,5,6,7,8,9]}`,
+		"bad link node":  `{"l":[{"f":"","b":1}]}`,
+		"negative queue": `{"q":-5}`,
+	} {
+		var ws wireSpeed
+		if err := json.Unmarshal([]byte(s), &ws); err != nil {
+			t.Fatal(err)
+		}
+		bad := wireLoad{ID: "n1/a", Origin: "n1", LTime: 1, S: &ws}
+		if _, _, err := bad.decode(""); err == nil {
+			t.Errorf("%s: %s accepted", name, s)
+		}
+	}
+}
