@@ -1,0 +1,447 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// api is a client of duet's HTTP API: the cluster API (instances, links, state) and completions.
+type api struct {
+	http     *http.Client
+	apiKey   string
+	adminKey string // for the cluster API's writes; empty: apiKey
+}
+
+func newAPI(apiKey, adminKey string) *api {
+	return &api{http: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}},
+		apiKey: apiKey, adminKey: adminKey}
+}
+
+// apiError is a non-2xx answer, with the message of duet's (OpenAI's) error envelope when it has one.
+type apiError struct {
+	Method, URL string
+	Status      int
+	Message     string
+}
+
+func (e *apiError) Error() string {
+	return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Status, e.Message)
+}
+
+// unreachable says that a request got no answer: the gateway is down, the address wrong, or the deadline
+// passed. A cancelled context stays recognisable (errors.Is) for the callers that stop on it.
+func unreachable(method, u string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s %s: no answer: %w", method, u, err)
+	}
+	return fmt.Errorf("%s %s: cannot reach duet there (is it running, and is the address right?): %w", method, u, err)
+}
+
+func errorMessage(body []byte) string {
+	var env struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &env) == nil && env.Error.Message != "" {
+		return env.Error.Message
+	}
+	s := strings.TrimSpace(string(body))
+	if len(s) > 300 {
+		s = s[:300] + "…"
+	}
+	return s
+}
+
+// callTimeout bounds a cluster API call whose context has no deadline of its own.
+const callTimeout = 30 * time.Second
+
+// call sends a JSON request and decodes a JSON answer into out (when not nil). admin marks the cluster API's
+// writes, which take the admin key.
+func (a *api) call(ctx context.Context, method, u string, body, out any, admin bool) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+	}
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	a.authorize(req, admin)
+	resp, err := a.http.Do(req)
+	if err != nil {
+		return unreachable(method, u, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return &apiError{Method: method, URL: u, Status: resp.StatusCode, Message: errorMessage(data)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(data, out); err != nil {
+			return fmt.Errorf("%s %s: %v", method, u, err)
+		}
+	}
+	return nil
+}
+
+func (a *api) authorize(req *http.Request, admin bool) {
+	key := a.apiKey
+	if admin && a.adminKey != "" {
+		key = a.adminKey
+	}
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+}
+
+// instance is an instance as GET /v1/instances shows it (the fields the benchmarks use).
+type instance struct {
+	ID            string `json:"id"`
+	Model         string `json:"model"`
+	Node          string `json:"node"`
+	Role          string `json:"role"`
+	Status        string `json:"status"`
+	Engine        string `json:"engine"`
+	Backend       string `json:"backend"`
+	ContextLength int    `json:"context_length"`
+	KVEndpoint    string `json:"kv_endpoint"`
+	KV            *struct {
+		BytesPerToken int64 `json:"bytes_per_token"`
+	} `json:"kv"`
+	Load struct {
+		InFlight int `json:"in_flight"`
+	} `json:"load"`
+}
+
+func (a *api) instances(ctx context.Context, base string) ([]instance, error) {
+	var out struct {
+		Instances []instance `json:"instances"`
+	}
+	err := a.call(ctx, "GET", base+"/v1/instances", nil, &out, false)
+	return out.Instances, err
+}
+
+// clusterNode is a member as GET /state shows it.
+type clusterNode struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Tags   struct {
+		APIAddr       string `json:"api_addr"`
+		HardwareClass string `json:"hardware_class"`
+	} `json:"tags"`
+}
+
+type clusterState struct {
+	Local string        `json:"local"`
+	Nodes []clusterNode `json:"nodes"`
+}
+
+func (a *api) state(ctx context.Context, base string) (clusterState, error) {
+	var st clusterState
+	err := a.call(ctx, "GET", base+"/state", nil, &st, false)
+	return st, err
+}
+
+type link struct {
+	LinkID           string   `json:"link_id"`
+	PrefillInstances []string `json:"prefill_instances"`
+	DecodeInstances  []string `json:"decode_instances"`
+}
+
+func (a *api) links(ctx context.Context, base string) ([]link, error) {
+	var out []link
+	err := a.call(ctx, "GET", base+"/v1/instance-links", nil, &out, false)
+	return out, err
+}
+
+func (a *api) createLink(ctx context.Context, base, prefill, decode string) (string, error) {
+	var out struct {
+		LinkID string `json:"link_id"`
+	}
+	err := a.call(ctx, "POST", base+"/v1/instance-links", map[string]any{
+		"prefill_instances": []string{prefill}, "decode_instances": []string{decode}}, &out, true)
+	if err == nil && out.LinkID == "" {
+		err = errors.New("POST /v1/instance-links answered no link_id")
+	}
+	return out.LinkID, err
+}
+
+func (a *api) deleteLink(ctx context.Context, base, id string) error {
+	return a.call(ctx, "DELETE", base+"/v1/instance-links/"+url.PathEscape(id), nil, nil, true)
+}
+
+func (a *api) deleteInstance(ctx context.Context, base, id string) error {
+	return a.call(ctx, "DELETE", base+"/v1/instances/"+url.PathEscape(id), nil, nil, true)
+}
+
+// waitUntil polls cond every 100 ms until it holds, the context ends or timeout passes.
+func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			if last != nil {
+				return fmt.Errorf("waiting for %s: gave up after %s: %w", what, timeout, last)
+			}
+			return fmt.Errorf("waiting for %s: gave up after %s", what, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Timings is the `timings` object duet adds to a response's last chunk (the fields the benchmarks read).
+type Timings struct {
+	PrefillSource string         `json:"prefill_source"`
+	QueueMs       float64        `json:"queue_ms"`
+	PrefillMs     float64        `json:"prefill_ms"`
+	FirstTokenMs  float64        `json:"first_token_ms"`
+	DecodeMs      float64        `json:"decode_ms"`
+	TotalMs       float64        `json:"total_ms"`
+	Remote        *RemotePrefill `json:"remote_prefill,omitempty"`
+	Route         *Route         `json:"route,omitempty"`
+}
+
+// RemotePrefill is timings.remote_prefill: a prefill fetched over the KV wire (or attempted).
+type RemotePrefill struct {
+	InstanceID     string  `json:"instance_id"`
+	Tokens         int     `json:"tokens"`
+	Bytes          int64   `json:"bytes"`
+	WaitMs         float64 `json:"wait_ms"`
+	TransferMs     float64 `json:"transfer_ms"`
+	IngestMs       float64 `json:"ingest_ms"`
+	Attempts       int     `json:"attempts"`
+	FallbackReason string  `json:"fallback_reason,omitempty"`
+}
+
+// Route is timings.route: where the request ran.
+type Route struct {
+	EntryNode       string `json:"entry_node"`
+	DecodeNode      string `json:"decode_node"`
+	DecodeInstance  string `json:"decode_instance"`
+	PrefillInstance string `json:"prefill_instance,omitempty"`
+	Forwarded       bool   `json:"forwarded"`
+}
+
+// completion is one streamed completion as the client saw it.
+type completion struct {
+	Start   time.Time
+	Elapsed time.Duration // until the stream ended
+	// Stamps are the arrival times of the generated tokens since Start, one per token (tokens that arrived in
+	// one read share a stamp).
+	Stamps           []time.Duration
+	PromptTokens     int
+	CompletionTokens int
+	Text             strings.Builder
+	Timings          *Timings
+}
+
+// TTFT is the time to the first token (0 without one).
+func (c *completion) TTFT() time.Duration {
+	if len(c.Stamps) == 0 {
+		return 0
+	}
+	return c.Stamps[0]
+}
+
+// ITLs are the gaps between successive tokens.
+func (c *completion) ITLs() []time.Duration {
+	if len(c.Stamps) < 2 {
+		return nil
+	}
+	out := make([]time.Duration, len(c.Stamps)-1)
+	for i := range out {
+		out[i] = c.Stamps[i+1] - c.Stamps[i]
+	}
+	return out
+}
+
+// GenerationTPS is exo's generation_tps: (tokens − 1) over the span from the first to the last token.
+func (c *completion) GenerationTPS() float64 {
+	if len(c.Stamps) < 2 {
+		return 0
+	}
+	span := c.Stamps[len(c.Stamps)-1] - c.Stamps[0]
+	if span <= 0 {
+		return 0
+	}
+	return float64(len(c.Stamps)-1) / span.Seconds()
+}
+
+// completionRequest is a streamed /v1/completions request with a prompt of token ids: exact prompt lengths,
+// whatever the tokenizer, and no chat template. EOS is ignored so that a run generates exactly MaxTokens
+// tokens, as exo's bench endpoint bans EOS; logprobs 0 makes every token its own chunk, with its count.
+type completionRequest struct {
+	Model     string  `json:"model"`
+	Prompt    []int32 `json:"prompt"`
+	MaxTokens int     `json:"max_tokens"`
+}
+
+// stream sends req to base and reads the stream to its end; onToken, when set, is called with each token's
+// arrival time. A stream that ends with an error event, or without its final chunk, is an error; the
+// completion holds what arrived before it.
+func (a *api) stream(ctx context.Context, base string, req completionRequest, onToken func(time.Time)) (*completion, error) {
+	body, _ := json.Marshal(map[string]any{
+		"model": req.Model, "prompt": req.Prompt, "max_tokens": req.MaxTokens, "temperature": 0,
+		"ignore_eos": true, "logprobs": 0, "stream": true, "stream_options": map[string]bool{"include_usage": true},
+	})
+	hr, err := http.NewRequestWithContext(ctx, "POST", base+"/v1/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Accept", "text/event-stream")
+	a.authorize(hr, false)
+	c := &completion{Start: time.Now()}
+	resp, err := a.http.Do(hr)
+	if err != nil {
+		return c, unreachable("POST", base+"/v1/completions", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return c, &apiError{Method: "POST", URL: base + "/v1/completions", Status: resp.StatusCode, Message: errorMessage(data)}
+	}
+	err = readSSE(resp.Body, c, onToken)
+	c.Elapsed = time.Since(c.Start)
+	return c, err
+}
+
+// chunk is one event of a completions stream.
+type chunk struct {
+	Choices []struct {
+		Text     string `json:"text"`
+		Logprobs *struct {
+			Tokens []string `json:"tokens"`
+		} `json:"logprobs"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+	Timings *Timings `json:"timings"`
+	Usage   *struct {
+		PromptTokens     int `json:"prompt_tokens"`
+		CompletionTokens int `json:"completion_tokens"`
+	} `json:"usage"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// readSSE reads a completions stream into c.
+func readSSE(r io.Reader, c *completion, onToken func(time.Time)) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	finished, sawLogprobs := false, false
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			// A line longer than the buffer: gather it whole.
+			rest, err2 := br.ReadBytes('\n')
+			line, err = append(bytes.Clone(line), rest...), err2
+		}
+		now := time.Now()
+		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {
+			data = bytes.TrimSpace(data)
+			if string(data) == "[DONE]" {
+				if !finished {
+					return errors.New("the stream ended without a final chunk")
+				}
+				return nil
+			}
+			var ch chunk
+			if jerr := json.Unmarshal(data, &ch); jerr != nil {
+				return fmt.Errorf("a stream chunk is not JSON: %v", jerr)
+			}
+			if ch.Error != nil {
+				return fmt.Errorf("the stream failed: %s", ch.Error.Message)
+			}
+			for _, choice := range ch.Choices {
+				// With logprobs every token is counted in its chunk; a final chunk may still carry text held
+				// back (an incomplete UTF-8 sequence) of tokens counted before. A server that sends no logprobs
+				// gets a token per chunk of text.
+				n := 0
+				switch {
+				case choice.Logprobs != nil:
+					n, sawLogprobs = len(choice.Logprobs.Tokens), true
+				case choice.Text != "" && choice.FinishReason == nil && !sawLogprobs:
+					n = 1
+				}
+				for range n {
+					c.Stamps = append(c.Stamps, now.Sub(c.Start))
+					if onToken != nil {
+						onToken(now)
+					}
+				}
+				if c.Text.Len() < 200 {
+					c.Text.WriteString(choice.Text)
+				}
+				if choice.FinishReason != nil {
+					finished = true
+				}
+			}
+			if ch.Timings != nil {
+				c.Timings = ch.Timings
+			}
+			if ch.Usage != nil {
+				c.PromptTokens, c.CompletionTokens = ch.Usage.PromptTokens, ch.Usage.CompletionTokens
+			}
+		}
+		if err == io.EOF {
+			if finished {
+				return nil
+			}
+			return errors.New("the stream ended without a final chunk")
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// randomPrompt is a prompt of n token ids drawn from 10..255, ids every vocabulary has (byte-level BPE and
+// SentencePiece models alike), from a seeded generator: distinct seeds give prompts that share no prefix
+// block, so neither a prefix cache nor the router's prefix affinity can shortcut a prefill.
+func randomPrompt(seed uint64, n int) []int32 {
+	r := rand.New(rand.NewPCG(seed, 0x5eed))
+	out := make([]int32, n)
+	for i := range out {
+		out[i] = int32(10 + r.IntN(246))
+	}
+	return out
+}
