@@ -4,6 +4,7 @@
 //
 //	duet [flags]                  serve (see duet -h)
 //	duet plugin <kind> <name>     serve a built-in plugin; the gateway runs this itself
+//	duet bench <benchmark>        benchmark a cluster: pd, gateway, kvwire, load (see duet bench -h)
 //	duet version
 package main
 
@@ -30,6 +31,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/bench"
 	"github.com/duet-ai/duet/gateway/internal/builtin"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/config"
@@ -59,6 +61,8 @@ func main() {
 				os.Exit(2)
 			}
 			return
+		case "bench":
+			os.Exit(bench.Main(os.Args[2:], version))
 		case "version":
 			fmt.Println("duet", version)
 			return
