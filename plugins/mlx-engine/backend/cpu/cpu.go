@@ -38,6 +38,7 @@ type cpuModel struct {
 	maxCtx int
 	chunk  int
 	pool   *pool
+	kern   kernelPath // the matrix kernels (KernelsEnv)
 
 	layers []layer
 	norm   []float32
@@ -83,8 +84,12 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	if chunk <= 0 {
 		chunk = DefaultPrefillChunk
 	}
+	kern, err := kernelsFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
 	c := m.Config
-	cm := &cpuModel{src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
+	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
 		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
 	cm.work = make([]workerScratch, cm.pool.workers)
 	switch opts.Weights {
@@ -93,7 +98,6 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	case backend.WeightsAuto:
 		cm.stored = !expandFits(expandedBytes(m), physicalMemory(), opts.MemoryLimit)
 	}
-	var err error
 	vec := func(t *safetensors.Tensor) []float32 {
 		if err != nil || t == nil {
 			return nil

@@ -218,8 +218,8 @@ func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 			o0 := (t - starts[i]) * chunk
 			o1 := min(o0+chunk, j.w.out)
 			w := j.w.w
-			if w == nil && rows == 1 && j.w.st.kind != storedTile {
-				j.w.st.vecRows(j.y, x, in, o0, o1)
+			if w == nil && rows == 1 && j.w.st.vecOK(m.kern, in) {
+				j.w.st.vecRows(m.kern, j.y, x, in, o0, o1)
 				continue
 			}
 			if w == nil {
@@ -234,7 +234,7 @@ func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 			} else {
 				w = w[o0*in : o1*in]
 			}
-			matmulRows(j.y, x, w, rows, in, j.w.out, o0, o1)
+			matmulRows(m.kern, j.y, x, w, rows, in, j.w.out, o0, o1)
 		}
 	})
 }

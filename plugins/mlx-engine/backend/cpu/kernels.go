@@ -130,11 +130,11 @@ func dot4x2(x0, x1, w []float32) (s00, s01, s02, s03, s10, s11, s12, s13 float32
 	return
 }
 
-// matmulRows computes y[r][o] = Σ_k x[r][k]·W[o][k] for all rows r < rows and outputs o in [o0, o1), where x is
+// matmulRowsGo computes y[r][o] = Σ_k x[r][k]·W[o][k] for all rows r < rows and outputs o in [o0, o1), where x is
 // [rows, in], y is [rows, out] (row stride out) and w holds rows [o0, o1) of the [out, in] matrix W: the whole
 // matrix sliced from row o0, or a tile expanded from a stored format. Every output is one sum over k in the same
 // order whatever rows is, so a sequence's results do not depend on what it is batched with.
-func matmulRows(y, x, w []float32, rows, in, out, o0, o1 int) {
+func matmulRowsGo(y, x, w []float32, rows, in, out, o0, o1 int) {
 	if rows == 1 {
 		xr := x[:in]
 		o := o0

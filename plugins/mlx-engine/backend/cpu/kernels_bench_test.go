@@ -23,7 +23,7 @@ func BenchmarkMatmulKernel(b *testing.B) {
 			b.SetBytes(int64(len(w)) * 4)
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
-				matmulRows(y, x, w, tc.rows, tc.in, tc.out, 0, tc.out)
+				matmulRowsGo(y, x, w, tc.rows, tc.in, tc.out, 0, tc.out)
 			}
 			b.ReportMetric(float64(tc.rows*tc.in*tc.out)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
 		})
@@ -67,7 +67,7 @@ func BenchmarkWeightFormats(b *testing.B) {
 		runtime.LockOSThread()
 		cpu0 = threadCPUTime()
 		for i := 0; i < b.N; i++ {
-			matmulRows(y, x, f32, 1, in, out, 0, out)
+			matmulRowsGo(y, x, f32, 1, in, out, 0, out)
 		}
 		report(b, 4*in*out)
 	})

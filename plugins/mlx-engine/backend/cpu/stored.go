@@ -72,9 +72,32 @@ func (s *storedMatrix) bytes() int64 {
 	return int64(len(s.raw)) + 4*int64(len(s.scales)+len(s.biases))
 }
 
-// vecRows computes y[o] = Σ_k x[k]·W[o][k] for o in [o0, o1) of a stored matrix with a decode kernel, four
-// outputs at a time (independent accumulators hide the add latency), the rest one at a time.
-func (s *storedMatrix) vecRows(y, x []float32, in, o0, o1 int) {
+// vecOK says whether the matrix has a decode kernel on path k that sums as that path's float32 kernels do
+// over the expanded rows (matmulRows). One without runs the tile expansion in decode too.
+func (s *storedMatrix) vecOK(k kernelPath, in int) bool {
+	if s.kind == storedTile {
+		return false
+	}
+	if k == pathAVX2 && in%8 == 0 && in > 0 {
+		// The AVX2 kernels take 8 weights at a time, within one quantization group.
+		return s.group%8 == 0
+	}
+	return true // the Go kernels; also the AVX2 path's for rows that are not a multiple of 8 long
+}
+
+// vecRows computes y[o] = Σ_k x[k]·W[o][k] for o in [o0, o1) of a stored matrix with path k's decode kernel
+// (vecOK must hold).
+func (s *storedMatrix) vecRows(k kernelPath, y, x []float32, in, o0, o1 int) {
+	if k == pathAVX2 && in%8 == 0 && in > 0 {
+		s.vecRowsAVX2(y, x, in, o0, o1)
+		return
+	}
+	s.vecRowsGo(y, x, in, o0, o1)
+}
+
+// vecRowsGo is the Go decode kernel: four outputs at a time (independent accumulators hide the add latency),
+// the rest one at a time.
+func (s *storedMatrix) vecRowsGo(y, x []float32, in, o0, o1 int) {
 	o := o0
 	for ; o+4 <= o1; o += 4 {
 		y[o], y[o+1], y[o+2], y[o+3] = s.dot4(x, in, o)

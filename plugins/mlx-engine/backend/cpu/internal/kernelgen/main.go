@@ -1,0 +1,252 @@
+// Command kernelgen writes the CPU backend's amd64 vector kernels (kernels_amd64.s and their Go declarations,
+// kernels_stubs_amd64.go) with avo. It runs from the cpu package's go:generate line; CI checks that its output
+// is reproduced byte for byte.
+//
+// Every kernel computes dot products with one rounding rule, the AVX2 path's: an output's 8 lanes each
+// accumulate x[k]·w[k] for k ≡ lane (mod 8) in index order with fused multiply-adds, then the lanes are summed
+// by one fixed tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)). So a dot product has the same bits whichever kernel
+// computes it (one weight row at a time or eight, one input row or three, weights stored as float32 or widened
+// in registers from bfloat16, float16 or MLX 8- and 4-bit groups), which is what keeps batched decode equal to
+// unbatched decode and chunked prefill equal to one-shot prefill on this path. Lengths are multiples of 8.
+package main
+
+import (
+	"fmt"
+
+	. "github.com/mmcloughlin/avo/build"
+	. "github.com/mmcloughlin/avo/operand"
+	. "github.com/mmcloughlin/avo/reg"
+)
+
+func main() {
+	Package("github.com/duet-ai/duet/plugins/mlx-engine/backend/cpu")
+	for _, t := range [][2]int{{8, 1}, {4, 1}, {1, 1}, {4, 3}, {4, 2}} {
+		f32Tile(t[0], t[1])
+	}
+	half("bf16", func(m Mem, dst VecVirtual) {
+		VPMOVZXWD(m, dst)
+		VPSLLD(U8(16), dst, dst)
+	})
+	half("f16", func(m Mem, dst VecVirtual) { VCVTPH2PS(m, dst) })
+	quant(8)
+	quant(4)
+	Generate()
+}
+
+// hsum sums acc's 8 lanes by the fixed tree and stores the result at dst.
+func hsum(acc VecVirtual, dst Mem) {
+	t, u := XMM(), XMM()
+	VEXTRACTF128(U8(1), acc, t)
+	VADDPS(t, acc.AsX(), t) // t_i = l_i + l_{i+4}
+	VMOVHLPS(t, t, u)
+	VADDPS(u, t, t) // t_0 = t_0 + t_2, t_1 = t_1 + t_3
+	VMOVSHDUP(t, u)
+	VADDSS(u, t, t)
+	VMOVSS(t, dst)
+}
+
+// f32Tile writes f32Dot<wr>x<xr>: y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for o < wr, r < xr.
+func f32Tile(wr, xr int) {
+	name := fmt.Sprintf("f32Dot%dx%d", wr, xr)
+	TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, w *float32, n int)")
+	Doc(fmt.Sprintf("%s computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for %d weight row(s) o and %d input row(s) r (n a multiple of 8).", name, wr, xr))
+	n := Load(Param("n"), GP64())
+	stride := GP64()
+	MOVQ(n, stride)
+	SHLQ(U8(2), stride)
+	xp := make([]GPVirtual, xr)
+	xp[0] = Load(Param("x"), GP64()).(GPVirtual)
+	for r := 1; r < xr; r++ {
+		xp[r] = GP64()
+		LEAQ(Mem{Base: xp[r-1], Index: stride, Scale: 1}, xp[r])
+	}
+	wp := make([]GPVirtual, wr)
+	wp[0] = Load(Param("w"), GP64()).(GPVirtual)
+	for o := 1; o < wr; o++ {
+		wp[o] = GP64()
+		LEAQ(Mem{Base: wp[o-1], Index: stride, Scale: 1}, wp[o])
+	}
+	acc := make([][]VecVirtual, xr)
+	for r := range acc {
+		acc[r] = make([]VecVirtual, wr)
+		for o := range acc[r] {
+			acc[r][o] = YMM()
+			VXORPS(acc[r][o], acc[r][o], acc[r][o])
+		}
+	}
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_loop")
+	CMPQ(k, stride)
+	JGE(LabelRef(name + "_done"))
+	xs := make([]VecVirtual, xr)
+	if xr == 1 {
+		// One input row: its vector stays in a register and the weights are memory operands.
+		xs[0] = YMM()
+		VMOVUPS(Mem{Base: xp[0], Index: k, Scale: 1}, xs[0])
+		for o := range wr {
+			VFMADD231PS(Mem{Base: wp[o], Index: k, Scale: 1}, xs[0], acc[0][o])
+		}
+	} else {
+		for r := range xr {
+			xs[r] = YMM()
+			VMOVUPS(Mem{Base: xp[r], Index: k, Scale: 1}, xs[r])
+		}
+		for o := range wr {
+			wv := YMM()
+			VMOVUPS(Mem{Base: wp[o], Index: k, Scale: 1}, wv)
+			for r := range xr {
+				VFMADD231PS(wv, xs[r], acc[r][o])
+			}
+		}
+	}
+	ADDQ(U8(32), k)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	ys := Load(Param("ys"), GP64())
+	SHLQ(U8(2), ys)
+	for r := range xr {
+		for o := range wr {
+			hsum(acc[r][o], Mem{Base: y, Disp: 4 * o})
+		}
+		if r+1 < xr {
+			ADDQ(ys, y)
+		}
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// half writes <kind>Dot4x1 for four rows of 16-bit weights, widened to float32 in registers by widen.
+func half(kind string, widen func(m Mem, dst VecVirtual)) {
+	name := kind + "Dot4x1"
+	TEXT(name, NOSPLIT, "func(y *float32, x *float32, w *byte, ws int, n int)")
+	Doc(fmt.Sprintf("%s computes y[o] = Σ_k x[k]·w_o[k] for four %s rows o starting at w, ws bytes apart (0 repeats a row).", name, kind))
+	x := Load(Param("x"), GP64())
+	ws := Load(Param("ws"), GP64())
+	wp := make([]GPVirtual, 4)
+	wp[0] = Load(Param("w"), GP64()).(GPVirtual)
+	for o := 1; o < 4; o++ {
+		wp[o] = GP64()
+		LEAQ(Mem{Base: wp[o-1], Index: ws, Scale: 1}, wp[o])
+	}
+	n := Load(Param("n"), GP64())
+	acc := make([]VecVirtual, 4)
+	for o := range acc {
+		acc[o] = YMM()
+		VXORPS(acc[o], acc[o], acc[o])
+	}
+	k := GP64() // index of the next 8 weights; x advances 32 bytes per step, w 16
+	XORQ(k, k)
+	Label(name + "_loop")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	xv := YMM()
+	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
+	for o := range 4 {
+		t := YMM()
+		widen(Mem{Base: wp[o], Index: k, Scale: 2}, t)
+		VFMADD231PS(t, xv, acc[o])
+	}
+	ADDQ(U8(8), k)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	for o := range 4 {
+		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// quant writes q<bits>Dot4x1 for four rows of MLX affine-quantized weights: each weight is widened to
+// float32(scale·q) + bias exactly as model.Affine computes it (a rounded product, then a rounded sum), so the
+// dot product is the one the float32 kernels compute over the dequantized matrix.
+func quant(bits int) {
+	name := fmt.Sprintf("q%dDot4x1", bits)
+	TEXT(name, NOSPLIT, "func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)")
+	Doc(fmt.Sprintf("%s computes y[o] = Σ_k x[k]·(scale·q + bias) for four %d-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).", name, bits))
+	x := Load(Param("x"), GP64())
+	qs := Load(Param("qs"), GP64())
+	qp := make([]GPVirtual, 4)
+	qp[0] = Load(Param("q"), GP64()).(GPVirtual)
+	for o := 1; o < 4; o++ {
+		qp[o] = GP64()
+		LEAQ(Mem{Base: qp[o-1], Index: qs, Scale: 1}, qp[o])
+	}
+	ss := Load(Param("ss"), GP64())
+	sp := Load(Param("scales"), GP64())
+	bp := Load(Param("biases"), GP64())
+	ss3 := GP64()
+	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
+	n := Load(Param("n"), GP64())
+	group := Load(Param("group"), GP64())
+	acc := make([]VecVirtual, 4)
+	for o := range acc {
+		acc[o] = YMM()
+		VXORPS(acc[o], acc[o], acc[o])
+	}
+	var mask, shifts VecVirtual
+	if bits == 4 {
+		mask, shifts = YMM(), YMM()
+		VPBROADCASTD(ConstData("nibble", U32(15)), mask)
+		sh := GLOBL("nibbleShifts", RODATA|NOPTR)
+		for j := range 8 {
+			DATA(4*j, U32(4*j))
+		}
+		VMOVDQU(sh, shifts)
+	}
+	k := GP64() // index of the next 8 weights
+	XORQ(k, k)
+	end := GP64() // end of the current group
+	Label(name + "_group")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	sc, bi := make([]VecVirtual, 4), make([]VecVirtual, 4)
+	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
+	boffs := []Mem{{Base: bp}, {Base: bp, Index: ss, Scale: 1}, {Base: bp, Index: ss, Scale: 2}, {Base: bp, Index: ss3, Scale: 1}}
+	for o := range 4 {
+		sc[o], bi[o] = YMM(), YMM()
+		VBROADCASTSS(offs[o], sc[o])
+		VBROADCASTSS(boffs[o], bi[o])
+	}
+	ADDQ(U8(4), sp)
+	ADDQ(U8(4), bp)
+	MOVQ(k, end)
+	ADDQ(group, end)
+	Label(name + "_loop")
+	xv := YMM()
+	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
+	for o := range 4 {
+		t := YMM()
+		if bits == 8 {
+			VPMOVZXBD(Mem{Base: qp[o], Index: k, Scale: 1}, t)
+		} else {
+			// 8 nibbles in one 32-bit word, the first in the lowest bits: k/2 bytes into the row.
+			VPBROADCASTD(Mem{Base: qp[o]}, t)
+			VPSRLVD(shifts, t, t)
+			VPAND(mask, t, t)
+		}
+		VCVTDQ2PS(t, t)
+		VMULPS(sc[o], t, t)
+		VADDPS(bi[o], t, t)
+		VFMADD231PS(t, xv, acc[o])
+	}
+	if bits == 4 {
+		for o := range 4 {
+			ADDQ(U8(4), qp[o])
+		}
+	}
+	ADDQ(U8(8), k)
+	CMPQ(k, end)
+	JL(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	for o := range 4 {
+		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
+	}
+	VZEROUPPER()
+	RET()
+}

@@ -1,0 +1,129 @@
+package cpu
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+)
+
+// The AVX2 kernels' contract: every tile shape gives an output the same bits (so batched = unbatched on the
+// path), stored-weight kernels give the bits of the float32 kernels over the expanded rows (stored = expanded),
+// and all are close to the float64 dot product.
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+func TestAVX2TilesAgree(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2/FMA/F16C")
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct{ rows, in, out int }{{1, 8, 1}, {1, 64, 13}, {2, 136, 9}, {3, 64, 8}, {7, 256, 37}, {8, 768, 64}} {
+		t.Run(fmt.Sprintf("%dx%dx%d", tc.rows, tc.in, tc.out), func(t *testing.T) {
+			x, w := randVec(r, tc.rows*tc.in), randVec(r, tc.out*tc.in)
+			all := make([]float32, tc.rows*tc.out)
+			matmulRowsAVX2(all, x, w, tc.rows, tc.in, tc.out, 0, tc.out)
+			for row := range tc.rows {
+				// One row at a time, and over odd ranges of outputs, as decode and other chunkings run it.
+				one := make([]float32, tc.out)
+				for o0 := 0; o0 < tc.out; o0 += 5 {
+					o1 := min(o0+5, tc.out)
+					matmulRowsAVX2(one, x[row*tc.in:(row+1)*tc.in], w[o0*tc.in:], 1, tc.in, tc.out, o0, o1)
+				}
+				for o := range tc.out {
+					got, batched := one[o], all[row*tc.out+o]
+					if math.Float32bits(got) != math.Float32bits(batched) {
+						t.Fatalf("row %d out %d: alone %v, batched %v", row, o, got, batched)
+					}
+					var want float64
+					for k := range tc.in {
+						want += float64(x[row*tc.in+k]) * float64(w[o*tc.in+k])
+					}
+					if d := math.Abs(float64(got) - want); d > 1e-5*float64(tc.in) {
+						t.Fatalf("row %d out %d: %v, float64 %v", row, o, got, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAVX2StoredKernelsAreExact(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2/FMA/F16C")
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	const in, out = 256, 11
+	x := randVec(r, in)
+	ref := randVec(r, out*in)
+	for _, tc := range []struct {
+		name  string
+		kind  storedKind
+		group int
+	}{{"bf16", storedBF16, 0}, {"f16", storedF16, 0}, {"q8g64", storedQ8, 64}, {"q8g32", storedQ8, 32}, {"q4g64", storedQ4, 64}, {"q4g32", storedQ4, 32}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := storedMatrix{kind: tc.kind, group: tc.group}
+			expanded := make([]float32, out*in)
+			switch tc.kind {
+			case storedBF16, storedF16:
+				s.raw = make([]byte, 2*out*in)
+				for i, v := range ref {
+					var h uint16
+					if tc.kind == storedBF16 {
+						h = uint16(math.Float32bits(v) >> 16)
+						expanded[i] = math.Float32frombits(uint32(h) << 16)
+					} else {
+						h = uint16(r.Uint32()&0x7bff) | uint16(r.Uint32()&0x8000) // finite float16
+						expanded[i] = f16Table[h]
+					}
+					binary.LittleEndian.PutUint16(s.raw[2*i:], h)
+				}
+			default:
+				bits := 8
+				if tc.kind == storedQ4 {
+					bits = 4
+				}
+				groups := in / tc.group
+				s.raw = make([]byte, out*in*bits/8)
+				for i := range s.raw {
+					s.raw[i] = byte(r.Uint32())
+				}
+				s.scales, s.biases = randVec(r, out*groups), randVec(r, out*groups)
+				for o := range out {
+					model.Dequantize(expanded[o*in:(o+1)*in], s.raw[o*in*bits/8:(o+1)*in*bits/8],
+						s.scales[o*groups:(o+1)*groups], s.biases[o*groups:(o+1)*groups], bits, tc.group)
+				}
+			}
+			if !s.vecOK(pathAVX2, in) {
+				t.Fatal("no AVX2 decode kernel")
+			}
+			got, want := make([]float32, out), make([]float32, out)
+			s.vecRows(pathAVX2, got, x, in, 0, out)
+			matmulRows(pathAVX2, want, x, expanded, 1, in, out, 0, out)
+			for o := range out {
+				if math.Float32bits(got[o]) != math.Float32bits(want[o]) {
+					t.Fatalf("out %d: stored %v, expanded %v", o, got[o], want[o])
+				}
+			}
+			// Odd ranges of rows: the tail kernels repeat a row.
+			part := make([]float32, out)
+			for o0 := 0; o0 < out; o0 += 3 {
+				s.vecRows(pathAVX2, part, x, in, o0, min(o0+3, out))
+			}
+			for o := range out {
+				if math.Float32bits(part[o]) != math.Float32bits(want[o]) {
+					t.Fatalf("out %d in parts: %v, want %v", o, part[o], want[o])
+				}
+			}
+		})
+	}
+}
