@@ -134,7 +134,7 @@ func BenchmarkDecision(b *testing.B) {
 		}
 		reqs[i] = router.Request{Model: "m", PromptTokens: tokens, MaxTokens: 256, SourceNode: "n1", PrefixHashes: hashes(uint64(i), tokens/64)}
 	}
-	run := func(b *testing.B, r router.Router) {
+	run := func(b *testing.B, r router.Router, snap *router.Snapshot) {
 		ctx := context.Background()
 		times := make([]time.Duration, 0, 1<<16)
 		i := 0
@@ -150,7 +150,17 @@ func BenchmarkDecision(b *testing.B) {
 		}
 		reportLatency(b, times)
 	}
-	b.Run("in-process", func(b *testing.B) { run(b, newRouter(b, nil)) })
+	b.Run("in-process", func(b *testing.B) { run(b, newRouter(b, nil), snap) })
+	// auto: every instance measured (prefill speeds differ by node), so each long prompt weighs the decode
+	// profile's best 3 and, for each, the prefill profile's best 3.
+	b.Run("in-process-auto", func(b *testing.B) {
+		snap := clusterSnapshot(10, 100)
+		for i := range snap.Instances {
+			in := &snap.Instances[i]
+			*in = measured(*in, float64(200+100*(i/100)), 10+float64(i%7))
+		}
+		run(b, autoRouter(b), snap)
+	})
 	b.Run("plugin-rpc", func(b *testing.B) {
 		cfg := router.ClientConfig()
 		cfg.Cmd = routertest.PluginCommand(b)
@@ -161,6 +171,6 @@ func BenchmarkDecision(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer pc.Kill()
-		run(b, r)
+		run(b, r, snap)
 	})
 }

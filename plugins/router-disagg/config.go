@@ -6,6 +6,8 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/duet-ai/duet/plugins/router-disagg/cost"
 )
 
 // Weights are the scorers' weights in the weighted mean of each profile. A weight of 0 turns a scorer off.
@@ -34,9 +36,44 @@ type Config struct {
 	BlockTokens int
 	// PrefillHardware ranks node hardware classes for prefill, best first (Node.Hardware values).
 	PrefillHardware []string
+	// PD is how the router decides where a long prompt is prefilled: PDThreshold (remote prefill from
+	// PrefillThreshold uncached tokens on, as exo) or PDAuto (by estimated time, from measured speeds).
+	PD string
+	// Auto configures PDAuto.
+	Auto Auto
 	// LatencySampleEvery times one route in this many (per-plugin latency, see Router.Stats); 0 times none.
 	// A clock read costs tens of nanoseconds per plugin, so timing every route would slow it noticeably.
 	LatencySampleEvery int
+}
+
+// PD modes.
+const (
+	PDThreshold = "threshold"
+	PDAuto      = "auto"
+)
+
+// Objectives of PDAuto.
+const (
+	ObjectiveTotal      = "total"
+	ObjectiveFirstToken = "first-token"
+)
+
+// Auto configures the PDAuto mode: per request, the cost model (package cost) estimates each placement's
+// time from the speeds the instances' nodes measured, and the router takes the fastest.
+type Auto struct {
+	// Margin is how much faster, as a share, another placement must be estimated than prefilling and
+	// decoding on the decode profile's winner for the router to choose it: estimates are noisy, and a
+	// placement that wins by less is not worth a hop or a transfer.
+	Margin float64
+	// MinTokens: a prompt with fewer uncached tokens is prefilled where it is decoded, with no estimate.
+	MinTokens int
+	// DecodeCandidates is how many of the decode profile's best instances are weighed (prefilling locally
+	// and remotely on each); PrefillCandidates how many of the prefill profile's best, per decode instance.
+	DecodeCandidates, PrefillCandidates int
+	// Objective is what the router minimises: ObjectiveTotal (the whole request) or ObjectiveFirstToken.
+	Objective string
+	// Cost are the cost model's assumptions where nothing is measured.
+	Cost cost.Params
 }
 
 // Limits on configuration values, so that a typo cannot make the router allocate without bound.
@@ -44,6 +81,7 @@ const (
 	MaxPrefillEndpointsLimit = 16
 	MaxAffinitySize          = 1 << 24
 	MaxAffinityMaxBlocks     = 1 << 20
+	MaxAutoCandidates        = 16
 )
 
 // DefaultConfig is the configuration the plugin runs with when no environment variable says otherwise.
@@ -60,6 +98,11 @@ func DefaultConfig() Config {
 		AffinityMaxBlocks:   4096,
 		BlockTokens:         64,
 		LatencySampleEvery:  16,
+		PD:                  PDThreshold,
+		Auto: Auto{
+			Margin: 0.05, MinTokens: 256, DecodeCandidates: 3, PrefillCandidates: 3, Objective: ObjectiveTotal,
+			Cost: cost.DefaultParams(),
+		},
 	}
 }
 
@@ -90,6 +133,29 @@ func (c Config) Validate() error {
 		return fmt.Errorf("router-disagg: BlockTokens is %d, want ≥ 1", c.BlockTokens)
 	case c.LatencySampleEvery < 0:
 		return fmt.Errorf("router-disagg: LatencySampleEvery is %d, want ≥ 0", c.LatencySampleEvery)
+	case c.PD != PDThreshold && c.PD != PDAuto:
+		return fmt.Errorf("router-disagg: PD is %q, want %q or %q", c.PD, PDThreshold, PDAuto)
+	}
+	a := c.Auto
+	switch {
+	case !(a.Margin >= 0 && a.Margin < 1):
+		return fmt.Errorf("router-disagg: Auto.Margin is %v, want 0 ≤ margin < 1", a.Margin)
+	case a.MinTokens < 1:
+		return fmt.Errorf("router-disagg: Auto.MinTokens is %d, want ≥ 1", a.MinTokens)
+	case a.DecodeCandidates < 1 || a.DecodeCandidates > MaxAutoCandidates:
+		return fmt.Errorf("router-disagg: Auto.DecodeCandidates is %d, want 1..%d", a.DecodeCandidates, MaxAutoCandidates)
+	case a.PrefillCandidates < 1 || a.PrefillCandidates > MaxAutoCandidates:
+		return fmt.Errorf("router-disagg: Auto.PrefillCandidates is %d, want 1..%d", a.PrefillCandidates, MaxAutoCandidates)
+	case a.Objective != ObjectiveTotal && a.Objective != ObjectiveFirstToken:
+		return fmt.Errorf("router-disagg: Auto.Objective is %q, want %q or %q", a.Objective, ObjectiveTotal, ObjectiveFirstToken)
+	case a.Cost.OutputTokens < 1:
+		return fmt.Errorf("router-disagg: Auto.Cost.OutputTokens is %d, want ≥ 1", a.Cost.OutputTokens)
+	case !(a.Cost.NominalEfficiency > 0 && a.Cost.NominalEfficiency <= 1):
+		return fmt.Errorf("router-disagg: Auto.Cost.NominalEfficiency is %v, want 0 < efficiency ≤ 1", a.Cost.NominalEfficiency)
+	case !(a.Cost.SameNodeBPS > 0) || math.IsInf(a.Cost.SameNodeBPS, 0) || !(a.Cost.IngestBPS > 0) || math.IsInf(a.Cost.IngestBPS, 0):
+		return fmt.Errorf("router-disagg: Auto.Cost.SameNodeBPS and IngestBPS are %v and %v, want finite rates > 0", a.Cost.SameNodeBPS, a.Cost.IngestBPS)
+	case a.Cost.ChunkTokens < 1 || a.Cost.HopOverhead < 0:
+		return fmt.Errorf("router-disagg: Auto.Cost.ChunkTokens is %d and HopOverhead %v, want ≥ 1 and ≥ 0", a.Cost.ChunkTokens, a.Cost.HopOverhead)
 	}
 	return nil
 }
@@ -137,6 +203,24 @@ func ConfigFromEnv(lookup func(string) (string, bool)) (Config, error) {
 	integer("AFFINITY_MAX_BLOCKS", &c.AffinityMaxBlocks, 1, MaxAffinityMaxBlocks)
 	integer("BLOCK_TOKENS", &c.BlockTokens, 1, math.MaxInt32)
 	integer("LATENCY_SAMPLE", &c.LatencySampleEvery, 0, math.MaxInt32)
+	if v, ok := lookup(EnvPrefix + "PD"); ok {
+		c.PD = strings.TrimSpace(v)
+		if c.PD != PDThreshold && c.PD != PDAuto {
+			errs = append(errs, fmt.Errorf("%sPD=%q: want %s or %s", EnvPrefix, v, PDThreshold, PDAuto))
+		}
+	}
+	float("AUTO_MARGIN", &c.Auto.Margin)
+	integer("AUTO_MIN_TOKENS", &c.Auto.MinTokens, 1, math.MaxInt32)
+	integer("AUTO_DECODE_CANDIDATES", &c.Auto.DecodeCandidates, 1, MaxAutoCandidates)
+	integer("AUTO_PREFILL_CANDIDATES", &c.Auto.PrefillCandidates, 1, MaxAutoCandidates)
+	integer("AUTO_OUTPUT_TOKENS", &c.Auto.Cost.OutputTokens, 1, math.MaxInt32)
+	float("AUTO_NOMINAL_EFFICIENCY", &c.Auto.Cost.NominalEfficiency)
+	if v, ok := lookup(EnvPrefix + "AUTO_OBJECTIVE"); ok {
+		c.Auto.Objective = strings.TrimSpace(v)
+		if c.Auto.Objective != ObjectiveTotal && c.Auto.Objective != ObjectiveFirstToken {
+			errs = append(errs, fmt.Errorf("%sAUTO_OBJECTIVE=%q: want %s or %s", EnvPrefix, v, ObjectiveTotal, ObjectiveFirstToken))
+		}
+	}
 	if v, ok := lookup(EnvPrefix + "PREFILL_WHEN_UNKNOWN"); ok {
 		if b, err := strconv.ParseBool(strings.TrimSpace(v)); err != nil {
 			errs = append(errs, fmt.Errorf("%sPREFILL_WHEN_UNKNOWN=%q: want true or false", EnvPrefix, v))

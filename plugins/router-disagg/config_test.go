@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	routerdisagg "github.com/duet-ai/duet/plugins/router-disagg"
 )
@@ -53,6 +54,25 @@ func TestConfigFromEnv(t *testing.T) {
 				c.AffinitySize, c.AffinityMaxBlocks, c.BlockTokens, c.LatencySampleEvery = 0, 128, 16, 1
 			},
 		},
+		"auto settings": {
+			vars: map[string]string{
+				"DUET_DISAGG_PD": "auto", "DUET_DISAGG_AUTO_MARGIN": "0.1", "DUET_DISAGG_AUTO_MIN_TOKENS": "512",
+				"DUET_DISAGG_AUTO_DECODE_CANDIDATES": "2", "DUET_DISAGG_AUTO_PREFILL_CANDIDATES": "5",
+				"DUET_DISAGG_AUTO_OUTPUT_TOKENS": "64", "DUET_DISAGG_AUTO_NOMINAL_EFFICIENCY": "0.8",
+				"DUET_DISAGG_AUTO_OBJECTIVE": "first-token",
+			},
+			want: func(c *routerdisagg.Config) {
+				c.PD = routerdisagg.PDAuto
+				c.Auto.Margin, c.Auto.MinTokens, c.Auto.DecodeCandidates, c.Auto.PrefillCandidates = 0.1, 512, 2, 5
+				c.Auto.Cost.OutputTokens, c.Auto.Cost.NominalEfficiency = 64, 0.8
+				c.Auto.Objective = routerdisagg.ObjectiveFirstToken
+			},
+		},
+		"unknown pd mode":        {vars: map[string]string{"DUET_DISAGG_PD": "smart"}, wantErr: "DUET_DISAGG_PD"},
+		"margin of one":          {vars: map[string]string{"DUET_DISAGG_AUTO_MARGIN": "1"}, wantErr: "Margin"},
+		"zero efficiency":        {vars: map[string]string{"DUET_DISAGG_AUTO_NOMINAL_EFFICIENCY": "0"}, wantErr: "NominalEfficiency"},
+		"unknown objective":      {vars: map[string]string{"DUET_DISAGG_AUTO_OBJECTIVE": "cheapest"}, wantErr: "DUET_DISAGG_AUTO_OBJECTIVE"},
+		"too many candidates":    {vars: map[string]string{"DUET_DISAGG_AUTO_DECODE_CANDIDATES": "17"}, wantErr: "DUET_DISAGG_AUTO_DECODE_CANDIDATES"},
 		"negative weight":        {vars: map[string]string{"DUET_DISAGG_WEIGHT_LOAD": "-1"}, wantErr: "DUET_DISAGG_WEIGHT_LOAD"},
 		"nan weight":             {vars: map[string]string{"DUET_DISAGG_WEIGHT_LINK": "NaN"}, wantErr: "DUET_DISAGG_WEIGHT_LINK"},
 		"inf weight":             {vars: map[string]string{"DUET_DISAGG_WEIGHT_PREFIX": "+Inf"}, wantErr: "DUET_DISAGG_WEIGHT_PREFIX"},
@@ -91,7 +111,7 @@ func TestConfigFromEnv(t *testing.T) {
 				got.PrefillWhenUnknown != want.PrefillWhenUnknown || got.MaxPrefillEndpoints != want.MaxPrefillEndpoints ||
 				got.AffinitySize != want.AffinitySize || got.AffinityMaxBlocks != want.AffinityMaxBlocks ||
 				got.BlockTokens != want.BlockTokens || got.LatencySampleEvery != want.LatencySampleEvery ||
-				!slices.Equal(got.PrefillHardware, want.PrefillHardware) {
+				!slices.Equal(got.PrefillHardware, want.PrefillHardware) || got.PD != want.PD || got.Auto != want.Auto {
 				t.Errorf("config\n got %+v\nwant %+v", got, want)
 			}
 		})
@@ -110,6 +130,13 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		"zero block tokens":        func(c *routerdisagg.Config) { c.BlockTokens = 0 },
 		"negative sampling period": func(c *routerdisagg.Config) { c.LatencySampleEvery = -3 },
 		"zero value config":        func(c *routerdisagg.Config) { *c = routerdisagg.Config{} },
+		"unknown pd mode":          func(c *routerdisagg.Config) { c.PD = "" },
+		"negative margin":          func(c *routerdisagg.Config) { c.Auto.Margin = -0.1 },
+		"zero min tokens":          func(c *routerdisagg.Config) { c.Auto.MinTokens = 0 },
+		"no decode candidates":     func(c *routerdisagg.Config) { c.Auto.DecodeCandidates = 0 },
+		"zero output tokens":       func(c *routerdisagg.Config) { c.Auto.Cost.OutputTokens = 0 },
+		"zero ingest rate":         func(c *routerdisagg.Config) { c.Auto.Cost.IngestBPS = 0 },
+		"negative hop":             func(c *routerdisagg.Config) { c.Auto.Cost.HopOverhead = -time.Second },
 	}
 	for name, edit := range tests {
 		t.Run(name, func(t *testing.T) {

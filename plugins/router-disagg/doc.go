@@ -14,6 +14,12 @@
 //     the network path to the decode node and, optionally, hardware class, exact endpoints first on ties;
 //     the best few are listed so the engine can fall back.
 //
+// Config.PD says who decides remote prefill: the threshold on uncached tokens (PDThreshold, exo's rule), or
+// PDAuto, which estimates each placement's time from the speeds the instances' nodes measured (package cost:
+// queues, prefill by prompt band, the transfer that outlasts the prefill, ingest, the hop, decoding) for the
+// decode profile's best few and their prefill candidates, takes the fastest, and says the estimates in the
+// reason. Short prompts skip it.
+//
 // What depends only on the snapshot (status, roles, load, KV utilisation) is worked out once per snapshot
 // and model and kept with the snapshot's view; a request runs only the filters and scorers that read it and
 // scores the candidates best first until the rest cannot win, with the decisions a full pass would make.

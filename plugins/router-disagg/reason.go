@@ -22,31 +22,7 @@ func (r *Router) explain(b []byte, v *view.View, dres, pres *sched.Result, ranPr
 	req *router.Request, eps []router.PrefillEndpoint) []byte {
 	prompt := req.PromptTokens
 	win := dres.Ranked[0]
-	b = append(b, "decode on "...)
-	b = at(b, win.Instance.ID, win.Instance.Node)
-	b = append(b, " ("...)
-	for j, w := range r.decode.Scorers() {
-		if j > 0 {
-			b = append(b, ", "...)
-		}
-		b = append(b, w.Scorer.Name()...)
-		b = append(b, ' ')
-		b = strconv.AppendFloat(b, dres.Score(win, j), 'f', 2, 64)
-	}
-	if len(r.decode.Scorers()) > 0 {
-		b = append(b, "; "...)
-	}
-	b = append(b, "best of "...)
-	b = strconv.AppendInt(b, int64(dres.Survivors()), 10)
-	for i, id := range req.Exclude {
-		if i == 0 {
-			b = append(b, ", excluding "...)
-		} else {
-			b = append(b, ", "...)
-		}
-		b = append(b, id...)
-	}
-	b = append(b, ')')
+	b = r.explainDecode(b, win, dres, req)
 
 	switch {
 	case ranPrefill && len(eps) > 0:
@@ -76,7 +52,11 @@ func (r *Router) explain(b []byte, v *view.View, dres, pres *sched.Result, ranPr
 		b = append(b, "; prefill locally because "...)
 		b = uncached(b, verdict, prompt)
 		b = append(b, " < "...)
-		b = strconv.AppendInt(b, int64(r.cfg.PrefillThreshold), 10)
+		if r.cfg.PD == PDAuto {
+			b = strconv.AppendInt(b, int64(r.cfg.Auto.MinTokens), 10)
+		} else {
+			b = strconv.AppendInt(b, int64(r.cfg.PrefillThreshold), 10)
+		}
 	default:
 		b = append(b, "; prefill locally because the prompt length is unknown"...)
 	}
@@ -164,4 +144,33 @@ func removed(b []byte, p *sched.Profile, res *sched.Result) []byte {
 		}
 	}
 	return b
+}
+
+// explainDecode writes the decode clause: "decode on i3@n2 (load 0.80, ...; best of 4)".
+func (r *Router) explainDecode(b []byte, win sched.Ranked, dres *sched.Result, req *router.Request) []byte {
+	b = append(b, "decode on "...)
+	b = at(b, win.Instance.ID, win.Instance.Node)
+	b = append(b, " ("...)
+	for j, w := range r.decode.Scorers() {
+		if j > 0 {
+			b = append(b, ", "...)
+		}
+		b = append(b, w.Scorer.Name()...)
+		b = append(b, ' ')
+		b = strconv.AppendFloat(b, dres.Score(win, j), 'f', 2, 64)
+	}
+	if len(r.decode.Scorers()) > 0 {
+		b = append(b, "; "...)
+	}
+	b = append(b, "best of "...)
+	b = strconv.AppendInt(b, int64(dres.Survivors()), 10)
+	for i, id := range req.Exclude {
+		if i == 0 {
+			b = append(b, ", excluding "...)
+		} else {
+			b = append(b, ", "...)
+		}
+		b = append(b, id...)
+	}
+	return append(b, ')')
 }

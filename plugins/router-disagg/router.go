@@ -121,6 +121,10 @@ type scratch struct {
 	decode  sched.Scratch
 	prefill sched.Scratch
 	reason  []byte
+	options []remoteOption   // PDAuto: one decode instance's prefill candidates
+	chosen  []remoteOption   // PDAuto: the best decode instance's, kept
+	shared  []*view.Instance // PDAuto: prefill candidates shared by decode instances of one fingerprint
+	ownP    []*view.Instance // PDAuto: one decode instance's prefill candidates
 }
 
 // Route picks the decode instance and, when the uncached prompt is long enough, the prefill endpoints.
@@ -145,15 +149,32 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	// The view lists each model's instances by the roles that can serve each profile, which is all the filters
 	// would keep of the others; only when nothing passes does the whole chain run over all of the model's
 	// instances, to say which filter removed what.
-	dres := r.decode.Run(c, v.Decoders(req.Model), 1, &s.decode, timed)
+	// PDAuto weighs the decode profile's best few for a prompt that may be long enough; a short one costs
+	// nothing more than in PDThreshold.
+	auto := r.cfg.PD == PDAuto && req.PromptTokens >= r.cfg.Auto.MinTokens
+	top := 1
+	if auto {
+		top = r.cfg.Auto.DecodeCandidates
+	}
+	dres := r.decode.Run(c, v.Decoders(req.Model), top, &s.decode, timed)
 	if len(dres.Ranked) == 0 {
 		full := r.decode.Run(c, v.Instances(req.Model), 1, &s.decode, false)
 		return router.Decision{}, noCandidate(req.Model, r.decode, &full)
+	}
+	var a autoChoice
+	if auto {
+		a = r.auto(c, v, s, &dres, timed)
+		if a.ok {
+			return r.decideAuto(v, s, &dres, &a), nil
+		}
 	}
 	win := dres.Ranked[0]
 	dec := win.Instance
 	cachedTokens := c.Prefix.Cached(dec.AffinityID) * r.cfg.BlockTokens
 	verdict := r.decider.Decide(req.PromptTokens, cachedTokens)
+	if r.cfg.PD == PDAuto && !auto && verdict.Known {
+		verdict.Remote = false // a short prompt stays where it is decoded
+	}
 
 	ranPrefill := verdict.Remote && r.cfg.MaxPrefillEndpoints > 0
 	// Sized to what it will hold: a map of at most 8 entries is one allocation of one group, a larger one more.
@@ -209,8 +230,44 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	r.affinity.Record(req.PrefixHashes, dec.AffinityID)
 
 	s.reason = r.explain(s.reason[:0], v, &dres, &pres, ranPrefill, verdict, &s.req, d.PrefillEndpoints)
+	switch {
+	case auto && !a.ok:
+		s.reason = append(s.reason, "; auto: no "...)
+		s.reason = append(s.reason, a.missing.Missing...)
+		s.reason = append(s.reason, " measured for "...)
+		s.reason = append(s.reason, a.missing.Of...)
+		s.reason = append(s.reason, " yet, so by the threshold"...)
+	case r.cfg.PD == PDAuto && verdict.Known:
+		s.reason = append(s.reason, " (auto)"...)
+	}
 	d.Reason = string(s.reason)
 	return d, nil
+}
+
+// decideAuto is the decision PDAuto chose.
+func (r *Router) decideAuto(v *view.View, s *scratch, dres *sched.Result, a *autoChoice) router.Decision {
+	win := dres.Ranked[a.dec]
+	dec := win.Instance
+	d := router.Decision{DecodeInstance: dec.ID, DecodeNode: dec.Node, Scores: make(map[string]float64, len(r.decode.Scorers())+6)}
+	for j, w := range r.decode.Scorers() {
+		d.Scores[string(w.Scorer.Name())] = dres.Score(win, j)
+	}
+	d.Scores[ScoreDecodeTotal] = win.Total
+	d.Scores[ScoreUncachedTokens] = float64(a.uncached)
+	d.Scores[ScoreEstimateFirstToken] = a.est.FirstToken.Seconds()
+	d.Scores[ScoreEstimateTotal] = a.est.Total.Seconds()
+	d.Scores[ScoreEstimateLocal] = a.local.Total.Seconds()
+	if a.bestDec >= 0 {
+		d.Scores[ScoreEstimateRemote] = a.best.est.Total.Seconds()
+	}
+	if a.remote {
+		d.PrefillEndpoints = r.autoEndpoints(v, a, dec)
+	}
+	r.affinity.Record(s.req.PrefixHashes, dec.AffinityID)
+	b := r.explainDecode(s.reason[:0], win, dres, &s.req)
+	s.reason = r.explainAuto(b, v, a, dres, d.PrefillEndpoints, &s.req)
+	d.Reason = string(s.reason)
+	return d
 }
 
 // noCandidate explains an empty decode profile: how many instances of the model there were and what each

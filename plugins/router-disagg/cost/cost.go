@@ -1,0 +1,192 @@
+package cost
+
+import (
+	"math"
+	"time"
+
+	"github.com/duet-ai/duet/sdk/router"
+)
+
+// Params are the model's assumptions where nothing is measured. Start from DefaultParams.
+type Params struct {
+	// OutputTokens is the output length assumed when a request does not bound it.
+	OutputTokens int
+	// NominalEfficiency is the share of a path's nominal speed that KV goodput is assumed to reach before a
+	// transfer over it was measured.
+	NominalEfficiency float64
+	// SameNodeBPS is the KV goodput assumed between two instances of one node (loopback).
+	SameNodeBPS float64
+	// IngestBPS is the ingest rate assumed before the decode instance measured its own.
+	IngestBPS float64
+	// ChunkTokens is how many prompt tokens the prefill node computes before it sends their KV: the transfer
+	// of the last chunk cannot overlap the prefill.
+	ChunkTokens int
+	// HopOverhead is a forwarded request's cost beyond the round trip.
+	HopOverhead time.Duration
+}
+
+// DefaultParams are the assumptions the router runs with.
+func DefaultParams() Params {
+	return Params{
+		OutputTokens: 256, NominalEfficiency: 0.6, SameNodeBPS: 1e9, IngestBPS: 2e9, ChunkTokens: 512,
+		HopOverhead: time.Millisecond,
+	}
+}
+
+// Missing names the measurement an estimate could not do without.
+type Missing string
+
+// What an estimate may lack.
+const (
+	MissingNone    Missing = ""
+	MissingPrefill Missing = "prefill speed"
+	MissingDecode  Missing = "decode speed"
+	MissingKVSize  Missing = "KV bytes per token"
+	MissingLink    Missing = "link speed"
+)
+
+// Estimate is one placement's expected timings.
+type Estimate struct {
+	// FirstToken and Total are counted from the request's arrival at the entry gateway.
+	FirstToken, Total time.Duration
+	// The parts: waits in the engines' queues, the prefill, the transfer that outlasts the prefill (with the
+	// last chunk), ingest, the forwarding hop and decoding after the first token.
+	Queue, Prefill, Transfer, Ingest, Hop, Decode time.Duration
+	// Goodput is the KV bytes per second the transfer was estimated at (remote only); Nominal is true when it
+	// came from the path's nominal speed, not a measured transfer.
+	Goodput float64
+	Nominal bool
+	// Missing is set, and the durations are meaningless, when a measurement the estimate needs is unknown.
+	Missing Missing
+	// Of names the instance whose measurement is missing.
+	Of string
+}
+
+// Known reports whether the estimate rests on measurements.
+func (e *Estimate) Known() bool { return e.Missing == MissingNone }
+
+// PrefillTPS is the instance's measured prefill speed for a prompt of u tokens: the band of u, else the
+// nearest measured band (the shorter on a tie); 0 when none is measured.
+func PrefillTPS(s *router.Speed, u int) float64 {
+	b := router.PrefillBand(u)
+	for d := 0; d < router.PrefillBands; d++ {
+		for _, i := range [2]int{b - d, b + d} {
+			if i >= 0 && i < router.PrefillBands && valid(s.PrefillTPS[i]) {
+				return s.PrefillTPS[i]
+			}
+		}
+	}
+	return 0
+}
+
+func valid(v float64) bool { return v > 0 && !math.IsInf(v, 0) && !math.IsNaN(v) }
+
+func seconds(s float64) time.Duration {
+	if s >= float64(math.MaxInt64)/float64(time.Second) {
+		return time.Duration(math.MaxInt64)
+	}
+	return time.Duration(s * float64(time.Second))
+}
+
+// prefill is how long in computes u tokens, sharing the engine with what it runs already.
+func prefill(in *router.Instance, u int) (time.Duration, bool) {
+	tps := PrefillTPS(&in.Speed, u)
+	if tps == 0 {
+		return 0, false
+	}
+	share := 1 + float64(max(in.Load.InFlight, 0))
+	return seconds(float64(u) * share / tps), true
+}
+
+// decode is how long d takes for out tokens after the first, and one step.
+func decode(d *router.Instance, out int) (rest, step time.Duration, ok bool) {
+	if !valid(d.Speed.DecodeTPS) {
+		return 0, 0, false
+	}
+	step = seconds(1 / d.Speed.DecodeTPS)
+	return seconds(float64(max(out-1, 0)) / d.Speed.DecodeTPS), step, true
+}
+
+func (p *Params) out(maxTokens int) int {
+	if maxTokens > 0 {
+		return maxTokens
+	}
+	return p.OutputTokens
+}
+
+// Hop is the cost of forwarding a request from the entry node to the decode node over path (nil: none).
+func (p *Params) Hop(entry, decodeNode string, path *router.Path) time.Duration {
+	if entry == "" || entry == decodeNode {
+		return 0
+	}
+	h := p.HopOverhead
+	if path != nil {
+		h += path.RTT
+	}
+	return h
+}
+
+// Local estimates prefilling and decoding on d: uncached prompt tokens, maxTokens out (0: unknown), hop the
+// forwarding hop to d's node (Hop).
+func (p *Params) Local(d *router.Instance, uncached, maxTokens int, hop time.Duration) Estimate {
+	e := Estimate{Queue: d.Speed.QueueWait, Hop: hop}
+	var ok bool
+	if e.Prefill, ok = prefill(d, uncached); !ok {
+		return Estimate{Missing: MissingPrefill, Of: d.ID}
+	}
+	if e.Decode, _, ok = decode(d, p.out(maxTokens)); !ok {
+		return Estimate{Missing: MissingDecode, Of: d.ID}
+	}
+	e.FirstToken = e.Hop + e.Queue + e.Prefill
+	e.Total = e.FirstToken + e.Decode
+	return e
+}
+
+// Remote estimates prefilling on pi and decoding on d, the KV crossing path from pi's node to d's (nil when
+// the snapshot has none; on one node it is not needed).
+func (p *Params) Remote(pi, d *router.Instance, path *router.Path, uncached, maxTokens int, hop time.Duration) Estimate {
+	e := Estimate{Queue: d.Speed.QueueWait + pi.Speed.QueueWait, Hop: hop}
+	var ok bool
+	if e.Prefill, ok = prefill(pi, uncached); !ok {
+		return Estimate{Missing: MissingPrefill, Of: pi.ID}
+	}
+	rest, step, ok := decode(d, p.out(maxTokens))
+	if !ok {
+		return Estimate{Missing: MissingDecode, Of: d.ID}
+	}
+	e.Decode = rest
+	kvpt := d.Speed.KVBytesPerToken
+	if kvpt <= 0 {
+		kvpt = pi.Speed.KVBytesPerToken
+	}
+	if kvpt <= 0 {
+		return Estimate{Missing: MissingKVSize, Of: d.ID}
+	}
+	var rtt time.Duration
+	switch l, measured := d.Speed.IngressFrom(pi.Node); {
+	case pi.Node == d.Node:
+		e.Goodput = p.SameNodeBPS
+	case measured && valid(l.BytesPerSecond):
+		e.Goodput = l.BytesPerSecond
+		rtt = l.RTT
+	case path != nil && path.SpeedMbps > 0:
+		e.Goodput, e.Nominal = float64(path.SpeedMbps)*1e6/8*p.NominalEfficiency, true
+	default:
+		return Estimate{Missing: MissingLink, Of: pi.Node + "→" + d.Node}
+	}
+	if rtt == 0 && path != nil {
+		rtt = path.RTT
+	}
+	bytes := float64(uncached) * float64(kvpt)
+	xfer := seconds(bytes / e.Goodput)
+	tail := seconds(float64(min(uncached, max(p.ChunkTokens, 1))) * float64(kvpt) / e.Goodput)
+	e.Transfer = max(0, xfer-e.Prefill) + tail
+	ingest := d.Speed.IngestBPS
+	if !valid(ingest) {
+		ingest = p.IngestBPS
+	}
+	e.Ingest = seconds(bytes / ingest)
+	e.FirstToken = e.Hop + e.Queue + rtt + e.Prefill + e.Transfer + e.Ingest + step
+	e.Total = e.FirstToken + e.Decode
+	return e
+}
