@@ -197,6 +197,10 @@ type mm struct {
 	w *linear
 }
 
+// storedVecRows is the most rows for which a stored matrix's product runs its decode kernel row by row rather
+// than expanding a tile (BenchmarkThroughput's decode-batch8 of the stored formats).
+const storedVecRows = 8
+
 // matmul runs several products over the same input rows as one parallel loop over chunks of weight rows, so
 // small matrices (k_proj, v_proj) share a dispatch with large ones.
 func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
@@ -218,8 +222,13 @@ func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 			o0 := (t - starts[i]) * chunk
 			o1 := min(o0+chunk, j.w.out)
 			w := j.w.w
-			if w == nil && rows == 1 && j.w.st.vecOK(m.kern, in) {
-				j.w.st.vecRows(m.kern, j.y, x, in, o0, o1)
+			if w == nil && rows <= storedVecRows && j.w.st.vecOK(m.kern, in) {
+				// Few rows: the decode kernel once per row, the task's weights staying in cache, costs
+				// less than expanding them. It sums as the expanded tile would, so the result is the same.
+				out := j.w.out
+				for r := range rows {
+					j.w.st.vecRows(m.kern, j.y[r*out:(r+1)*out], x[r*in:(r+1)*in], in, o0, o1)
+				}
 				continue
 			}
 			if w == nil {
@@ -321,17 +330,23 @@ func (m *cpuModel) attention(li int, caches []*cache) {
 					hq := g*group + j
 					q := s.q[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
 					out := s.att[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
-					attendHead(out, q, k[:p*hd], v[:p*hd], ws.scores[:p], scale)
+					attendHead(m.kern, out, q, k[:p*hd], v[:p*hd], ws.scores[:p], scale)
 				}
 			}
 		}
 	})
 }
 
-// attendHead is one query head's attention over n positions of one KV head (k, v: [n, head_dim]).
-func attendHead(out, q, k, v, scores []float32, scale float32) {
+// attendHead is one query head's attention over n positions of one KV head (k, v: [n, head_dim]) with path
+// kp's kernels: a row's result depends only on its own query and the cached keys and values, so it is the
+// same whatever else shares the step.
+func attendHead(kp kernelPath, out, q, k, v, scores []float32, scale float32) {
 	hd := len(q)
 	n := len(scores)
+	if kp == pathAVX2 && hd%8 == 0 && hd > 0 {
+		attendHeadAVX2(out, q, k, v, scores, scale)
+		return
+	}
 	p := 0
 	for ; p+8 <= n; p += 8 {
 		s0, s1, s2, s3, s4, s5, s6, s7 := dot8(q, k[p*hd:(p+8)*hd])

@@ -799,3 +799,98 @@ DATA nibbleShifts<>+20(SB)/4, $0x00000014
 DATA nibbleShifts<>+24(SB)/4, $0x00000018
 DATA nibbleShifts<>+28(SB)/4, $0x0000001c
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
+
+// func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·f32Axpy32(SB), NOSPLIT, $0-40
+	MOVQ   v+8(FP), AX
+	MOVQ   vs+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   w+24(FP), DX
+	MOVQ   n+32(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   SI, SI
+
+f32Axpy32_loop:
+	CMPQ         SI, BX
+	JGE          f32Axpy32_done
+	VBROADCASTSS (DX)(SI*4), Y4
+	VFMADD231PS  (AX), Y4, Y0
+	VFMADD231PS  32(AX), Y4, Y1
+	VFMADD231PS  64(AX), Y4, Y2
+	VFMADD231PS  96(AX), Y4, Y3
+	ADDQ         CX, AX
+	INCQ         SI
+	JMP          f32Axpy32_loop
+
+f32Axpy32_done:
+	MOVQ    out+0(FP), AX
+	VMOVUPS Y0, (AX)
+	VMOVUPS Y1, 32(AX)
+	VMOVUPS Y2, 64(AX)
+	VMOVUPS Y3, 96(AX)
+	VZEROUPPER
+	RET
+
+// func f32Axpy8(out *float32, v *float32, vs int, w *float32, n int)
+// Requires: AVX, FMA3
+TEXT ·f32Axpy8(SB), NOSPLIT, $0-40
+	MOVQ   v+8(FP), AX
+	MOVQ   vs+16(FP), CX
+	SHLQ   $0x02, CX
+	MOVQ   w+24(FP), DX
+	MOVQ   n+32(FP), BX
+	VXORPS Y0, Y0, Y0
+	XORQ   SI, SI
+
+f32Axpy8_loop:
+	CMPQ         SI, BX
+	JGE          f32Axpy8_done
+	VBROADCASTSS (DX)(SI*4), Y1
+	VFMADD231PS  (AX), Y1, Y0
+	ADDQ         CX, AX
+	INCQ         SI
+	JMP          f32Axpy8_loop
+
+f32Axpy8_done:
+	MOVQ    out+0(FP), AX
+	VMOVUPS Y0, (AX)
+	VZEROUPPER
+	RET
+
+// func readBytes(p *byte, n int) uint64
+// Requires: AVX, AVX2
+TEXT ·readBytes(SB), NOSPLIT, $0-24
+	MOVQ  p+0(FP), AX
+	MOVQ  n+8(FP), CX
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	LEAQ  (AX)(CX*1), CX
+
+readBytes_loop:
+	CMPQ  AX, CX
+	JAE   readBytes_done
+	VPXOR (AX), Y0, Y0
+	VPXOR 32(AX), Y1, Y1
+	VPXOR 64(AX), Y2, Y2
+	VPXOR 96(AX), Y3, Y3
+	ADDQ  $0x00000080, AX
+	JMP   readBytes_loop
+
+readBytes_done:
+	VPXOR        Y1, Y0, Y0
+	VPXOR        Y2, Y0, Y0
+	VPXOR        Y3, Y0, Y0
+	VEXTRACTI128 $0x01, Y0, X1
+	VPXOR        X1, X0, X1
+	VMOVQ        X1, AX
+	VPEXTRQ      $0x01, X1, CX
+	XORQ         CX, AX
+	MOVQ         AX, ret+16(FP)
+	VZEROUPPER
+	RET

@@ -127,3 +127,21 @@ func TestAVX2StoredKernelsAreExact(t *testing.T) {
 		})
 	}
 }
+
+func TestAVX2AttentionCloseToGo(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2/FMA/F16C")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	for _, tc := range []struct{ hd, n int }{{8, 1}, {64, 37}, {72, 5}, {128, 300}} {
+		q, k, v := randVec(r, tc.hd), randVec(r, tc.n*tc.hd), randVec(r, tc.n*tc.hd)
+		got, want := make([]float32, tc.hd), make([]float32, tc.hd)
+		attendHead(pathAVX2, got, q, k, v, make([]float32, tc.n), 0.125)
+		attendHead(pathGo, want, q, k, v, make([]float32, tc.n), 0.125)
+		for d := range got {
+			if diff := math.Abs(float64(got[d] - want[d])); diff > 1e-5 {
+				t.Fatalf("hd %d n %d: out[%d] = %v, Go path %v", tc.hd, tc.n, d, got[d], want[d])
+			}
+		}
+	}
+}

@@ -28,3 +28,12 @@ func q8Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *
 
 // q4Dot4x1 computes y[o] = Σ_k x[k]·(scale·q + bias) for four 4-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).
 func q4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+
+// f32Axpy32 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 32 over n positions, in position order.
+func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
+
+// f32Axpy8 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 8 over n positions, in position order.
+func f32Axpy8(out *float32, v *float32, vs int, w *float32, n int)
+
+// readBytes reads n bytes from p (n a multiple of 128) and returns their 64-bit words xor-ed together, so the reads are needed.
+func readBytes(p *byte, n int) uint64

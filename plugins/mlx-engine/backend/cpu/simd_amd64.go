@@ -1,6 +1,10 @@
 package cpu
 
-import "golang.org/x/sys/cpu"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
 
 // hasAVX2 says whether the AVX2 kernels can run: they use AVX2, FMA and (for float16 weights) F16C.
 var hasAVX2 = cpu.X86.HasAVX2 && cpu.X86.HasFMA && cpu.X86.HasF16C
@@ -93,5 +97,44 @@ func (s *storedMatrix) dot4AVX2(dst, x []float32, in, o, stride int) {
 		} else {
 			q8Dot4x1(&dst[0], &x[0], &s.raw[o*rb], stride*rb, &s.scales[o*groups], &s.biases[o*groups], 4*stride*groups, in, s.group)
 		}
+	}
+}
+
+// readAll reads every byte of b (but a tail under 128 bytes) with vector loads: see readBandwidth.
+func readAll(b []byte) uint64 {
+	if n := len(b) &^ 127; n > 0 {
+		return readBytes(&b[0], n)
+	}
+	return 0
+}
+
+// attendHeadAVX2 is attendHead on the AVX2 path (head_dim a multiple of 8): scores with the decode kernel
+// (the keys are rows of a matrix), the softmax as on the Go path, the weighted sum of values with f32Axpy.
+func attendHeadAVX2(out, q, k, v, scores []float32, scale float32) {
+	hd, n := len(q), len(scores)
+	matmulRowsAVX2(scores, q, k, 1, hd, n, 0, n)
+	mx := float32(math.Inf(-1))
+	for i := range scores {
+		scores[i] *= scale
+		mx = max(mx, scores[i])
+	}
+	var sum float32
+	for i, sc := range scores {
+		e := float32(math.Exp(float64(sc - mx)))
+		scores[i] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for i := range scores {
+		scores[i] *= inv
+	}
+	_ = v[n*hd-1]
+	_ = out[hd-1]
+	d := 0
+	for ; d+32 <= hd; d += 32 {
+		f32Axpy32(&out[d], &v[d], hd, &scores[0], n)
+	}
+	for ; d < hd; d += 8 {
+		f32Axpy8(&out[d], &v[d], hd, &scores[0], n)
 	}
 }

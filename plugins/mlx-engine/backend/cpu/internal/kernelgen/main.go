@@ -19,7 +19,6 @@ import (
 )
 
 func main() {
-	Package("github.com/duet-ai/duet/plugins/mlx-engine/backend/cpu")
 	for _, t := range [][2]int{{8, 1}, {4, 1}, {1, 1}, {4, 3}, {4, 2}} {
 		f32Tile(t[0], t[1])
 	}
@@ -30,6 +29,9 @@ func main() {
 	half("f16", func(m Mem, dst VecVirtual) { VCVTPH2PS(m, dst) })
 	quant(8)
 	quant(4)
+	axpy(4)
+	axpy(1)
+	readKernel()
 	Generate()
 }
 
@@ -246,6 +248,82 @@ func quant(bits int) {
 	y := Load(Param("y"), GP64())
 	for o := range 4 {
 		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// readKernel writes readBytes, which reads n bytes (a multiple of 128) as fast as the core can: the
+// benchmarks' measure of read bandwidth, the bound of a memory-bound decode step.
+func readKernel() {
+	TEXT("readBytes", NOSPLIT, "func(p *byte, n int) uint64")
+	Doc("readBytes reads n bytes from p (n a multiple of 128) and returns their 64-bit words xor-ed together, so the reads are needed.")
+	p := Load(Param("p"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := make([]VecVirtual, 4)
+	for i := range acc {
+		acc[i] = YMM()
+		VPXOR(acc[i], acc[i], acc[i])
+	}
+	end := GP64()
+	LEAQ(Mem{Base: p, Index: n, Scale: 1}, end)
+	Label("readBytes_loop")
+	CMPQ(p, end)
+	JAE(LabelRef("readBytes_done"))
+	for i := range acc {
+		VPXOR(Mem{Base: p, Disp: 32 * i}, acc[i], acc[i])
+	}
+	ADDQ(U32(128), p)
+	JMP(LabelRef("readBytes_loop"))
+	Label("readBytes_done")
+	for i := 1; i < 4; i++ {
+		VPXOR(acc[i], acc[0], acc[0])
+	}
+	t := XMM()
+	VEXTRACTI128(U8(1), acc[0], t)
+	VPXOR(t, acc[0].AsX(), t)
+	r, u := GP64(), GP64()
+	VMOVQ(t, r)
+	VPEXTRQ(U8(1), t, u)
+	XORQ(u, r)
+	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// axpy writes f32Axpy<8·blocks>: out[d] = Σ_i w[i]·v[i·vs+d] for d < 8·blocks, each output summed in position
+// order with fused multiply-adds: attention's weighted sum of values.
+func axpy(blocks int) {
+	name := fmt.Sprintf("f32Axpy%d", 8*blocks)
+	TEXT(name, NOSPLIT, "func(out *float32, v *float32, vs int, w *float32, n int)")
+	Doc(fmt.Sprintf("%s computes out[d] = Σ_i w[i]·v[i*vs+d] for d < %d over n positions, in position order.", name, 8*blocks))
+	v := Load(Param("v"), GP64())
+	vs := Load(Param("vs"), GP64())
+	SHLQ(U8(2), vs)
+	w := Load(Param("w"), GP64())
+	n := Load(Param("n"), GP64())
+	acc := make([]VecVirtual, blocks)
+	for j := range acc {
+		acc[j] = YMM()
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_loop")
+	CMPQ(i, n)
+	JGE(LabelRef(name + "_done"))
+	wv := YMM()
+	VBROADCASTSS(Mem{Base: w, Index: i, Scale: 4}, wv)
+	for j := range acc {
+		VFMADD231PS(Mem{Base: v, Disp: 32 * j}, wv, acc[j])
+	}
+	ADDQ(vs, v)
+	INCQ(i)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	out := Load(Param("out"), GP64())
+	for j := range acc {
+		VMOVUPS(acc[j], Mem{Base: out, Disp: 32 * j})
 	}
 	VZEROUPPER()
 	RET()

@@ -1,0 +1,154 @@
+package cpu
+
+import (
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
+)
+
+// BenchmarkThroughput is the backend's figure of merit in one run: the machine's read bandwidth, then, for the
+// ~100M-parameter model in float32, bfloat16, MLX 8-bit and MLX 4-bit (the last three kept as stored, so a
+// decode step reads 2×, ~3.8× and ~6.4× fewer bytes), on every kernel path this CPU has and for each thread
+// count: decode tok/s at batch 1 and 8 and prefill tok/s for a 512-token prompt.
+//
+// Decode at batch 1 streams every weight once per token, so its bound is read bandwidth / bytes per token; the
+// bandwidth is measured again, with the same threads, right before each batch-1 measurement, so that of-bound
+// (tok/s over that bound) holds on a machine whose load changes. Metrics: tok/s; for batch 1 also bound-tok/s,
+// of-bound, read-GB/s and weights-MB; GMAC/cpu-s (matrix work per CPU-second, which a busy machine does not
+// distort). Threads default to 1 and GOMAXPROCS; DUET_BENCH_THREADS=1,2,4 sets them, and DUET_BENCH_DTYPES
+// and DUET_BENCH_KERNELS (comma-separated) pick dtypes and paths.
+//
+//	go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench Throughput -benchtime 2s
+func BenchmarkThroughput(b *testing.B) {
+	threads := benchList(os.Getenv("DUET_BENCH_THREADS"), []string{"1", strconv.Itoa(runtime.GOMAXPROCS(0))})
+	b.Run("read", func(b *testing.B) {
+		for _, t := range threads {
+			n, _ := strconv.Atoi(t)
+			b.Run("threads="+t, func(b *testing.B) {
+				var bw float64
+				for range b.N {
+					bw = readBandwidth(n)
+				}
+				b.ReportMetric(bw/1e9, "read-GB/s")
+			})
+		}
+	})
+	dtypes := map[string]func(*modelgen.Options){
+		"f32":  func(*modelgen.Options) {},
+		"bf16": func(o *modelgen.Options) { o.DType = dtype.BFloat16 },
+		"q8g64": func(o *modelgen.Options) {
+			o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Bits: 8, GroupSize: 64}
+		},
+		"q4g64": func(o *modelgen.Options) {
+			o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Bits: 4, GroupSize: 64}
+		},
+	}
+	var paths []string
+	for _, k := range kernelPaths() {
+		paths = append(paths, k.String())
+	}
+	paths = benchList(os.Getenv("DUET_BENCH_KERNELS"), paths)
+	for _, name := range benchList(os.Getenv("DUET_BENCH_DTYPES"), []string{"f32", "bf16", "q8g64", "q4g64"}) {
+		mod, ok := dtypes[name]
+		if !ok {
+			b.Fatalf("DUET_BENCH_DTYPES: no dtype %q", name)
+		}
+		o := modelgen.Bench100M()
+		mod(&o)
+		m := backendtest.Generate(b, o)
+		for _, path := range paths {
+			for _, t := range threads {
+				n, _ := strconv.Atoi(t)
+				b.Run(fmt.Sprintf("%s/%s/threads=%s", name, path, t), func(b *testing.B) {
+					b.Setenv(KernelsEnv, path)
+					bm := backendtest.Load(b, Backend{}, m, backend.Options{Weights: backend.WeightsStored, Threads: n})
+					cm := bm.(*cpuModel)
+					weights := weightBytesPerToken(cm)
+					macs := float64(macsPerToken(cm))
+					bp := backendtest.BenchModel{Prefill: 512}
+					p := bp.BenchPrompt(bm.VocabSize())
+					for _, batch := range []int{1, 8} {
+						b.Run(fmt.Sprintf("decode-batch%d", batch), func(b *testing.B) {
+							var readBW float64
+							var cpu0 time.Duration
+							tps, _ := backendtest.BenchDecode(b, bm, p, batch, func() {
+								if batch == 1 {
+									readBW = readBandwidth(n)
+								}
+								cpu0 = processCPUTime()
+							})
+							reportCPU(b, cpu0, float64(batch*b.N)*macs)
+							if batch == 1 {
+								bound := readBW / float64(weights)
+								b.ReportMetric(bound, "bound-tok/s")
+								b.ReportMetric(tps/bound, "of-bound")
+								b.ReportMetric(readBW/1e9, "read-GB/s")
+								b.ReportMetric(float64(weights)/1e6, "weights-MB")
+							}
+						})
+					}
+					b.Run("prefill-512", func(b *testing.B) {
+						var cpu0 time.Duration
+						backendtest.BenchPrefill(b, bm, p[:512], func() { cpu0 = processCPUTime() })
+						reportCPU(b, cpu0, float64(512*b.N)*macs)
+					})
+				})
+			}
+		}
+	}
+}
+
+// benchList splits a comma-separated setting, or returns def when it is empty.
+func benchList(s string, def []string) []string {
+	if s = strings.TrimSpace(s); s == "" {
+		return def
+	}
+	return strings.Split(s, ",")
+}
+
+// readBandwidth measures how many bytes per second threads goroutines read from a 256 MiB buffer (far beyond
+// the caches; best of five) with vector loads: what a decode step, which reads every weight once and writes
+// almost nothing, can reach at best. (copyBandwidth moves each byte twice and so understates it.) The buffer is
+// returned to the OS afterwards.
+func readBandwidth(threads int) float64 {
+	defer debug.FreeOSMemory()
+	const size = 256 << 20
+	buf := make([]byte, size)
+	for i := 0; i < size; i += 4096 {
+		buf[i] = byte(i >> 12) // fault the pages in
+	}
+	threads = max(threads, 1)
+	part := size / threads &^ 127
+	best := 0.0
+	var sink uint64
+	var mu sync.Mutex
+	for range 5 {
+		start := time.Now()
+		var wg sync.WaitGroup
+		for t := range threads {
+			wg.Add(1)
+			go func(b []byte) {
+				defer wg.Done()
+				s := readAll(b)
+				mu.Lock()
+				sink ^= s
+				mu.Unlock()
+			}(buf[t*part : (t+1)*part])
+		}
+		wg.Wait()
+		best = max(best, float64(part*threads)/time.Since(start).Seconds())
+	}
+	runtime.KeepAlive(sink)
+	return best
+}
