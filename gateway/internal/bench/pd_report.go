@@ -217,7 +217,7 @@ func summarize(pairs [][2]int, runs []PDRun) []PDPair {
 
 // RenderTables writes exo's per-pair table with duet's columns, then the isolation table.
 func (r *PDReport) RenderTables(w io.Writer) {
-	fmt.Fprintf(w, "prefill: %s on %s (%s)   decode: %s on %s (%s)\n",
+	fmt.Fprintf(w, "model %s   prefill: %s on %s (%s)   decode: %s on %s (%s)\n", r.modelName(),
 		r.Setup.Prefill.InstanceID, r.Setup.Prefill.Node, sideBackend(r.Setup.Prefill),
 		r.Setup.Decode.InstanceID, r.Setup.Decode.Node, sideBackend(r.Setup.Decode))
 	if r.Setup.Pinning != "" {
@@ -289,6 +289,15 @@ func (r *PDReport) RenderTables(w io.Writer) {
 	}
 }
 
+// modelName is the model as the user named it (a local cluster's generated model by its name, not the
+// temporary directory it was written to), else the decode instance's.
+func (r *PDReport) modelName() string {
+	if r.Options.Model != "" {
+		return r.Options.Model
+	}
+	return r.Setup.Decode.Model
+}
+
 func sideBackend(s SideSummary) string {
 	parts := []string{}
 	if s.Engine != "" {
@@ -327,7 +336,7 @@ func (r *PDReport) Chart() Chart {
 	c := Chart{Title: "duet bench pd: disaggregated prefill/decode"}
 	c.Subtitle = append(c.Subtitle, fmt.Sprintf("prefill %s on %s (%s), decode %s on %s (%s); model %s",
 		r.Setup.Prefill.InstanceID, r.Setup.Prefill.Node, sideBackend(r.Setup.Prefill),
-		r.Setup.Decode.InstanceID, r.Setup.Decode.Node, sideBackend(r.Setup.Decode), r.Setup.Decode.Model))
+		r.Setup.Decode.InstanceID, r.Setup.Decode.Node, sideBackend(r.Setup.Decode), r.modelName()))
 	if r.Setup.Pinning != "" {
 		c.Subtitle = append(c.Subtitle, r.Setup.Pinning)
 	}
