@@ -58,17 +58,21 @@ func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 // past --tokenize-min-bytes) are tokenized by the engine for the router first, which is what the exact prompt
 // length and the prefix hashes cost.
 func BenchmarkGatewayOverhead(b *testing.B) {
+	// Two gateways: the default, which counts every request in its metrics and traces it (Server-Timing,
+	// timings), and one started with --no-metrics; each iteration asks the plugin directly and then both, so
+	// that drift of a busy machine falls on all three alike.
 	g := startGateway(b)
+	bare := startGateway(b, "--no-metrics")
 	e, instance := directEngine(b)
 	for _, c := range []struct{ name, prompt string }{
 		{"short", "hello world"},
 		{"long-tokenized", strings.Repeat("hello world ", 180)},
 	} {
-		b.Run(c.name, func(b *testing.B) { gatewayOverhead(b, g, e, instance, c.prompt) })
+		b.Run(c.name, func(b *testing.B) { gatewayOverhead(b, g, bare, e, instance, c.prompt) })
 	}
 }
 
-func gatewayOverhead(b *testing.B, g *gateway, e engine.Engine, instance, prompt string) {
+func gatewayOverhead(b *testing.B, g, bare *gateway, e engine.Engine, instance, prompt string) {
 	ctx := context.Background()
 	body := []byte(fmt.Sprintf(`{"model":"echo","temperature":0,"max_tokens":1,"messages":[{"role":"user","content":%q}]}`, prompt))
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 4}}
@@ -78,7 +82,7 @@ func gatewayOverhead(b *testing.B, g *gateway, e engine.Engine, instance, prompt
 			b.Fatal(err)
 		}
 	}
-	viaGateway := func() {
+	via := func(g *gateway) {
 		resp, err := client.Post(g.url+"/v1/chat/completions", "application/json", bytes.NewReader(body))
 		if err != nil {
 			b.Fatal(err)
@@ -91,26 +95,45 @@ func gatewayOverhead(b *testing.B, g *gateway, e engine.Engine, instance, prompt
 	}
 	for range 200 { // warm up connections and caches
 		direct()
-		viaGateway()
+		via(g)
+		via(bare)
 	}
-	var ds, gs []time.Duration
+	var ds, gs, ns, diffs []time.Duration
 	b.ResetTimer()
-	for range b.N {
+	for i := range b.N {
 		t0 := time.Now()
 		direct()
 		t1 := time.Now()
-		viaGateway()
+		// Alternate which gateway goes first, so neither always follows the plugin call.
+		first, second := g, bare
+		if i%2 == 1 {
+			first, second = bare, g
+		}
+		via(first)
 		t2 := time.Now()
+		via(second)
+		t3 := time.Now()
 		ds = append(ds, t1.Sub(t0))
-		gs = append(gs, t2.Sub(t1))
+		if i%2 == 0 {
+			gs, ns = append(gs, t2.Sub(t1)), append(ns, t3.Sub(t2))
+		} else {
+			ns, gs = append(ns, t2.Sub(t1)), append(gs, t3.Sub(t2))
+		}
+		diffs = append(diffs, gs[len(gs)-1]-ns[len(ns)-1])
 	}
 	b.StopTimer()
 	b.ReportMetric(us(percentile(ds, 0.5)), "direct-p50-µs")
 	b.ReportMetric(us(percentile(ds, 0.99)), "direct-p99-µs")
 	b.ReportMetric(us(percentile(gs, 0.5)), "gateway-p50-µs")
 	b.ReportMetric(us(percentile(gs, 0.99)), "gateway-p99-µs")
-	b.ReportMetric(us(percentile(gs, 0.5)-percentile(ds, 0.5)), "added-p50-µs")
+	added, addedBare := percentile(gs, 0.5)-percentile(ds, 0.5), percentile(ns, 0.5)-percentile(ds, 0.5)
+	b.ReportMetric(us(added), "added-p50-µs")
 	b.ReportMetric(us(percentile(gs, 0.99)-percentile(ds, 0.99)), "added-p99-µs")
+	b.ReportMetric(us(addedBare), "nometrics-added-p50-µs")
+	b.ReportMetric(us(percentile(ns, 0.99)-percentile(ds, 0.99)), "nometrics-added-p99-µs")
+	// What the metrics and the trace add, as a share of what the gateway adds without them.
+	b.ReportMetric(100*float64(added-addedBare)/float64(addedBare), "metrics-cost-p50-%")
+	b.ReportMetric(us(percentile(diffs, 0.5)), "metrics-paired-p50-µs") // the median of each iteration's difference
 	b.ReportMetric(0, "ns/op")
 }
 

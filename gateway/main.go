@@ -36,6 +36,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/config"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/pluginhost"
 	"github.com/duet-ai/duet/gateway/internal/server"
 	"github.com/duet-ai/duet/sdk/clustersecret"
@@ -212,21 +213,46 @@ func run(ctx context.Context, cfg config.Config) error {
 	if secrets != nil {
 		hopKey = secrets.HopKeys()[0]
 	}
-	srv := server.New(cfg.Server, server.Deps{
+	pluginStatus := func() []pluginhost.Status {
+		out := []pluginhost.Status{routers.status()}
+		if s := engines.sup.Load(); s != nil {
+			out = append(out, s.Status())
+		}
+		return out
+	}
+	var m *metrics.Metrics
+	var srv *server.Server // set before anything is served, so before the first scrape reads it
+	if !cfg.NoMetrics {
+		m = newMetrics(cfg, nodeID, agent, engines, func() *server.Server { return srv }, pluginStatus)
+	}
+	srv = server.New(cfg.Server, server.Deps{
 		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,
 		Forward: forward.NewClient(hopKey, tlsClient), HopKeys: secrets.HopKeys(),
-		Status: func() any {
-			out := []pluginhost.Status{routers.status()}
-			if s := engines.sup.Load(); s != nil {
-				out = append(out, s.Status())
-			}
-			return out
-		},
+		Status:  func() any { return pluginStatus() },
+		Metrics: m,
 	})
-	served := make(chan error, 2)
+	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()
 	if ollamaLn != nil {
 		go func() { served <- srv.Serve(ollamaLn) }()
+	}
+	if cfg.MetricsListen != "" {
+		// /metrics alone, without an API key, for a scraper on a private network; plain HTTP (Prometheus
+		// scrapes a private listener so), closed on shutdown.
+		mln, err := net.Listen("tcp", cfg.MetricsListen)
+		if err != nil {
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.Handler())
+		ms := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, WriteTimeout: 30 * time.Second}
+		go func() {
+			if err := ms.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				served <- fmt.Errorf("--metrics-listen: %w", err)
+			}
+		}()
+		defer ms.Close()
+		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
 
 	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines, cfg.EngineSHA256)
@@ -274,6 +300,50 @@ func run(ctx context.Context, cfg config.Config) error {
 	}
 	left = true
 	return err
+}
+
+// newMetrics builds the gateway's series, reading this node's state from its parts when scraped.
+func newMetrics(cfg config.Config, nodeID string, agent *cluster.Agent, engines *lateEngines,
+	srv func() *server.Server, plugins func() []pluginhost.Status) *metrics.Metrics {
+	return metrics.New(metrics.Sources{
+		Node: nodeID, Version: version,
+		KnownModel: func(model string) bool {
+			for _, in := range agent.Snapshot().Instances {
+				if in.Model == model {
+					return true
+				}
+			}
+			return false
+		},
+		EngineStats: func(ctx context.Context) (engine.Stats, error) {
+			e, _, err := engines.Get()
+			if err != nil {
+				return engine.Stats{}, err
+			}
+			return e.Stats(ctx)
+		},
+		StatsEvery: cfg.MetricsStatsInterval,
+		Instances:  func() []metrics.Instance { return srv().Instances() },
+		Admission:  func() metrics.AdmissionState { return srv().Admission() },
+		Cluster: func() (map[string]int, map[string]int) {
+			snap := agent.Snapshot()
+			members, instances := map[string]int{}, map[string]int{}
+			for _, n := range snap.Nodes {
+				members[string(n.Status)]++
+			}
+			for _, in := range snap.Instances {
+				instances[string(in.Status)]++
+			}
+			return members, instances
+		},
+		Plugins: func() []metrics.Plugin {
+			var out []metrics.Plugin
+			for _, st := range plugins() {
+				out = append(out, metrics.Plugin{Name: st.Name, Running: st.State == pluginhost.StateRunning, Restarts: st.Restarts})
+			}
+			return out
+		},
+	})
 }
 
 // lateEngines is the engine provider before and after the engine plugin is up.

@@ -228,8 +228,11 @@ func (r *PDReport) RenderTables(w io.Writer) {
 			Title:  fmt.Sprintf("pp=%d  tg=%d", p.PPTokens, p.TG),
 			Header: []string{"phase", "elapsed", "prompt_tps", "gen_tps", "ttft p50", "ttft p99", "itl p50", "itl p99", "kv moved", "kv transfer"},
 		}
-		for _, phase := range phaseOrder {
+		for i, phase := range phaseOrder {
 			s, ok := findPhase(p.Phases, phase)
+			if !ok && i >= 3 {
+				continue // exo's table always shows its three phases; another phase only when it ran
+			}
 			if !ok || s.Runs == 0 {
 				row := []string{phase, dash, dash, dash, dash, dash, dash, dash, dash, dash}
 				if ok && s.Excluded > 0 {

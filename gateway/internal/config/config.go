@@ -52,6 +52,15 @@ type Config struct {
 	// OllamaListen, when set, is a second address the same API is served on: Ollama's own port
 	// (127.0.0.1:11434), where apps that speak Ollama look for it without being told.
 	OllamaListen string
+
+	// NoMetrics turns the Prometheus series off (GET /metrics then answers 404, and nothing is counted).
+	NoMetrics bool
+	// MetricsListen, when set, is an address that serves GET /metrics alone, without an API key: for a
+	// scraper on a private network.
+	MetricsListen string
+	// MetricsStatsInterval bounds how often the engine's Stats are read for /metrics, however often it is
+	// scraped.
+	MetricsStatsInterval time.Duration
 }
 
 // Defaults used when neither flag nor environment says otherwise.
@@ -63,7 +72,7 @@ const (
 
 // Parse reads args (without the program name) and the environment through getenv.
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	c := Config{Server: server.DefaultConfig(), EngineOptions: map[string]string{}}
+	c := Config{Server: server.DefaultConfig(), EngineOptions: map[string]string{}, MetricsStatsInterval: time.Second}
 	fs := flag.NewFlagSet("duet", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -158,6 +167,9 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	intVar(&c.Server.MaxHeaderBytes, "max-header-bytes", "DUET_MAX_HEADER_BYTES", "maximum size of a request's headers in bytes, request line included")
 	intVar(&c.Server.MaxInFlight, "max-inflight", "DUET_MAX_INFLIGHT", "generations running at once")
 	intVar(&c.Server.MaxQueue, "max-queue", "DUET_MAX_QUEUE", "generations waiting for a slot before 429")
+	fs.BoolVar(&c.NoMetrics, "no-metrics", env("DUET_NO_METRICS", "") == "true", "count nothing and serve no /metrics [DUET_NO_METRICS]")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", env("DUET_METRICS_LISTEN", ""), "an address that serves GET /metrics alone, without an API key (the API port serves it behind the API key) [DUET_METRICS_LISTEN]")
+	durationVar(&c.MetricsStatsInterval, "metrics-stats-interval", "DUET_METRICS_STATS_INTERVAL", "shortest interval between two reads of the engine's stats for /metrics")
 	durationVar(&c.Server.RequestTimeout, "request-timeout", "DUET_REQUEST_TIMEOUT", "longest a generation may run")
 	durationVar(&c.Server.QueueTimeout, "queue-timeout", "DUET_QUEUE_TIMEOUT", "longest a request waits for a slot")
 	durationVar(&c.Server.ReadTimeout, "read-timeout", "DUET_READ_TIMEOUT", "longest reading a request may take")
@@ -250,6 +262,18 @@ func (c Config) validate() error {
 	}
 	if c.Server.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if c.MetricsListen != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {
+			errs = append(errs, fmt.Errorf("--metrics-listen %q: %v", c.MetricsListen, err))
+		} else if c.MetricsListen == c.Server.Listen || c.MetricsListen == c.OllamaListen {
+			errs = append(errs, fmt.Errorf("--metrics-listen %q is already the API's address; give another", c.MetricsListen))
+		} else if c.NoMetrics {
+			errs = append(errs, fmt.Errorf("--metrics-listen with --no-metrics: there would be nothing to serve"))
+		}
+	}
+	if c.MetricsStatsInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--metrics-stats-interval %s: must be positive", c.MetricsStatsInterval))
 	}
 	if c.OllamaListen != "" {
 		if _, _, err := net.SplitHostPort(c.OllamaListen); err != nil {

@@ -53,7 +53,7 @@ var calls = []engine.ToolCall{
 
 func routed() *openai.Route {
 	return &openai.Route{EntryNode: "n1", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n3-0", PrefillNode: "n3",
-		PrefillAddress: "10.0.0.3:7000", Forwarded: true, Time: 300 * time.Microsecond}
+		PrefillAddress: "10.0.0.3:7000", Forwarded: true, Time: 300 * time.Microsecond, Admission: 40 * time.Microsecond}
 }
 
 func TestAnswers(t *testing.T) {

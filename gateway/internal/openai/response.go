@@ -19,7 +19,8 @@ type Meta struct {
 }
 
 // Route is where a request ran: the gateway that took it, the node and instance that decoded it, the
-// prefill endpoint the router offered first, whether it was forwarded, and what routing took.
+// prefill endpoint the router offered first, whether it was forwarded, what routing took (on the gateway the
+// client called) and the wait for an admission slot (on the gateway that ran it).
 type Route struct {
 	EntryNode       string
 	DecodeNode      string
@@ -29,6 +30,7 @@ type Route struct {
 	PrefillAddress  string
 	Forwarded       bool
 	Time            time.Duration
+	Admission       time.Duration
 }
 
 // Result accumulates one choice of a generation for a non-streamed response.
@@ -214,6 +216,7 @@ func AppendTimings(dst []byte, t engine.Timings, route *Route) []byte {
 		dst = append(dst, `,"forwarded":`...)
 		dst = strconv.AppendBool(dst, route.Forwarded)
 		dst = field(dst, "routing_ms", route.Time)
+		dst = field(dst, "admission_ms", route.Admission)
 		dst = append(dst, '}')
 	}
 	return append(dst, '}')

@@ -12,6 +12,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -181,7 +182,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 
 	var d *decision
 	route := &openai.Route{EntryNode: s.reg.Node()}
-	rec := s.recent.open(c, g, route)
+	rec := s.recent.open(c, g, route, s.metrics)
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		var err error
 		if d, err = s.fromPinned(hop, requestID); err != nil {
@@ -226,20 +227,26 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	g.request.PrefillEndpoints = engineEndpoints(d.PrefillEndpoints)
 	s.staticPrefill(g)
 
-	if err := s.limiter.acquire(ctx); err != nil {
+	wait, err := s.admit(ctx)
+	if err != nil {
 		return err
 	}
+	route.Admission = wait
 	g.request.RequestID = requestID
 	g.request.InstanceID = in.Desc.InstanceID
 	meta := openai.Meta{
 		ID: g.idPrefix + requestID, Created: time.Now().Unix(), Model: g.model, Fingerprint: fingerprint(in.Desc),
 		Route: route,
 	}
+	var obs *metrics.Generation
+	if rec != nil && s.metrics != nil {
+		obs = s.metrics.StartGeneration(rec.api, rec.model, arrival(c))
+	}
 
 	if !g.stream {
 		// Generate on this goroutine: nothing is committed until the whole answer is there.
 		res := openai.NewResults(g.request.N)
-		err := s.generate(ctx, in, g.request, func(ev engine.Event) error {
+		err := s.generate(ctx, in, g.request, obs, func(ev engine.Event) error {
 			releaseBody(c) // the engine has the request
 			res.Add(ev)
 			return nil
@@ -258,13 +265,19 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 			return openai.Internal("the engine ended the generation without a final event for every choice")
 		}
 		rec.answered(res)
+		timing := gatewayTiming(make([]byte, 0, 256), route)
+		if res[0].Final != nil {
+			timing = engineTiming(timing, res[0].Final.Timings)
+		}
+		setServerTiming(c, timing)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(g.dialect.answer(nil, meta, res))
 	}
 
-	r := s.start(ctx, cancel, in, g.request)
+	r := s.start(ctx, cancel, in, g.request, obs)
 	// Errors before the first event are HTTP errors with their own status.
 	first, ok := <-r.events
+	firstEvent := time.Since(arrival(c))
 	releaseBody(c) // the engine has the request
 	if !ok {
 		return s.runError(ctx, watch, r.err)
@@ -278,6 +291,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	c.Set(fiber.HeaderContentType, g.dialect.streamType())
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
+	setServerTiming(c, appendServerTiming(gatewayTiming(make([]byte, 0, 96), route), "first_event", firstEvent))
 	conn := c.Context().Conn()
 	handedOver = true
 	sw := &streamWriter{
@@ -321,7 +335,7 @@ func fingerprint(d engine.Description) string {
 
 // generate runs a generation on the engine, counting it against the instance's load and the admission slot
 // the caller acquired, which it releases.
-func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, emit func(engine.Event) error) error {
+func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, obs *metrics.Generation, emit func(engine.Event) error) error {
 	s.reg.begin(in)
 	defer s.reg.end(in)
 	defer s.limiter.release()
@@ -330,7 +344,7 @@ func (s *Server) generate(ctx context.Context, in *Instance, req engine.Generate
 		s.log.Warn("engine unavailable", "request_id", req.RequestID, "error", err)
 		return openai.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", req.RequestID))
 	}
-	err = e.Generate(ctx, req, emit)
+	err = e.Generate(ctx, req, observed(obs, emit))
 	if ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
 		err = s.engineUnavailable(req.RequestID, gen, err)
 	}
@@ -361,11 +375,11 @@ func (s *Server) engineUnavailable(requestID string, gen uint64, err error) erro
 
 // start runs a generation on its own goroutine, for a stream: its events arrive on a buffered channel, so the
 // engine rarely waits on the HTTP side; when it does, that is the backpressure of a slow client.
-func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest) *run {
+func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest, obs *metrics.Generation) *run {
 	r := &run{events: make(chan engine.Event, 256), cancel: cancel}
 	go func() {
 		defer close(r.events)
-		r.err = s.generate(ctx, in, req, func(ev engine.Event) error {
+		r.err = s.generate(ctx, in, req, obs, func(ev engine.Event) error {
 			select {
 			case r.events <- ev:
 				return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
@@ -30,6 +31,7 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 	snap := s.snaps.agent.Snapshot()
 	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), d.DecodeNode)
 	if !ok {
+		s.metrics.HopSent(metrics.HopUnreachable, 0)
 		s.log.Warn("forward: no API address for the decode node", "request_id", requestID, "node", d.DecodeNode)
 		return false, nil
 	}
@@ -45,14 +47,17 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 	<-sent
 	if err != nil {
 		if ctx.Err() != nil {
+			s.metrics.HopSent(metrics.HopCancelled, 0)
 			return true, s.runError(ctx, watch, err)
 		}
+		s.metrics.HopSent(metrics.HopUnreachable, 0)
 		s.log.Warn("forward: the owner did not answer", "request_id", requestID, "node", d.DecodeNode, "address", hostPort, "error", err)
 		return false, nil
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway {
 		detail, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
+		s.metrics.HopSent(metrics.HopUnavailable, 0)
 		s.log.Warn("forward: the owner could not take the request", "request_id", requestID, "node", d.DecodeNode,
 			"status", resp.StatusCode, "answer", string(detail))
 		return false, nil
@@ -65,12 +70,23 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 		}
 	}
 	c.Set("X-Duet-Forwarded-To", d.DecodeNode)
+	// The trace: the owner's phases, then this gateway's (routing, and the hop until the owner's headers).
+	if v := resp.Header.Get(headerServerTiming); v != "" && len(v) <= 1024 {
+		c.Set(headerServerTiming, v)
+	}
+	setServerTiming(c, appendServerTiming(appendServerTiming(make([]byte, 0, 64), "route", g.routeTime), "forward", hop))
 	if !g.stream || resp.Header.Get(fiber.HeaderContentType) != g.dialect.streamType() {
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
 		if err != nil {
+			if ctx.Err() != nil {
+				s.metrics.HopSent(metrics.HopCancelled, 0)
+			} else {
+				s.metrics.HopSent(metrics.HopBroken, 0)
+			}
 			return true, s.runError(ctx, watch, fmt.Errorf("reading the answer of node %s: %w", d.DecodeNode, err))
 		}
+		s.metrics.HopSent(metrics.HopAnswered, hop)
 		s.log.Debug("forwarded", "request_id", requestID, "node", d.DecodeNode, "status", resp.StatusCode, "first_byte", hop)
 		s.recent.forwarded(c, d, body)
 		return true, c.Send(body)
@@ -80,6 +96,8 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 	conn := c.Context().Conn()
 	tap := s.recent.forwardedStream(c, d)
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		outcome := metrics.HopCancelled // unless the stream ends or breaks
+		defer func() { s.metrics.HopSent(outcome, hop) }()
 		defer tap.streamEnded()
 		defer resp.Body.Close()
 		defer func() { watch.stop() }()
@@ -98,7 +116,10 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 			if rerr == nil {
 				continue
 			}
-			if !errors.Is(rerr, io.EOF) && ctx.Err() == nil {
+			if errors.Is(rerr, io.EOF) {
+				outcome = metrics.HopAnswered
+			} else if ctx.Err() == nil {
+				outcome = metrics.HopBroken
 				// The owner died mid-stream: the client hears an error, not a stream that just stops.
 				s.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
 				e := openai.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -124,6 +125,10 @@ type recentEntry struct {
 	g     *generation   // for its routing time
 	n     int           // choices
 
+	// For the metrics: the series the request counts in (api, model label), and the gateway's metrics.
+	m          *metrics.Metrics
+	api, model string
+
 	// streaming: a stream writer records the request when it ends, not the handler.
 	streaming atomic.Bool
 
@@ -138,12 +143,15 @@ type recentEntry struct {
 }
 
 // open starts recording a generation that serve runs.
-func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route) *recentEntry {
+func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route, m *metrics.Metrics) *recentEntry {
 	// fiber's strings point into buffers it reuses for the next request: the record keeps copies.
 	e := &recentEntry{ring: r, route: route, g: g, n: max(g.request.N, 1), rec: recentRequest{
 		RequestID: cut(requestIDOf(c), maxRecentString), Path: cut(c.Path(), maxRecentString), Model: cut(g.model, maxRecentString),
-		Stream: g.stream, Node: route.EntryNode, Hop: c.Locals(hopRouteKey) != nil, Start: time.Now(),
+		Stream: g.stream, Node: route.EntryNode, Hop: c.Locals(hopRouteKey) != nil, Start: arrival(c),
 	}}
+	if m != nil {
+		e.m, e.api, e.model = m, apiOf(c.Path()), m.Model(g.model)
+	}
 	c.Locals(recentKey, e)
 	return e
 }
@@ -183,11 +191,14 @@ func (e *recentEntry) setTimings(t engine.Timings) {
 }
 
 // finish records a request when its handler returns (accessLog calls it for every request), unless a
-// stream's writer records it.
-func (r *recentRequests) finish(c *fiber.Ctx, status int, err error) {
+// stream's writer records it. It reports whether the request is a generation's (recorded now or later).
+func (r *recentRequests) finish(c *fiber.Ctx, status int, err error) bool {
 	e := recentOf(c)
-	if e == nil || e.streaming.Load() {
-		return
+	if e == nil {
+		return false
+	}
+	if e.streaming.Load() {
+		return true
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -196,6 +207,7 @@ func (r *recentRequests) finish(c *fiber.Ctx, status int, err error) {
 		e.rec.Error = cut(toAPIError(err).Message, maxRecentError)
 	}
 	e.record()
+	return true
 }
 
 // record adds the request to the ring, once. Call with mu held.
@@ -220,6 +232,17 @@ func (e *recentEntry) record() {
 	}
 	e.g = nil // the record outlives the request; the generation must not
 	e.ring.add(e.rec)
+	if e.m == nil {
+		return
+	}
+	switch {
+	case !e.rec.Hop:
+		e.m.Request(e.api, e.model, e.rec.Status, time.Since(e.rec.Start))
+	case e.rec.Status < 400:
+		e.m.HopReceived(metrics.HopOK)
+	default:
+		e.m.HopReceived(metrics.HopError)
+	}
 }
 
 // encoder wraps a local stream's encoder to watch its tokens, finals and failure; the stream's writer records

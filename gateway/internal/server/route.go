@@ -11,6 +11,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/prefixhash"
@@ -89,7 +90,17 @@ func (s *Server) decide(ctx context.Context, g *generation, requestID string, ex
 		SourceNode: snap.Self, MaxTokens: g.request.Sampling.MaxTokens, Exclude: exclude,
 	}, snap)
 	release()
-	g.routeTime += time.Since(start)
+	took := time.Since(start)
+	g.routeTime += took
+	if s.metrics != nil {
+		outcome := metrics.Routed
+		if errors.Is(err, router.ErrNoCandidate) {
+			outcome = metrics.NoCandidate
+		} else if err != nil {
+			outcome = metrics.RouteError
+		}
+		s.metrics.RouterDecision(took, outcome)
+	}
 	if errors.Is(err, router.ErrNoCandidate) {
 		return nil, openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", g.model))
 	}

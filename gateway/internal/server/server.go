@@ -20,6 +20,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/serfcluster"
@@ -108,7 +109,8 @@ type Server struct {
 	log       *slog.Logger
 	stopLoad  chan struct{}
 	started   time.Time
-	recent    recentRequests // for the dashboard
+	recent    recentRequests   // for the dashboard
+	metrics   *metrics.Metrics // nil: none
 }
 
 // RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
@@ -129,6 +131,9 @@ type Deps struct {
 	// HopKeys verify hops from other gateways (current first); nil: an unauthenticated cluster.
 	HopKeys [][]byte
 	Status  StatusFunc
+	// Metrics, when set, counts what the server does and is served at GET /metrics (behind the API key, when
+	// one is set; a --metrics-listen listener serves it without).
+	Metrics *metrics.Metrics
 }
 
 // New builds the server. Call Listen or Serve to run it.
@@ -138,7 +143,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s := &Server{
 		cfg: cfg, reg: d.Registry, engines: d.Engines, routers: d.Routers, swap: d.Swapper, fwd: d.Forward,
-		status: d.Status, log: cfg.Logger,
+		status: d.Status, log: cfg.Logger, metrics: d.Metrics,
 		snaps:    &snapshots{reg: d.Registry, agent: d.Agent},
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
@@ -197,6 +202,11 @@ func (s *Server) routes() {
 	// Peers pull this node's cluster tables here; in an encrypted cluster the answer is sealed with the gossip
 	// key, so it needs no API key.
 	s.app.Get(serfcluster.StatePath, adaptor.HTTPHandler(s.snaps.agent.StateHandler()))
+	if s.metrics != nil {
+		// Prometheus scrapes with a bearer token (scrape_config's authorization), so /metrics takes an API key
+		// like every read; a --metrics-listen listener serves it without one, for a private network.
+		s.app.Get("/metrics", s.auth, adaptor.HTTPHandler(s.metrics.Handler()))
+	}
 	v1 := s.app.Group("/v1", s.authOrHop, s.readBody, s.verifyHop)
 	v1.Post("/chat/completions", s.chatCompletions)
 	v1.Post("/completions", s.completions)
@@ -305,7 +315,9 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 	s.log.Log(context.Background(), level, "request",
 		"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
 		"duration", time.Since(start), "remote", c.IP())
-	s.recent.finish(c, status, err)
+	if !s.recent.finish(c, status, err) && s.metrics != nil {
+		s.countUnserved(c, status)
+	}
 	return err
 }
 
@@ -371,11 +383,13 @@ func (s *Server) authOrHop(c *fiber.Ctx) error {
 		return s.auth(c)
 	}
 	if n, err := strconv.Atoi(h); err != nil || n < 1 || n > forward.MaxHops {
+		s.metrics.HopReceived(metrics.HopRefused)
 		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
 			Message: fmt.Sprintf("The request has been forwarded %q times; a gateway forwards a request at most once.", h)}
 	}
 	route, err := forward.DecodeRoute(c.Get(forward.HeaderRoute))
 	if err != nil {
+		s.metrics.HopReceived(metrics.HopRefused)
 		return openai.BadRequest("", "a forwarded request with a bad route: %v", err)
 	}
 	if s.hops == nil {
@@ -394,6 +408,7 @@ func (s *Server) verifyHop(c *fiber.Ctx) error {
 	}
 	if err := s.hops.Verify(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader),
 		c.Get(forward.HeaderRoute), c.Body()); err != nil {
+		s.metrics.HopReceived(metrics.HopRefused)
 		s.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
 		return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
 	}
