@@ -85,6 +85,26 @@ func TestParse(t *testing.T) {
 		}},
 		{name: "ollama listener without a port", args: []string{"--ollama-listen", "localhost"}, err: "--ollama-listen"},
 		{name: "ollama listener on the API's address", args: []string{"--listen", "127.0.0.1:9000", "--ollama-listen", "127.0.0.1:9000"}, err: "--ollama-listen"},
+		{name: "metrics listener", env: map[string]string{"DUET_METRICS_LISTEN": "127.0.0.1:9464", "DUET_METRICS_STATS_INTERVAL": "5s"},
+			check: func(t *testing.T, c Config) {
+				if c.MetricsListen != "127.0.0.1:9464" || c.MetricsStatsInterval != 5*time.Second || c.NoMetrics {
+					t.Errorf("MetricsListen %q, MetricsStatsInterval %s, NoMetrics %v", c.MetricsListen, c.MetricsStatsInterval, c.NoMetrics)
+				}
+			}},
+		{name: "metrics on by default", check: func(t *testing.T, c Config) {
+			if c.NoMetrics || c.MetricsListen != "" || c.MetricsStatsInterval != time.Second {
+				t.Errorf("NoMetrics %v, MetricsListen %q, MetricsStatsInterval %s", c.NoMetrics, c.MetricsListen, c.MetricsStatsInterval)
+			}
+		}},
+		{name: "metrics off", args: []string{"--no-metrics"}, check: func(t *testing.T, c Config) {
+			if !c.NoMetrics {
+				t.Error("--no-metrics did not set NoMetrics")
+			}
+		}},
+		{name: "metrics listener without a port", args: []string{"--metrics-listen", "localhost"}, err: "--metrics-listen"},
+		{name: "metrics listener on the API's address", args: []string{"--listen", "127.0.0.1:9000", "--metrics-listen", "127.0.0.1:9000"}, err: "--metrics-listen"},
+		{name: "metrics listener without metrics", args: []string{"--no-metrics", "--metrics-listen", "127.0.0.1:9464"}, err: "--no-metrics"},
+		{name: "stats interval zero", args: []string{"--metrics-stats-interval", "0s"}, err: "--metrics-stats-interval"},
 		{name: "short checksum", args: []string{"--engine-sha256", "abcd"}, err: "64 hex digits"},
 		{name: "not hex", args: []string{"--router-sha256", strings.Repeat("zz", 32)}, err: "--router-sha256"},
 	}
