@@ -46,7 +46,7 @@ func (o *parsedOutput) Flush() (runner.Delta, []engine.ToolCall, error) {
 			continue
 		}
 		bad = append(bad, e.Error())
-		o.log.Warn("the model wrote a tool call that cannot be used", "request", o.request, "error", e, "text", e.Text)
+		o.log.Warn("the model wrote a tool call that cannot be used", "request_id", o.request, "error", e, "text", e.Text)
 	}
 	if len(bad) > 0 {
 		return d, calls, engine.Errorf(engine.CodeInvalidOutput, "the model wrote a tool call that cannot be used: %s", strings.Join(bad, "; "))

@@ -145,7 +145,11 @@ func (r *Runner) exportProgress(s *seq) {
 		r.endExport(s)
 		// total_tokens counts the positions sent per layer, as exo's server does: the prompt less start_pos.
 		if err := e.w.Done(len(s.req.Prompt) - e.startPos); err != nil {
-			r.cfg.Logger.Debug("KV export: the client did not get done", "request", s.req.ID, "error", err)
+			r.cfg.Logger.Debug("KV export: the client did not get done", "request_id", s.req.ID, "error", err)
+		} else {
+			// Under the decode side's request id, which the KV request carries: one id across both nodes' logs.
+			r.cfg.Logger.Debug("KV export done", "request_id", s.req.ID, "tokens", len(s.req.Prompt)-e.startPos,
+				"start_pos", e.startPos, "took", time.Since(s.req.Arrived))
 		}
 	}
 }

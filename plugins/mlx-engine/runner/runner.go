@@ -380,7 +380,7 @@ func (r *Runner) collectFetches() {
 			case s.req.Remote.Required && s.ctx.Err() == nil:
 				r.finish(s, engine.FinishError, engine.Errorf(engine.CodeUnavailable, "remote prefill failed: %v", res.err))
 			case s.ctx.Err() == nil:
-				r.cfg.Logger.Warn("remote prefill failed; prefilling locally", "request", s.req.ID, "error", res.err)
+				r.cfg.Logger.Warn("remote prefill failed; prefilling locally", "request_id", s.req.ID, "error", res.err)
 			}
 		default:
 		}
