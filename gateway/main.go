@@ -188,7 +188,7 @@ func run(ctx context.Context, cfg config.Config) error {
 
 	reg := server.NewRegistry(server.RegistryConfig{
 		Node: nodeID, Engine: cfg.Engine, Agent: agent, Defaults: cfg.EngineOptions, KVHost: kvHost(listenHost, apiAddr),
-		Logger: log,
+		CalibrateTokens: cfg.CalibrateTokens, Logger: log,
 	})
 	for _, m := range cfg.Models {
 		reg.AddSpec(server.InstanceSpec{Model: m})
@@ -202,6 +202,12 @@ func run(ctx context.Context, cfg config.Config) error {
 
 	// The server answers while the engine starts (peers pull this node's state; /healthz says "starting").
 	engines := &lateEngines{}
+	if cfg.PD != "" {
+		// router-disagg reads its settings from the environment, in process and as a plugin (which inherits it).
+		if err := os.Setenv("DUET_DISAGG_PD", cfg.PD); err != nil {
+			return err
+		}
+	}
 	routers := &routerSwapper{log: log, sockets: sockets, logLevel: cfg.LogLevel, subprocess: cfg.RouterSubprocess}
 	initial, err := routers.start(ctx, cfg.Router, cfg.RouterSHA256)
 	if err != nil {
@@ -224,6 +230,7 @@ func run(ctx context.Context, cfg config.Config) error {
 	var srv *server.Server // set before anything is served, so before the first scrape reads it
 	if !cfg.NoMetrics {
 		m = newMetrics(cfg, nodeID, agent, engines, func() *server.Server { return srv }, pluginStatus)
+		agent.Speeds().OnEstimateError(m.EstimateError) // PD auto's estimates against what happened
 	}
 	srv = server.New(cfg.Server, server.Deps{
 		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,

@@ -59,6 +59,9 @@ type Agent struct {
 	published map[string]serfcluster.Instance // this node's instances as last written
 
 	conv converter
+
+	speedsOnce sync.Once
+	speeds     *Speeds
 }
 
 // Start joins (or founds) the cluster. The agent is ready to publish at once; joining goes on in the

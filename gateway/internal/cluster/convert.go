@@ -65,6 +65,7 @@ func (c *converter) convert(s *serfcluster.Snapshot) *router.Snapshot {
 		next[in.ID] = ci
 		ri := ci.ri
 		ri.Load = router.Load{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt}
+		ri.Speed = RouterSpeed(in.Load.Speed)
 		out.Instances = append(out.Instances, ri)
 	}
 	c.instances = next
@@ -150,6 +151,7 @@ func RouterInstance(in serfcluster.Instance) router.Instance {
 		ID: in.ID, Model: in.Model, Node: string(in.Node), Engine: in.Engine, Backend: f.Backend,
 		Role: string(in.Role), Status: string(in.Status), KVEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint,
 		KVCompat: f.KVCompat, ContextLength: f.ContextLength,
-		Load: router.Load{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt},
+		Load:  router.Load{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt},
+		Speed: RouterSpeed(in.Load.Speed),
 	}
 }

@@ -34,6 +34,12 @@ type Config struct {
 	RouterSubprocess bool
 	// EngineOptions are passed to the engine's Load.
 	EngineOptions map[string]string
+	// PD is how the built-in router decides where long prompts are prefilled: "threshold" (exo's rule) or
+	// "auto" (by estimated time from measured speeds); empty leaves the router's own setting
+	// (DUET_DISAGG_PD). CalibrateTokens is the length of the calibration run after each model load (0: none;
+	// by default 512 with --pd auto and none otherwise).
+	PD              string
+	CalibrateTokens int
 	// NodeID is this node's id in the cluster; empty: the one kept in DataDir (created on first start).
 	NodeID  string
 	DataDir string
@@ -156,6 +162,20 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
 	fs.BoolVar(&c.RouterSubprocess, "router-subprocess", env("DUET_ROUTER_SUBPROCESS", "") == "true", "run a built-in router as a plugin subprocess rather than in the gateway's process [DUET_ROUTER_SUBPROCESS]")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
+	fs.StringVar(&c.PD, "pd", env("DUET_PD", ""), "where long prompts are prefilled: threshold (remote from 1000 uncached tokens, as exo) or auto (by estimated time from measured speeds) [DUET_PD]")
+	calibrate := -1 // unset: by --pd
+	calibrateSet := func(s string) error {
+		if _, err := fmt.Sscan(s, &calibrate); err != nil || calibrate < 0 {
+			return fmt.Errorf("want a count ≥ 0")
+		}
+		return nil
+	}
+	fs.Func("pd-calibrate-tokens", "prompt tokens of the calibration run after each model load, which seeds its measured speeds; 0: none (default 512 with --pd auto, else 0) [DUET_PD_CALIBRATE_TOKENS]", calibrateSet)
+	if v := getenv("DUET_PD_CALIBRATE_TOKENS"); v != "" {
+		if err := calibrateSet(v); err != nil {
+			envErrs = append(envErrs, fmt.Errorf("DUET_PD_CALIBRATE_TOKENS=%q: %v", v, err))
+		}
+	}
 	fs.StringVar(&c.NodeID, "node-id", env("DUET_NODE_ID", ""), "this gateway's node id in the cluster (default: one created once and kept in --data-dir) [DUET_NODE_ID]")
 	fs.StringVar(&c.OllamaListen, "ollama-listen", env("DUET_OLLAMA_LISTEN", ""), "a second address to serve the API on, e.g. Ollama's 127.0.0.1:11434, where Ollama apps find /api without a setting (TLS as --listen) [DUET_OLLAMA_LISTEN]")
 	fs.StringVar(&c.TLSCert, "tls-cert", env("DUET_TLS_CERT", ""), "PEM certificate (chain) to serve the API over TLS; needs --tls-key [DUET_TLS_CERT]")
@@ -235,11 +255,36 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		}
 		c.EngineOptions[k] = v
 	}
+	c.CalibrateTokens = calibrate
+	if calibrate < 0 {
+		c.CalibrateTokens = 0
+		if c.PD == PDAuto {
+			c.CalibrateTokens = DefaultCalibrateTokens
+		}
+	}
+	if _, set := c.EngineOptions["remote_prefill_threshold"]; c.PD == PDAuto && !set {
+		// The router decides; the engine's own threshold (1000) would overrule it below. It stays to keep a
+		// prompt the engine finds mostly cached local.
+		c.EngineOptions["remote_prefill_threshold"] = "256"
+	}
 	return c, c.validate()
 }
 
+// PD modes and the calibration run's default length.
+const (
+	PDThreshold            = "threshold"
+	PDAuto                 = "auto"
+	DefaultCalibrateTokens = 512
+)
+
 func (c Config) validate() error {
 	var errs []error
+	if c.PD != "" && c.PD != PDThreshold && c.PD != PDAuto {
+		errs = append(errs, fmt.Errorf("--pd %q: want %s or %s", c.PD, PDThreshold, PDAuto))
+	}
+	if c.CalibrateTokens > 1<<16 {
+		errs = append(errs, fmt.Errorf("--pd-calibrate-tokens %d: at most %d", c.CalibrateTokens, 1<<16))
+	}
 	for _, m := range c.Models {
 		if m == "" {
 			errs = append(errs, errors.New("--model must not be empty"))

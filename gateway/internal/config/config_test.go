@@ -105,6 +105,26 @@ func TestParse(t *testing.T) {
 		{name: "metrics listener on the API's address", args: []string{"--listen", "127.0.0.1:9000", "--metrics-listen", "127.0.0.1:9000"}, err: "--metrics-listen"},
 		{name: "metrics listener without metrics", args: []string{"--no-metrics", "--metrics-listen", "127.0.0.1:9464"}, err: "--no-metrics"},
 		{name: "stats interval zero", args: []string{"--metrics-stats-interval", "0s"}, err: "--metrics-stats-interval"},
+		{name: "pd auto", args: []string{"--pd", "auto"}, check: func(t *testing.T, c Config) {
+			if c.PD != PDAuto || c.CalibrateTokens != DefaultCalibrateTokens || c.EngineOptions["remote_prefill_threshold"] != "256" {
+				t.Errorf("PD %q, CalibrateTokens %d, engine options %v", c.PD, c.CalibrateTokens, c.EngineOptions)
+			}
+		}},
+		{name: "pd auto keeps a given engine threshold and calibration", args: []string{"--pd", "auto", "--engine-opt", "remote_prefill_threshold=600"},
+			env: map[string]string{"DUET_PD_CALIBRATE_TOKENS": "0"},
+			check: func(t *testing.T, c Config) {
+				if c.CalibrateTokens != 0 || c.EngineOptions["remote_prefill_threshold"] != "600" {
+					t.Errorf("CalibrateTokens %d, engine options %v", c.CalibrateTokens, c.EngineOptions)
+				}
+			}},
+		{name: "pd by default", check: func(t *testing.T, c Config) {
+			if c.PD != "" || c.CalibrateTokens != 0 || c.EngineOptions["remote_prefill_threshold"] != "" {
+				t.Errorf("PD %q, CalibrateTokens %d, engine options %v", c.PD, c.CalibrateTokens, c.EngineOptions)
+			}
+		}},
+		{name: "unknown pd mode", args: []string{"--pd", "smart"}, err: "--pd"},
+		{name: "negative calibration", args: []string{"--pd-calibrate-tokens", "-1"}, err: "pd-calibrate-tokens"},
+		{name: "huge calibration", env: map[string]string{"DUET_PD_CALIBRATE_TOKENS": "1000000"}, err: "--pd-calibrate-tokens"},
 		{name: "short checksum", args: []string{"--engine-sha256", "abcd"}, err: "64 hex digits"},
 		{name: "not hex", args: []string{"--router-sha256", strings.Repeat("zz", 32)}, err: "--router-sha256"},
 	}

@@ -97,9 +97,10 @@ type Metrics struct {
 	hopSeconds      prometheus.Observer
 
 	// The outcome children, resolved in New (read only after): the hot path does not hash label values.
-	decisionsBy  map[string]prometheus.Counter
-	admissionsBy map[string]prometheus.Counter
-	hopsBy       map[[2]string]prometheus.Counter
+	estimateError *prometheus.HistogramVec
+	decisionsBy   map[string]prometheus.Counter
+	admissionsBy  map[string]prometheus.Counter
+	hopsBy        map[[2]string]prometheus.Counter
 
 	// Children resolved once per label set: the request path looks each up in a sync.Map, not through the
 	// vectors' hashing of label values.
@@ -205,6 +206,15 @@ func New(src Sources) *Metrics {
 	m.hopSeconds = histogram("duet_forward_duration_seconds",
 		"Sent hops: from sending to the owner's answer starting (its headers; for a whole answer, the generation).",
 		ttftBuckets).WithLabelValues()
+
+	m.estimateError = histogram("duet_pd_estimate_error_ratio",
+		"How far the router's estimate of a request it placed by estimated time (router-disagg's PD auto) was from its timings: (actual − estimate) / estimate, by placement (local or remote prefill) and phase (total or first_token); observed by the gateway that decided and ran it.",
+		estimateBuckets, "placement", "phase")
+	for _, p := range []string{"local", "remote"} {
+		for _, ph := range []string{"total", "first_token"} {
+			m.estimateError.WithLabelValues(p, ph)
+		}
+	}
 
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "duet_build_info", Help: "Always 1: this gateway's version and node id."}, []string{"version", "node"})
 	build.WithLabelValues(src.Version, src.Node).Set(1)
@@ -397,6 +407,18 @@ func (g *Generation) Final(choice int, f *engine.Final) {
 	if r.FallbackReason != "" {
 		s.fallbacks[FallbackClass(r.FallbackReason)].Inc()
 	}
+}
+
+// estimateBuckets bound relative errors: 0.1 is 10% slower than estimated, −0.5 twice as fast.
+var estimateBuckets = []float64{-0.75, -0.5, -0.25, -0.1, -0.05, 0, 0.05, 0.1, 0.25, 0.5, 1, 2, 4}
+
+// EstimateError observes the relative error of one estimate: placement "local" or "remote", phase "total"
+// or "first_token" (other values are dropped: the labels stay a fixed set).
+func (m *Metrics) EstimateError(placement, phase string, relErr float64) {
+	if m == nil || placement != "local" && placement != "remote" || phase != "total" && phase != "first_token" {
+		return
+	}
+	m.estimateError.WithLabelValues(placement, phase).Observe(relErr)
 }
 
 // RouterDecision observes one Route call.

@@ -64,6 +64,46 @@ func TestNil(t *testing.T) {
 	m.Admission(0, Admitted)
 	m.HopSent(HopAnswered, time.Millisecond)
 	m.HopReceived(HopOK)
+	m.EstimateError("remote", "total", 0.1)
+}
+
+// TestEstimateError: estimate errors go into a histogram per placement and phase; other label values are
+// dropped, so the series stay a fixed set.
+func TestEstimateError(t *testing.T) {
+	m := testMetrics(t, Sources{})
+	m.EstimateError("remote", "total", 0.2)
+	m.EstimateError("remote", "total", -0.3)
+	m.EstimateError("local", "first_token", 0.01)
+	m.EstimateError("elsewhere", "total", 1)
+	m.EstimateError("local", "decode", 1)
+	if n := testutil.CollectAndCount(m.estimateError); n != 4 {
+		t.Errorf("%d estimate error series, want 4 (2 placements × 2 phases)", n)
+	}
+	mfs, err := m.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() != "duet_pd_estimate_error_ratio" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["placement"] == "remote" && labels["phase"] == "total" {
+				found = true
+				if h := s.GetHistogram(); h.GetSampleCount() != 2 || h.GetSampleSum() > -0.0999 || h.GetSampleSum() < -0.1001 {
+					t.Errorf("remote total: %d samples summing to %v, want 2 summing to −0.1", h.GetSampleCount(), h.GetSampleSum())
+				}
+			}
+		}
+	}
+	if !found {
+		t.Error("no remote total series")
+	}
 }
 
 // TestModelLabel: a client's model name is a label value only when the cluster serves it, and at most

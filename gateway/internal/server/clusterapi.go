@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"sort"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
+	"github.com/duet-ai/duet/sdk/router"
 	"github.com/duet-ai/duet/serfcluster"
 )
 
@@ -97,7 +99,78 @@ type instanceView struct {
 	KV               *kvView                    `json:"kv,omitempty"`
 	MaxBytesPerToken int                        `json:"max_bytes_per_token,omitempty"`
 	Load             loadView                   `json:"load"`
+	// Speed is what the instance's node measured of it (absent until it measured anything).
+	Speed *speedView `json:"speed,omitempty"`
 }
+
+// speedView is an instance's measured speed: prompt tokens per second by prompt-length band, tokens out per
+// second, the queue wait, the KV it moves per prompt token and the goodput measured into it from each node
+// that prefilled for it.
+type speedView struct {
+	PrefillTPS      []bandView    `json:"prefill_tokens_per_second"`
+	DecodeTPS       float64       `json:"decode_tokens_per_second,omitempty"`
+	QueueWaitMs     float64       `json:"queue_wait_ms"`
+	KVBytesPerToken int64         `json:"kv_bytes_per_token,omitempty"`
+	IngestBPS       float64       `json:"ingest_bytes_per_second,omitempty"`
+	Ingress         []ingressView `json:"kv_ingress,omitempty"`
+	Samples         int64         `json:"samples"`
+}
+
+type bandView struct {
+	// From and To bound the band's prompt lengths in tokens; To 0 is unbounded.
+	From, To int
+	TPS      float64 `json:"tokens_per_second"`
+}
+
+func (b bandView) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		From int     `json:"from_tokens"`
+		To   int     `json:"to_tokens,omitempty"`
+		TPS  float64 `json:"tokens_per_second"`
+	}{b.From, b.To, math.Round(b.TPS*10) / 10})
+}
+
+type ingressView struct {
+	From           string  `json:"from_node"`
+	BytesPerSecond float64 `json:"bytes_per_second"`
+	RTTMs          float64 `json:"rtt_ms,omitempty"`
+	Samples        int64   `json:"samples"`
+}
+
+func speedViewOf(sp *serfcluster.Speed) *speedView {
+	if sp == nil {
+		return nil
+	}
+	v := &speedView{
+		DecodeTPS: math.Round(sp.DecodeTPS*10) / 10, QueueWaitMs: float64(sp.QueueWait.Microseconds()) / 1000,
+		KVBytesPerToken: sp.KVBytesPerToken, IngestBPS: math.Round(sp.IngestBPS), Samples: sp.Samples,
+	}
+	from := 0
+	for i, tps := range sp.PrefillTPS {
+		b := bandView{From: from, TPS: tps}
+		if i < len(speedBandLimits) {
+			b.To = speedBandLimits[i]
+			from = b.To
+		}
+		v.PrefillTPS = append(v.PrefillTPS, b)
+	}
+	for _, l := range sp.Ingress {
+		v.Ingress = append(v.Ingress, ingressView{From: string(l.From), BytesPerSecond: math.Round(l.BytesPerSecond),
+			RTTMs: float64(l.RTT.Microseconds()) / 1000, Samples: l.Samples})
+	}
+	return v
+}
+
+// speedBandLimits are router.PrefillBand's bounds, for the view.
+var speedBandLimits = func() []int {
+	var out []int
+	for n, b := 1, 0; n < 1<<30 && len(out) < router.PrefillBands-1; n++ {
+		if nb := router.PrefillBand(n); nb != b {
+			out, b = append(out, n), nb
+		}
+	}
+	return out
+}()
 
 type kvView struct {
 	Layers        int    `json:"layers"`
@@ -121,6 +194,7 @@ func viewOf(in serfcluster.Instance) instanceView {
 		ContextLength: f.ContextLength, KVEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, KVCompat: f.KVCompat,
 		MaxBytesPerToken: f.MaxBytesPerToken,
 		Load:             loadView{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt},
+		Speed:            speedViewOf(in.Load.Speed),
 	}
 	if f.KV.NumLayers > 0 {
 		v.KV = &kvView{Layers: f.KV.NumLayers, KVHeads: f.KV.NumKVHeads, HeadDim: f.KV.HeadDim, DType: f.KV.DType,
@@ -137,10 +211,14 @@ func (s *Server) listInstances(c *fiber.Ctx) error {
 		v := viewOf(in)
 		if n, ok := local[in.ID]; ok && string(in.Node) == s.reg.Node() {
 			v.Load.InFlight = n // exact here; gossip lags
+			if sp, ok := s.snaps.agent.Speeds().Speed(in.ID); ok {
+				v.Speed = speedViewOf(&sp) // newest here; gossip carries it at a bounded rate
+			}
 		}
 		out = append(out, v)
 	}
-	return c.JSON(fiber.Map{"instances": out})
+	// How far this gateway's estimates (PD auto) were from what happened, by placement.
+	return c.JSON(fiber.Map{"instances": out, "estimate_errors": s.snaps.agent.Speeds().EstimateErrors()})
 }
 
 type createInstanceBody struct {

@@ -215,6 +215,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	}
 	in := d.local
 	rec.decided(d)
+	s.expectEstimate(requestID, d)
 	if err := supports(in.Desc, &g.request); err != nil {
 		return err
 	}
@@ -339,6 +340,8 @@ func (s *Server) generate(ctx context.Context, in *Instance, req engine.Generate
 	s.reg.begin(in)
 	defer s.reg.end(in)
 	defer s.limiter.release()
+	emit, forget := s.observeSpeed(in, req, emit)
+	defer forget()
 	e, gen, err := s.engines.Get()
 	if err != nil {
 		s.log.Warn("engine unavailable", "request_id", req.RequestID, "error", err)

@@ -44,6 +44,8 @@ type Registry struct {
 	// defaults are the engine options every instance gets (--engine-opt), under its own.
 	defaults map[string]string
 	kvHost   string // where instances serve KV when their options do not say
+	// calibrate is how many prompt tokens a calibration run has after each load (0: none); see calibrate.
+	calibrate int
 
 	mu        sync.RWMutex
 	specs     []InstanceSpec
@@ -60,7 +62,11 @@ type RegistryConfig struct {
 	// KVHost is the host instances' KV servers listen on by default (the API's host): every instance can
 	// then prefill for other nodes; a port of 0 is chosen per instance.
 	KVHost string
-	Logger *slog.Logger
+	// CalibrateTokens, when positive, runs one generation of this many prompt tokens (and a few out) on each
+	// instance once it is loaded, in the background, to seed its measured speeds (cluster.Speeds) before
+	// real requests refine them.
+	CalibrateTokens int
+	Logger          *slog.Logger
 }
 
 // NewRegistry returns a registry with no instances.
@@ -69,7 +75,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{node: cfg.Node, engineTag: cfg.Engine, agent: cfg.Agent, log: cfg.Logger, defaults: cfg.Defaults,
-		kvHost: cfg.KVHost, instances: map[string]*Instance{}}
+		kvHost: cfg.KVHost, calibrate: cfg.CalibrateTokens, instances: map[string]*Instance{}}
 }
 
 // Node is this node's id.
@@ -155,6 +161,9 @@ func (r *Registry) load(ctx context.Context, e engine.Engine, spec InstanceSpec)
 	r.publish(spec, desc, serfcluster.InstanceReady)
 	r.log.Info("model loaded", "model", desc.ModelID, "instance", desc.InstanceID, "backend", desc.Backend,
 		"architecture", desc.Architecture, "kv", desc.PrefillEndpoint)
+	if r.calibrate > 0 && r.agent != nil {
+		go r.calibrateInstance(e, in)
+	}
 	return in, nil
 }
 
