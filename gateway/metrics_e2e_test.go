@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -99,7 +100,7 @@ func TestMetrics(t *testing.T) {
 	metricsAddr, dead := freeAddr(t), freeAddr(t) // dead: nothing listens there once freeAddr returns
 	n1 := startNode(t, "127.0.0.1", port, secret, "", "--metrics-listen", metricsAddr,
 		"--engine-opt", "remote_prefill_threshold=64,kv_frame_timeout=20s,kv_advertise="+dead)
-	n2 := startNode(t, "127.0.0.2", port, secret, "127.0.0.1")
+	n2 := startNode(t, "127.0.0.2", port, secret, "127.0.0.1", "--log-level", "debug") // its KV exports
 	id1, id2 := n1.nodeID(t), n2.nodeID(t)
 	waitFor(t, 20*time.Second, "both nodes to see two ready instances", func() bool {
 		return len(n1.readyOn(t)) == 2 && len(n2.readyOn(t)) == 2
@@ -145,6 +146,7 @@ func TestMetrics(t *testing.T) {
 			t.Errorf("the forwarded answer's Server-Timing %q has no %s", timing, phase)
 		}
 	}
+	t.Logf("a forwarded remote prefill's Server-Timing: %s", timing)
 	if strings.Index(timing, "forward;") < strings.Index(timing, "total;") {
 		t.Errorf("Server-Timing %q: the entry's phases should follow the owner's", timing)
 	}
@@ -224,9 +226,12 @@ func TestMetrics(t *testing.T) {
 	if after1[`duet_engine_stats_up`] != 1 || after1[`duet_plugin_up{plugin="engine mlx-engine"}`] != 1 {
 		t.Errorf("node 1's engine is not up in its metrics")
 	}
-	// The request id followed the hop into node 1's log.
+	// The request id followed the hop into node 1's log, and the KV request into node 2's engine's.
 	if log := n1.stderr.String(); !strings.Contains(log, "request_id=metrics-forwarded") {
 		t.Errorf("node 1's log does not name the forwarded request's id")
+	}
+	if !regexp.MustCompile(`KV export done: request_id=metrics-forwarded `).MatchString(n2.stderr.String()) {
+		t.Errorf("node 2's engine did not log the KV export under the request's id")
 	}
 
 	// Node 1's engine plugin dies and is restarted: counted once, and up again.

@@ -155,7 +155,10 @@ func (s *Supervisor[T]) start(ctx context.Context) error {
 	}()
 	// The SDK's plugins exit when this process is gone (sdk/internal/pluginrpc.HostPIDEnv). go-plugin's server
 	// creates its socket in PLUGIN_UNIX_SOCKET_DIR.
-	cfg.Cmd.Env = append(cfg.Cmd.Env, "DUET_PLUGIN_HOST_PID="+strconv.Itoa(os.Getpid()), plugin.EnvUnixSocketDir+"="+sockDir)
+	// The SDK's plugins log at DUET_PLUGIN_LOG_LEVEL (sdk/internal/pluginrpc.LogLevel): the host's level, so
+	// that --log-level debug shows a plugin's debug records too (the host drops lines below it anyway).
+	cfg.Cmd.Env = append(cfg.Cmd.Env, "DUET_PLUGIN_HOST_PID="+strconv.Itoa(os.Getpid()), plugin.EnvUnixSocketDir+"="+sockDir,
+		"DUET_PLUGIN_LOG_LEVEL="+s.spec.LogLevel)
 	cfg.AutoMTLS = true
 	cfg.Stderr = tail
 	cfg.StartTimeout = s.spec.StartTimeout
