@@ -83,7 +83,7 @@ func TestBenchPDLocal(t *testing.T) {
 	}
 	dir := t.TempDir()
 	out := runBench(t, 3*time.Minute, "pd", "--local", "--model", "tiny", "--pp", "64,96", "--tg", "8", "--repeat", "1", "--allow-short",
-		"--compare-baseline", "--cooldown", "0", "--isolation-prompts", "1", "--isolation-idle", "300ms", "--quiet",
+		"--compare-baseline", "--auto", "--cooldown", "0", "--isolation-prompts", "1", "--isolation-idle", "300ms", "--quiet",
 		"--out", filepath.Join(dir, "pd.json"), "--svg", filepath.Join(dir, "pd.svg"))
 	for _, want := range []string{"pp=64  tg=8", "pp=96  tg=8", "speedup vs decode_alone:", "speedup vs prefill_alone:", "decode isolation", "pinned"} {
 		if !strings.Contains(out, want) { // "pinned" also matches "not pinned", where taskset is missing
@@ -127,9 +127,14 @@ func TestBenchPDLocal(t *testing.T) {
 			if r.PrefillSource != "local" || r.DecodedOn != rep.Setup.Decode.InstanceID {
 				t.Errorf("decode_alone: %q on %s", r.PrefillSource, r.DecodedOn)
 			}
+		case bench.PhaseAuto:
+			// Prompts this short stay where they are decoded, on the node they were sent to (PD auto's MinTokens).
+			if r.PrefillSource == "remote" || r.DecodedOn != rep.Setup.Decode.InstanceID {
+				t.Errorf("auto pp=%d: %q on %s, want a local prefill on the decode instance", r.PPTokens, r.PrefillSource, r.DecodedOn)
+			}
 		}
 	}
-	for _, p := range []string{bench.PhasePrefillAlone, bench.PhaseDisaggregated, bench.PhaseDecodeAlone} {
+	for _, p := range []string{bench.PhasePrefillAlone, bench.PhaseDisaggregated, bench.PhaseAuto, bench.PhaseDecodeAlone} {
 		if phases[p] != 2 {
 			t.Errorf("phase %s has %d runs, want 2 (two pairs, one repeat)", p, phases[p])
 		}
@@ -138,7 +143,7 @@ func TestBenchPDLocal(t *testing.T) {
 		t.Fatalf("summary %+v", rep.Summary)
 	}
 	for _, s := range rep.Summary {
-		if len(s.Phases) != 3 || s.SpeedupVsDecodeAlone <= 0 || s.SpeedupVsPrefillAlone <= 0 {
+		if len(s.Phases) != 4 || s.SpeedupVsDecodeAlone <= 0 || s.SpeedupVsPrefillAlone <= 0 {
 			t.Errorf("pair pp=%d: %+v", s.PPTokens, s)
 		}
 	}

@@ -194,6 +194,20 @@ func (a *api) createLink(ctx context.Context, base, prefill, decode string) (str
 	return out.LinkID, err
 }
 
+// router is the name of the router a gateway uses (GET /admin/v1/router).
+func (a *api) router(ctx context.Context, base string) (string, error) {
+	var out struct {
+		Router string `json:"router"`
+	}
+	err := a.call(ctx, "GET", base+"/admin/v1/router", nil, &out, true)
+	return out.Router, err
+}
+
+// setRouter swaps a gateway's router (PUT /admin/v1/router).
+func (a *api) setRouter(ctx context.Context, base, name string) error {
+	return a.call(ctx, "PUT", base+"/admin/v1/router", map[string]any{"router": name}, nil, true)
+}
+
 func (a *api) deleteLink(ctx context.Context, base, id string) error {
 	return a.call(ctx, "DELETE", base+"/v1/instance-links/"+url.PathEscape(id), nil, nil, true)
 }

@@ -195,15 +195,18 @@ func TestCheckRun(t *testing.T) {
 		exp  expectation
 		want string
 	}{
-		{"as meant", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{"d", true}, ""},
-		{"local as meant", PDRun{TG: 8, DecodedOn: "p", PrefillSource: "local"}, ok, nil, expectation{"p", false}, ""},
-		{"an error", PDRun{}, nil, errors.New("boom"), expectation{"d", true}, "boom"},
-		{"no timings", PDRun{}, &completion{}, nil, expectation{"d", true}, "no timings"},
-		{"elsewhere", PDRun{TG: 8, DecodedOn: "p"}, ok, nil, expectation{"d", false}, "decoded on p, not on d"},
-		{"a fallback", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local", RemotePrefill: &RemotePrefill{FallbackReason: "peer busy"}}, ok, nil, expectation{"d", true}, "prefilled local, not remotely: peer busy"},
-		{"no endpoint", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local"}, ok, nil, expectation{"d", true}, "the router offered no prefill endpoint"},
-		{"remote in a baseline", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{"d", false}, "prefilled remotely in a phase without P/D"},
-		{"short", PDRun{TG: 9, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{"d", true}, "generated 8 tokens, not 9"},
+		{"as meant", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{decodeOn: "d", remote: true}, ""},
+		{"local as meant", PDRun{TG: 8, DecodedOn: "p", PrefillSource: "local"}, ok, nil, expectation{decodeOn: "p", remote: false}, ""},
+		{"an error", PDRun{}, nil, errors.New("boom"), expectation{decodeOn: "d", remote: true}, "boom"},
+		{"no timings", PDRun{}, &completion{}, nil, expectation{decodeOn: "d", remote: true}, "no timings"},
+		{"elsewhere", PDRun{TG: 8, DecodedOn: "p"}, ok, nil, expectation{decodeOn: "d", remote: false}, "decoded on p, not on d"},
+		{"a fallback", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local", RemotePrefill: &RemotePrefill{FallbackReason: "peer busy"}}, ok, nil, expectation{decodeOn: "d", remote: true}, "prefilled local, not remotely: peer busy"},
+		{"no endpoint", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local"}, ok, nil, expectation{decodeOn: "d", remote: true}, "the router offered no prefill endpoint"},
+		{"remote in a baseline", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{decodeOn: "d", remote: false}, "prefilled remotely in a phase without P/D"},
+		{"short", PDRun{TG: 9, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{decodeOn: "d", remote: true}, "generated 8 tokens, not 9"},
+		{"auto anywhere", PDRun{TG: 8, DecodedOn: "p", PrefillSource: "local"}, ok, nil, expectation{any: true}, ""},
+		{"auto remote", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{any: true}, ""},
+		{"auto short", PDRun{TG: 9, DecodedOn: "d"}, ok, nil, expectation{any: true}, "generated 8 tokens, not 9"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := checkRun(c.row, c.c, c.err, c.exp); !strings.Contains(got, c.want) || (c.want == "") != (got == "") {

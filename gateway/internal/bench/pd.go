@@ -43,6 +43,9 @@ const (
 	PhasePrefillAlone  = "prefill_alone"
 	PhaseDisaggregated = "disaggregated"
 	PhaseDecodeAlone   = "decode_alone"
+	// PhaseAuto is duet's own: both instances up, no link, and the decode node's router deciding by itself
+	// (router-disagg-auto: remote prefill or not, and where to decode, by estimated time).
+	PhaseAuto = "auto"
 )
 
 // phaseOrder is the order of the summary table: exo's (disaggregated, decode_alone, prefill_alone), then any
@@ -91,6 +94,7 @@ type PDOptions struct {
 	Warmup          int     `json:"warmup"`
 	Cooldown        Seconds `json:"cooldown_s"`
 	CompareBaseline bool    `json:"compare_baseline"`
+	Auto            bool    `json:"auto"`
 	AllowShort      bool    `json:"allow_short"`
 
 	PrefillInstance string `json:"prefill_instance,omitempty"`
@@ -154,6 +158,7 @@ func ParsePD(args []string, stderr io.Writer) (PDOptions, error) {
 	fs.IntVar(&o.Warmup, "warmup", 0, "warm-up runs at the start of each phase (first pp/tg pair), not recorded")
 	fs.DurationVar(&cooldown, "cooldown", 2*time.Second, "pause before each run (exo sleeps 2s)")
 	fs.BoolVar(&o.CompareBaseline, "compare-baseline", false, "also run phase decode_alone: the decode instance without the link, prefilling its own prompts")
+	fs.BoolVar(&o.Auto, "auto", false, "also run phase auto: both instances up without a link, the decode node's router swapped to router-disagg-auto (it decides by estimated time where to prefill and decode; the router in use is restored after)")
 	fs.BoolVar(&o.AllowShort, "allow-short", false, "allow prompt lengths of 1000 tokens or less (at least 64); a local cluster lowers its remote-prefill thresholds to fit")
 	fs.StringVar(&o.PrefillInstance, "prefill-instance", "", "with --url: the prefill instance's id (default: picked by role and node)")
 	fs.StringVar(&o.DecodeInstance, "decode-instance", "", "with --url: the decode instance's id (default: picked by role and node)")

@@ -25,14 +25,21 @@ func TestPDPhases(t *testing.T) {
 	if !slices.Equal(phaseOrder[:3], []string{PhaseDisaggregated, PhaseDecodeAlone, PhasePrefillAlone}) {
 		t.Errorf("summary order %v does not start with exo's", phaseOrder)
 	}
-	// exo's execution order: prefill_alone, disaggregated, decode_alone.
-	var pairPhases []string
+	// exo's execution order: prefill_alone, disaggregated, decode_alone; auto, which needs both instances and
+	// no link, runs between the last two (decode_alone unloads the prefill instance).
+	var pairPhases, exos []string
 	for _, ph := range pdPhases {
 		if ph.Target != nil {
 			pairPhases = append(pairPhases, ph.Name)
+			if ph.Name != PhaseAuto {
+				exos = append(exos, ph.Name)
+			}
 		}
 	}
-	if !slices.Equal(pairPhases[:3], []string{PhasePrefillAlone, PhaseDisaggregated, PhaseDecodeAlone}) {
+	if !slices.Equal(exos, []string{PhasePrefillAlone, PhaseDisaggregated, PhaseDecodeAlone}) {
+		t.Errorf("exo's pair phases run in the order %v", exos)
+	}
+	if !slices.Equal(pairPhases, []string{PhasePrefillAlone, PhaseDisaggregated, PhaseAuto, PhaseDecodeAlone}) {
 		t.Errorf("pair phases run in the order %v", pairPhases)
 	}
 
@@ -46,6 +53,7 @@ func TestPDPhases(t *testing.T) {
 		{"local, everything", func(*PDOptions, *pdBench) {}, 3*per + 3},
 		{"no baseline", func(o *PDOptions, _ *pdBench) { o.CompareBaseline = false }, 2*per + 3},
 		{"no isolation", func(o *PDOptions, _ *pdBench) { o.Isolation = false }, 3 * per},
+		{"auto", func(o *PDOptions, _ *pdBench) { o.Auto = true }, 4*per + 3},
 		// A running cluster's instances, the decode one able to prefill, the prefill one not the benchmark's:
 		// disaggregated, the isolation windows with the link, and the case without P/D recorded as skipped.
 		{"existing", func(_ *PDOptions, b *pdBench) { b.prefillAloneSkip, b.unloadable = "role both", false }, per + 2 + 1},

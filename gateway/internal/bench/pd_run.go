@@ -30,7 +30,9 @@ type pdBench struct {
 	prog   *progress
 
 	p, d side
-	base string // --url, for the cluster API's writes
+	// routerBefore is the decode node's router while phase auto has swapped in its own ("" otherwise).
+	routerBefore string
+	base         string // --url, for the cluster API's writes
 	// The pair's life, in exo's order: the prefill instance alone first, then the decode instance, then the
 	// prefill instance goes. startPrefill and startDecode bring an instance up (nil: it is up already);
 	// prefillAloneSkip says why prefill_alone cannot run ("" when it can); unloadable says the prefill
@@ -119,6 +121,8 @@ func (b *pdBench) write() error {
 type expectation struct {
 	decodeOn string
 	remote   bool
+	// any: the router decides where the request runs (phase auto); only that it ran whole is checked.
+	any bool
 }
 
 // pdPhase is one step of `duet bench pd`, run in the order of pdPhases: Setup brings the pair of instances to
@@ -176,6 +180,19 @@ var pdPhases = []pdPhase{
 		Steps: 2,
 	},
 	{
+		Name: PhaseAuto,
+		Skip: func(b *pdBench) (string, bool) {
+			if !b.o.Auto {
+				return "--auto is off", false
+			}
+			return "", false
+		},
+		Setup: func(ctx context.Context, b *pdBench) error {
+			return errors.Join(b.ensurePrefill(ctx), b.ensureDecode(ctx), b.ensureLinked(ctx, false), b.ensureAutoRouter(ctx, true))
+		},
+		Target: func(b *pdBench) (side, expectation) { return b.d, expectation{any: true} },
+	},
+	{
 		Name: PhaseDecodeAlone,
 		Skip: func(b *pdBench) (string, bool) {
 			if !b.o.CompareBaseline {
@@ -184,7 +201,7 @@ var pdPhases = []pdPhase{
 			return b.keptLoaded(), true
 		},
 		Setup: func(ctx context.Context, b *pdBench) error {
-			return errors.Join(b.ensureDecode(ctx), b.ensureLinked(ctx, false), b.ensurePrefillGone(ctx))
+			return errors.Join(b.ensureDecode(ctx), b.ensureLinked(ctx, false), b.ensureAutoRouter(ctx, false), b.ensurePrefillGone(ctx))
 		},
 		Target: func(b *pdBench) (side, expectation) { return b.d, expectation{decodeOn: b.d.ID} },
 	},
@@ -193,9 +210,9 @@ var pdPhases = []pdPhase{
 		Skip: skipIsolation,
 		Setup: func(ctx context.Context, b *pdBench) error {
 			if b.keptLoaded() != "" {
-				return nil // Run records the case as skipped
+				return b.ensureAutoRouter(ctx, false) // Run records the case as skipped
 			}
-			return errors.Join(b.ensureDecode(ctx), b.ensureLinked(ctx, false), b.ensurePrefillGone(ctx))
+			return errors.Join(b.ensureDecode(ctx), b.ensureLinked(ctx, false), b.ensureAutoRouter(ctx, false), b.ensurePrefillGone(ctx))
 		},
 		Run: func(ctx context.Context, b *pdBench) error {
 			c := IsolationCase{Case: CaseLocalPrefill, Skipped: b.keptLoaded()}
@@ -314,6 +331,31 @@ func (b *pdBench) ensureLinked(ctx context.Context, linked bool) error {
 	}
 	return nil
 }
+
+// ensureAutoRouter swaps the decode node's router to router-disagg-auto (on) or back to the one it had (off).
+func (b *pdBench) ensureAutoRouter(ctx context.Context, on bool) error {
+	switch {
+	case on && b.routerBefore == "":
+		cur, err := b.api.router(ctx, b.d.URL)
+		if err != nil {
+			return fmt.Errorf("reading the decode node's router: %w", err)
+		}
+		b.prog.note("swapping the decode node's router from %s to %s", cur, autoRouter)
+		if err := b.api.setRouter(ctx, b.d.URL, autoRouter); err != nil {
+			return fmt.Errorf("swapping the decode node's router to %s: %w", autoRouter, err)
+		}
+		b.routerBefore = cur
+	case !on && b.routerBefore != "":
+		if err := b.api.setRouter(ctx, b.d.URL, b.routerBefore); err != nil {
+			return fmt.Errorf("restoring the decode node's router %s: %w", b.routerBefore, err)
+		}
+		b.routerBefore = ""
+	}
+	return nil
+}
+
+// autoRouter is the built-in router phase auto swaps in.
+const autoRouter = "router-disagg-auto"
 
 // ensurePrefillGone unloads the prefill instance, as exo does before decode_alone: without the link the router
 // may still have it prefill for the decode instance (any instance that can prefill is a candidate when no
@@ -444,6 +486,10 @@ func checkRun(row PDRun, c *completion, err error, exp expectation) string {
 		return err.Error()
 	case c.Timings == nil:
 		return "the response carried no timings"
+	case exp.any && c.CompletionTokens != row.TG:
+		return fmt.Sprintf("generated %d tokens, not %d", c.CompletionTokens, row.TG)
+	case exp.any:
+		return ""
 	case row.DecodedOn != exp.decodeOn:
 		return fmt.Sprintf("decoded on %s, not on %s", orNone(row.DecodedOn), exp.decodeOn)
 	case exp.remote && row.PrefillSource != "remote":

@@ -31,6 +31,9 @@ import (
 func (b *pdBench) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	if err := b.ensureAutoRouter(ctx, false); err != nil {
+		b.prog.logf("%v", err)
+	}
 	if b.linkID != "" {
 		if err := b.api.deleteLink(ctx, b.d.URL, b.linkID); err != nil {
 			b.prog.logf("removing the benchmark's instance link %s: %v", b.linkID, err)
@@ -55,6 +58,15 @@ func (b *pdBench) close() {
 	if b.root != "" {
 		os.RemoveAll(b.root)
 	}
+}
+
+// calibrateArgs has a local node measure its instance's speed once loaded, for phase auto's router (which
+// otherwise knows only what the phases before it ran: the decode instance never prefilled by itself).
+func (b *pdBench) calibrateArgs() []string {
+	if !b.o.Auto {
+		return nil
+	}
+	return []string{"--pd-calibrate-tokens", "512"}
 }
 
 func (b *pdBench) sideSummary(s side, role int) SideSummary {
@@ -143,7 +155,7 @@ func (b *pdBench) setupLocal(ctx context.Context) error {
 	env := []string{"DUET_DISAGG_PREFILL_THRESHOLD=" + strconv.Itoa(thr)}
 	b.prog.logf("starting the prefill node on 127.0.0.1 (model %s)", o.Model)
 	pn, err := startNode(ctx, exe, root, nodeSpec{Name: "prefill", Host: "127.0.0.1", CPU: pin.cpus[0], Env: env,
-		Args: append([]string{"--model", prefillModel, "--cluster-secret-file", secret}, engineOptArgs(b.engineOptions(0))...)}, pin, "")
+		Args: append(append([]string{"--model", prefillModel, "--cluster-secret-file", secret}, b.calibrateArgs()...), engineOptArgs(b.engineOptions(0))...)}, pin, "")
 	if err != nil {
 		return err
 	}
@@ -164,7 +176,7 @@ func (b *pdBench) setupLocal(ctx context.Context) error {
 		host := secondLoopback()
 		b.prog.note("starting the decode node on %s, joining the prefill node", host)
 		dn, err := startNode(ctx, exe, root, nodeSpec{Name: "decode", Host: host, CPU: pin.cpus[1], Env: env,
-			Args: append([]string{"--model", decodeModel, "--cluster-secret-file", secret}, engineOptArgs(b.engineOptions(1))...)}, pin, pn.Gossip)
+			Args: append(append([]string{"--model", decodeModel, "--cluster-secret-file", secret}, b.calibrateArgs()...), engineOptArgs(b.engineOptions(1))...)}, pin, pn.Gossip)
 		if err != nil {
 			return err
 		}

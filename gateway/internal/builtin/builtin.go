@@ -33,6 +33,25 @@ var Routers = map[string]func() router.Router{
 		return r
 	},
 	"roundrobin": func() router.Router { return roundrobin.New() },
+	// router-disagg-auto is router-disagg with PD auto whatever DUET_DISAGG_PD says: swapping to it (PUT
+	// /admin/v1/router) turns the cost model on at run time, as `duet bench pd`'s phase auto does.
+	"router-disagg-auto": func() router.Router {
+		r, err := disaggAuto()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		return r
+	},
+}
+
+func disaggAuto() (router.Router, error) {
+	cfg, err := routerdisagg.ConfigFromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.PD = routerdisagg.PDAuto
+	return routerdisagg.New(cfg)
 }
 
 // InProcessRouters build the built-in routers inside the gateway's process, which is how the gateway runs them
@@ -40,8 +59,9 @@ var Routers = map[string]func() router.Router{
 // called for every request, and a subprocess adds a gRPC round trip (a few hundred microseconds here) to
 // each. External routers always run as plugins.
 var InProcessRouters = map[string]func() (router.Router, error){
-	"router-disagg": func() (router.Router, error) { return routerdisagg.FromEnv() },
-	"roundrobin":    func() (router.Router, error) { return roundrobin.New(), nil },
+	"router-disagg":      func() (router.Router, error) { return routerdisagg.FromEnv() },
+	"router-disagg-auto": disaggAuto,
+	"roundrobin":         func() (router.Router, error) { return roundrobin.New(), nil },
 }
 
 // Serve serves the built-in plugin of the given kind ("engine" or "router") and name. It does not return
