@@ -76,6 +76,15 @@ var _ backend.Model = (*cpuModel)(nil)
 // Load prepares m for the CPU. Float32 weights stored aligned are used in place from the memory-mapped file;
 // float16/bfloat16 weights are widened and quantized ones dequantized once, here, in parallel.
 func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error) {
+	kern, err := kernelsFromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("cpu: %w", err)
+	}
+	return loadOn(m, opts, kern)
+}
+
+// loadOn is Load with the kernel path given.
+func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, error) {
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -83,10 +92,6 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	chunk := opts.PrefillChunk
 	if chunk <= 0 {
 		chunk = DefaultPrefillChunk
-	}
-	kern, err := kernelsFromEnv()
-	if err != nil {
-		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	c := m.Config
 	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
@@ -98,6 +103,7 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 	case backend.WeightsAuto:
 		cm.stored = !expandFits(expandedBytes(m), physicalMemory(), opts.MemoryLimit)
 	}
+	var err error
 	vec := func(t *safetensors.Tensor) []float32 {
 		if err != nil || t == nil {
 			return nil

@@ -343,8 +343,8 @@ func (m *cpuModel) attention(li int, caches []*cache) {
 func attendHead(kp kernelPath, out, q, k, v, scores []float32, scale float32) {
 	hd := len(q)
 	n := len(scores)
-	if kp == pathAVX2 && hd%8 == 0 && hd > 0 {
-		attendHeadAVX2(out, q, k, v, scores, scale)
+	if s := kp.simd(hd); s != nil {
+		s.attendHead(out, q, k, v, scores, scale)
 		return
 	}
 	p := 0

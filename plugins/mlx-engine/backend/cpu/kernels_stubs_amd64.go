@@ -17,6 +17,30 @@ func f32Dot4x3(y *float32, ys int, x *float32, w *float32, n int)
 // f32Dot4x2 computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 2 input row(s) r (n a multiple of 8).
 func f32Dot4x2(y *float32, ys int, x *float32, w *float32, n int)
 
+// f32Dot8x1Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 8 weight row(s) o and 1 input row(s) r (n a multiple of 16).
+func f32Dot8x1Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot4x1Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 1 input row(s) r (n a multiple of 16).
+func f32Dot4x1Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot1x1Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 1 weight row(s) o and 1 input row(s) r (n a multiple of 16).
+func f32Dot1x1Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot4x6Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 6 input row(s) r (n a multiple of 16).
+func f32Dot4x6Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot4x5Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 5 input row(s) r (n a multiple of 16).
+func f32Dot4x5Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot4x4Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 4 input row(s) r (n a multiple of 16).
+func f32Dot4x4Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot4x3Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 3 input row(s) r (n a multiple of 16).
+func f32Dot4x3Z(y *float32, ys int, x *float32, w *float32, n int)
+
+// f32Dot4x2Z computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for 4 weight row(s) o and 2 input row(s) r (n a multiple of 16).
+func f32Dot4x2Z(y *float32, ys int, x *float32, w *float32, n int)
+
 // bf16Dot4x1 computes y[o] = Σ_k x[k]·w_o[k] for four bf16 rows o starting at w, ws bytes apart (0 repeats a row).
 func bf16Dot4x1(y *float32, x *float32, w *byte, ws int, n int)
 
@@ -26,14 +50,32 @@ func f16Dot4x1(y *float32, x *float32, w *byte, ws int, n int)
 // q8Dot4x1 computes y[o] = Σ_k x[k]·(scale·q + bias) for four 8-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).
 func q8Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 
+// bf16Dot4x1Z computes y[o] = Σ_k x[k]·w_o[k] for four bf16 rows o starting at w, ws bytes apart (0 repeats a row).
+func bf16Dot4x1Z(y *float32, x *float32, w *byte, ws int, n int)
+
+// f16Dot4x1Z computes y[o] = Σ_k x[k]·w_o[k] for four f16 rows o starting at w, ws bytes apart (0 repeats a row).
+func f16Dot4x1Z(y *float32, x *float32, w *byte, ws int, n int)
+
+// q8Dot4x1Z computes y[o] = Σ_k x[k]·(scale·q + bias) for four 8-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).
+func q8Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+
 // q4Dot4x1 computes y[o] = Σ_k x[k]·(scale·q + bias) for four 4-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).
 func q4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+
+// q4Dot4x1Z is q4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).
+func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 
 // f32Axpy32 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 32 over n positions, in position order.
 func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 
 // f32Axpy8 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 8 over n positions, in position order.
 func f32Axpy8(out *float32, v *float32, vs int, w *float32, n int)
+
+// f32Axpy32Z computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 32 over n positions, in position order.
+func f32Axpy32Z(out *float32, v *float32, vs int, w *float32, n int)
+
+// f32Axpy16Z computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 16 over n positions, in position order.
+func f32Axpy16Z(out *float32, v *float32, vs int, w *float32, n int)
 
 // readBytes reads n bytes from p (n a multiple of 128) and returns their 64-bit words xor-ed together, so the reads are needed.
 func readBytes(p *byte, n int) uint64

@@ -7,12 +7,14 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 )
 
-// The AVX2 kernels' contract: every tile shape gives an output the same bits (so batched = unbatched on the
+// Every kernel path's contract: every tile shape gives an output the same bits (so batched = unbatched on the
 // path), stored-weight kernels give the bits of the float32 kernels over the expanded rows (stored = expanded),
-// and all are close to the float64 dot product.
+// and all are close to the float64 dot product. Each test runs on every path this CPU has.
 
 func randVec(r *rand.Rand, n int) []float32 {
 	v := make([]float32, n)
@@ -22,22 +24,28 @@ func randVec(r *rand.Rand, n int) []float32 {
 	return v
 }
 
-func TestAVX2TilesAgree(t *testing.T) {
-	if !hasAVX2 {
-		t.Skip("no AVX2/FMA/F16C")
+// forPaths runs f as a subtest for every kernel path this CPU has.
+func forPaths(t *testing.T, f func(t *testing.T, k kernelPath)) {
+	for _, k := range kernelPaths() {
+		t.Run(k.String(), func(t *testing.T) { f(t, k) })
 	}
+}
+
+func TestKernelTilesAgree(t *testing.T) { forPaths(t, testTilesAgree) }
+
+func testTilesAgree(t *testing.T, k kernelPath) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, tc := range []struct{ rows, in, out int }{{1, 8, 1}, {1, 64, 13}, {2, 136, 9}, {3, 64, 8}, {7, 256, 37}, {8, 768, 64}} {
+	for _, tc := range []struct{ rows, in, out int }{{1, 8, 1}, {1, 64, 13}, {2, 136, 9}, {3, 64, 8}, {7, 256, 37}, {8, 768, 64}, {13, 48, 10}} {
 		t.Run(fmt.Sprintf("%dx%dx%d", tc.rows, tc.in, tc.out), func(t *testing.T) {
 			x, w := randVec(r, tc.rows*tc.in), randVec(r, tc.out*tc.in)
 			all := make([]float32, tc.rows*tc.out)
-			matmulRowsAVX2(all, x, w, tc.rows, tc.in, tc.out, 0, tc.out)
+			matmulRows(k, all, x, w, tc.rows, tc.in, tc.out, 0, tc.out)
 			for row := range tc.rows {
 				// One row at a time, and over odd ranges of outputs, as decode and other chunkings run it.
 				one := make([]float32, tc.out)
 				for o0 := 0; o0 < tc.out; o0 += 5 {
 					o1 := min(o0+5, tc.out)
-					matmulRowsAVX2(one, x[row*tc.in:(row+1)*tc.in], w[o0*tc.in:], 1, tc.in, tc.out, o0, o1)
+					matmulRows(k, one, x[row*tc.in:(row+1)*tc.in], w[o0*tc.in:], 1, tc.in, tc.out, o0, o1)
 				}
 				for o := range tc.out {
 					got, batched := one[o], all[row*tc.out+o]
@@ -57,19 +65,18 @@ func TestAVX2TilesAgree(t *testing.T) {
 	}
 }
 
-func TestAVX2StoredKernelsAreExact(t *testing.T) {
-	if !hasAVX2 {
-		t.Skip("no AVX2/FMA/F16C")
-	}
+func TestStoredKernelsAreExact(t *testing.T) { forPaths(t, testStoredKernelsAreExact) }
+
+func testStoredKernelsAreExact(t *testing.T, k kernelPath) {
 	r := rand.New(rand.NewPCG(3, 4))
-	const in, out = 256, 11
+	const in, out = 256, 11 // 11 rows: the tail kernels run too
 	x := randVec(r, in)
 	ref := randVec(r, out*in)
 	for _, tc := range []struct {
 		name  string
 		kind  storedKind
 		group int
-	}{{"bf16", storedBF16, 0}, {"f16", storedF16, 0}, {"q8g64", storedQ8, 64}, {"q8g32", storedQ8, 32}, {"q4g64", storedQ4, 64}, {"q4g32", storedQ4, 32}} {
+	}{{"bf16", storedBF16, 0}, {"f16", storedF16, 0}, {"q8g64", storedQ8, 64}, {"q8g32", storedQ8, 32}, {"q4g64", storedQ4, 64}, {"q4g32", storedQ4, 32}, {"q4g16", storedQ4, 16}, {"q8g16", storedQ8, 16}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := storedMatrix{kind: tc.kind, group: tc.group}
 			expanded := make([]float32, out*in)
@@ -103,12 +110,12 @@ func TestAVX2StoredKernelsAreExact(t *testing.T) {
 						s.scales[o*groups:(o+1)*groups], s.biases[o*groups:(o+1)*groups], bits, tc.group)
 				}
 			}
-			if !s.vecOK(pathAVX2, in) {
-				t.Fatal("no AVX2 decode kernel")
+			if !s.vecOK(k, in) {
+				t.Fatal("no decode kernel")
 			}
 			got, want := make([]float32, out), make([]float32, out)
-			s.vecRows(pathAVX2, got, x, in, 0, out)
-			matmulRows(pathAVX2, want, x, expanded, 1, in, out, 0, out)
+			s.vecRows(k, got, x, in, 0, out)
+			matmulRows(k, want, x, expanded, 1, in, out, 0, out)
 			for o := range out {
 				if math.Float32bits(got[o]) != math.Float32bits(want[o]) {
 					t.Fatalf("out %d: stored %v, expanded %v", o, got[o], want[o])
@@ -117,7 +124,7 @@ func TestAVX2StoredKernelsAreExact(t *testing.T) {
 			// Odd ranges of rows: the tail kernels repeat a row.
 			part := make([]float32, out)
 			for o0 := 0; o0 < out; o0 += 3 {
-				s.vecRows(pathAVX2, part, x, in, o0, min(o0+3, out))
+				s.vecRows(k, part, x, in, o0, min(o0+3, out))
 			}
 			for o := range out {
 				if math.Float32bits(part[o]) != math.Float32bits(want[o]) {
@@ -128,20 +135,62 @@ func TestAVX2StoredKernelsAreExact(t *testing.T) {
 	}
 }
 
-func TestAVX2AttentionCloseToGo(t *testing.T) {
-	if !hasAVX2 {
-		t.Skip("no AVX2/FMA/F16C")
-	}
+func TestAttentionCloseToGo(t *testing.T) { forPaths(t, testAttentionCloseToGo) }
+
+func testAttentionCloseToGo(t *testing.T, kp kernelPath) {
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, tc := range []struct{ hd, n int }{{8, 1}, {64, 37}, {72, 5}, {128, 300}} {
+	for _, tc := range []struct{ hd, n int }{{8, 1}, {64, 37}, {72, 5}, {128, 300}, {48, 17}} {
 		q, k, v := randVec(r, tc.hd), randVec(r, tc.n*tc.hd), randVec(r, tc.n*tc.hd)
 		got, want := make([]float32, tc.hd), make([]float32, tc.hd)
-		attendHead(pathAVX2, got, q, k, v, make([]float32, tc.n), 0.125)
+		attendHead(kp, got, q, k, v, make([]float32, tc.n), 0.125)
 		attendHead(pathGo, want, q, k, v, make([]float32, tc.n), 0.125)
 		for d := range got {
 			if diff := math.Abs(float64(got[d] - want[d])); diff > 1e-5 {
 				t.Fatalf("hd %d n %d: out[%d] = %v, Go path %v", tc.hd, tc.n, d, got[d], want[d])
 			}
 		}
+	}
+}
+
+// TestKernelPathsAgree checks that every kernel path gives the Go path's logits within the reference test's
+// tolerance and the same greedy tokens, on every conformance variant (each path is bit-exact only with
+// itself: the vector paths fuse multiply-adds and sum in lanes).
+func TestKernelPathsAgree(t *testing.T) {
+	t.Parallel()
+	paths := kernelPaths()
+	for _, v := range backendtest.Variants() {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			m := backendtest.Generate(t, v.Options)
+			prompt := backendtest.Prompt(20, m.Config.VocabSize, 3)
+			var wantToks []int32
+			var wantLogits [][]float32
+			for _, k := range paths {
+				for _, w := range []backend.Weights{backend.WeightsFloat32, backend.WeightsStored} {
+					bm, err := loadOn(m, backend.Options{Weights: w, PrefillChunk: 7}, k)
+					if err != nil {
+						t.Fatal(err)
+					}
+					c := backendtest.NewCache(t, bm)
+					toks, logits := backendtest.Greedy(t, bm, c, backendtest.Forward(t, bm, c, prompt...), 12)
+					bm.Close()
+					if wantToks == nil {
+						wantToks, wantLogits = toks, logits
+						continue
+					}
+					worst := 0.0
+					for i := range logits {
+						worst = max(worst, backendtest.RelDiff(logits[i], wantLogits[i]))
+					}
+					t.Logf("%s/%s: max relative |Δlogit| from go/float32 = %.2e", k, w, worst)
+					if worst > tolerance(m.DType) {
+						t.Errorf("%s/%s: logits differ from the Go path's by %.3e > %.0e", k, w, worst, tolerance(m.DType))
+					}
+					if fmt.Sprint(toks) != fmt.Sprint(wantToks) {
+						t.Errorf("%s/%s: greedy tokens %v, Go path %v", k, w, toks, wantToks)
+					}
+				}
+			}
+		})
 	}
 }

@@ -78,18 +78,18 @@ func (s *storedMatrix) vecOK(k kernelPath, in int) bool {
 	if s.kind == storedTile {
 		return false
 	}
-	if k == pathAVX2 && in%8 == 0 && in > 0 {
-		// The AVX2 kernels take 8 weights at a time, within one quantization group.
-		return s.group%8 == 0
+	if v := k.simd(in); v != nil {
+		// The vector kernels take a register of weights at a time, within one quantization group.
+		return s.group%v.lanes == 0
 	}
-	return true // the Go kernels; also the AVX2 path's for rows that are not a multiple of 8 long
+	return true // the Go kernels; also a vector path's for rows that are not a multiple of its lanes long
 }
 
 // vecRows computes y[o] = Σ_k x[k]·W[o][k] for o in [o0, o1) of a stored matrix with path k's decode kernel
 // (vecOK must hold).
 func (s *storedMatrix) vecRows(k kernelPath, y, x []float32, in, o0, o1 int) {
-	if k == pathAVX2 && in%8 == 0 && in > 0 {
-		s.vecRowsAVX2(y, x, in, o0, o1)
+	if v := k.simd(in); v != nil {
+		v.vecRows(s, y, x, in, o0, o1)
 		return
 	}
 	s.vecRowsGo(y, x, in, o0, o1)

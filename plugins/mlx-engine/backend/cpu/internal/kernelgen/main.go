@@ -12,33 +12,73 @@ package main
 
 import (
 	"fmt"
+	"math"
 
 	. "github.com/mmcloughlin/avo/build"
 	. "github.com/mmcloughlin/avo/operand"
 	. "github.com/mmcloughlin/avo/reg"
 )
 
+// vec is a vector width: AVX2's 8 lanes (ymm) or AVX-512's 16 (zmm). The AVX-512 kernels keep the same rule
+// with 16 lanes, the upper 8 folded onto the lower first (l_i + l_{i+8}), then the 8-lane tree; their names end
+// in Z.
+type vec struct {
+	lanes  int
+	suffix string
+}
+
+var (
+	avx2   = vec{8, ""}
+	avx512 = vec{16, "Z"}
+)
+
+func (v vec) reg() VecVirtual {
+	if v.lanes == 16 {
+		return ZMM()
+	}
+	return YMM()
+}
+
+func (v vec) bytes() int { return 4 * v.lanes }
+
 func main() {
 	for _, t := range [][2]int{{8, 1}, {4, 1}, {1, 1}, {4, 3}, {4, 2}} {
-		f32Tile(t[0], t[1])
+		f32Tile(avx2, t[0], t[1])
 	}
-	half("bf16", func(m Mem, dst VecVirtual) {
-		VPMOVZXWD(m, dst)
-		VPSLLD(U8(16), dst, dst)
-	})
-	half("f16", func(m Mem, dst VecVirtual) { VCVTPH2PS(m, dst) })
-	quant(8)
-	quant(4)
-	axpy(4)
-	axpy(1)
+	for _, t := range [][2]int{{8, 1}, {4, 1}, {1, 1}, {4, 6}, {4, 5}, {4, 4}, {4, 3}, {4, 2}} {
+		f32Tile(avx512, t[0], t[1])
+	}
+	for _, v := range []vec{avx2, avx512} {
+		half(v, "bf16", func(m Mem, dst VecVirtual) {
+			VPMOVZXWD(m, dst)
+			VPSLLD(U8(16), dst, dst)
+		})
+		half(v, "f16", func(m Mem, dst VecVirtual) { VCVTPH2PS(m, dst) })
+		quant(v, 8)
+	}
+	quant(avx2, 4)
+	quant4Z()
+	axpy(avx2, 4)
+	axpy(avx2, 1)
+	axpy(avx512, 2)
+	axpy(avx512, 1)
 	readKernel()
 	Generate()
 }
 
-// hsum sums acc's 8 lanes by the fixed tree and stores the result at dst.
+// hsum sums acc's lanes by the fixed tree and stores the result at dst.
 func hsum(acc VecVirtual, dst Mem) {
 	t, u := XMM(), XMM()
-	VEXTRACTF128(U8(1), acc, t)
+	if acc.Size() == 64 {
+		y := YMM()
+		VEXTRACTF64X4(U8(1), acc, y)
+		VADDPS(y, acc.AsY(), y) // y_i = l_i + l_{i+8}
+		// The EVEX form: AVX-512 code may have put y in a register above Y15, which VEX cannot name.
+		VEXTRACTF32X4(U8(1), y, t)
+		acc = y
+	} else {
+		VEXTRACTF128(U8(1), acc, t)
+	}
 	VADDPS(t, acc.AsX(), t) // t_i = l_i + l_{i+4}
 	VMOVHLPS(t, t, u)
 	VADDPS(u, t, t) // t_0 = t_0 + t_2, t_1 = t_1 + t_3
@@ -48,10 +88,10 @@ func hsum(acc VecVirtual, dst Mem) {
 }
 
 // f32Tile writes f32Dot<wr>x<xr>: y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for o < wr, r < xr.
-func f32Tile(wr, xr int) {
-	name := fmt.Sprintf("f32Dot%dx%d", wr, xr)
+func f32Tile(v vec, wr, xr int) {
+	name := fmt.Sprintf("f32Dot%dx%d%s", wr, xr, v.suffix)
 	TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, w *float32, n int)")
-	Doc(fmt.Sprintf("%s computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for %d weight row(s) o and %d input row(s) r (n a multiple of 8).", name, wr, xr))
+	Doc(fmt.Sprintf("%s computes y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for %d weight row(s) o and %d input row(s) r (n a multiple of %d).", name, wr, xr, v.lanes))
 	n := Load(Param("n"), GP64())
 	stride := GP64()
 	MOVQ(n, stride)
@@ -72,7 +112,7 @@ func f32Tile(wr, xr int) {
 	for r := range acc {
 		acc[r] = make([]VecVirtual, wr)
 		for o := range acc[r] {
-			acc[r][o] = YMM()
+			acc[r][o] = v.reg()
 			VXORPS(acc[r][o], acc[r][o], acc[r][o])
 		}
 	}
@@ -84,25 +124,25 @@ func f32Tile(wr, xr int) {
 	xs := make([]VecVirtual, xr)
 	if xr == 1 {
 		// One input row: its vector stays in a register and the weights are memory operands.
-		xs[0] = YMM()
+		xs[0] = v.reg()
 		VMOVUPS(Mem{Base: xp[0], Index: k, Scale: 1}, xs[0])
 		for o := range wr {
 			VFMADD231PS(Mem{Base: wp[o], Index: k, Scale: 1}, xs[0], acc[0][o])
 		}
 	} else {
 		for r := range xr {
-			xs[r] = YMM()
+			xs[r] = v.reg()
 			VMOVUPS(Mem{Base: xp[r], Index: k, Scale: 1}, xs[r])
 		}
 		for o := range wr {
-			wv := YMM()
+			wv := v.reg()
 			VMOVUPS(Mem{Base: wp[o], Index: k, Scale: 1}, wv)
 			for r := range xr {
 				VFMADD231PS(wv, xs[r], acc[r][o])
 			}
 		}
 	}
-	ADDQ(U8(32), k)
+	ADDQ(U8(v.bytes()), k)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	y := Load(Param("y"), GP64())
@@ -121,8 +161,8 @@ func f32Tile(wr, xr int) {
 }
 
 // half writes <kind>Dot4x1 for four rows of 16-bit weights, widened to float32 in registers by widen.
-func half(kind string, widen func(m Mem, dst VecVirtual)) {
-	name := kind + "Dot4x1"
+func half(v vec, kind string, widen func(m Mem, dst VecVirtual)) {
+	name := kind + "Dot4x1" + v.suffix
 	TEXT(name, NOSPLIT, "func(y *float32, x *float32, w *byte, ws int, n int)")
 	Doc(fmt.Sprintf("%s computes y[o] = Σ_k x[k]·w_o[k] for four %s rows o starting at w, ws bytes apart (0 repeats a row).", name, kind))
 	x := Load(Param("x"), GP64())
@@ -136,22 +176,22 @@ func half(kind string, widen func(m Mem, dst VecVirtual)) {
 	n := Load(Param("n"), GP64())
 	acc := make([]VecVirtual, 4)
 	for o := range acc {
-		acc[o] = YMM()
+		acc[o] = v.reg()
 		VXORPS(acc[o], acc[o], acc[o])
 	}
-	k := GP64() // index of the next 8 weights; x advances 32 bytes per step, w 16
+	k := GP64() // index of the next 8 weights; x advances 4 bytes per weight, w 2
 	XORQ(k, k)
 	Label(name + "_loop")
 	CMPQ(k, n)
 	JGE(LabelRef(name + "_done"))
-	xv := YMM()
+	xv := v.reg()
 	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
 	for o := range 4 {
-		t := YMM()
+		t := v.reg()
 		widen(Mem{Base: wp[o], Index: k, Scale: 2}, t)
 		VFMADD231PS(t, xv, acc[o])
 	}
-	ADDQ(U8(8), k)
+	ADDQ(U8(v.lanes), k)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	y := Load(Param("y"), GP64())
@@ -165,8 +205,8 @@ func half(kind string, widen func(m Mem, dst VecVirtual)) {
 // quant writes q<bits>Dot4x1 for four rows of MLX affine-quantized weights: each weight is widened to
 // float32(scale·q) + bias exactly as model.Affine computes it (a rounded product, then a rounded sum), so the
 // dot product is the one the float32 kernels compute over the dequantized matrix.
-func quant(bits int) {
-	name := fmt.Sprintf("q%dDot4x1", bits)
+func quant(v vec, bits int) {
+	name := fmt.Sprintf("q%dDot4x1%s", bits, v.suffix)
 	TEXT(name, NOSPLIT, "func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)")
 	Doc(fmt.Sprintf("%s computes y[o] = Σ_k x[k]·(scale·q + bias) for four %d-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).", name, bits))
 	x := Load(Param("x"), GP64())
@@ -186,12 +226,12 @@ func quant(bits int) {
 	group := Load(Param("group"), GP64())
 	acc := make([]VecVirtual, 4)
 	for o := range acc {
-		acc[o] = YMM()
+		acc[o] = v.reg()
 		VXORPS(acc[o], acc[o], acc[o])
 	}
 	var mask, shifts VecVirtual
 	if bits == 4 {
-		mask, shifts = YMM(), YMM()
+		mask, shifts = v.reg(), v.reg()
 		VPBROADCASTD(ConstData("nibble", U32(15)), mask)
 		sh := GLOBL("nibbleShifts", RODATA|NOPTR)
 		for j := range 8 {
@@ -209,7 +249,7 @@ func quant(bits int) {
 	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
 	boffs := []Mem{{Base: bp}, {Base: bp, Index: ss, Scale: 1}, {Base: bp, Index: ss, Scale: 2}, {Base: bp, Index: ss3, Scale: 1}}
 	for o := range 4 {
-		sc[o], bi[o] = YMM(), YMM()
+		sc[o], bi[o] = v.reg(), v.reg()
 		VBROADCASTSS(offs[o], sc[o])
 		VBROADCASTSS(boffs[o], bi[o])
 	}
@@ -218,10 +258,10 @@ func quant(bits int) {
 	MOVQ(k, end)
 	ADDQ(group, end)
 	Label(name + "_loop")
-	xv := YMM()
+	xv := v.reg()
 	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
 	for o := range 4 {
-		t := YMM()
+		t := v.reg()
 		if bits == 8 {
 			VPMOVZXBD(Mem{Base: qp[o], Index: k, Scale: 1}, t)
 		} else {
@@ -240,7 +280,7 @@ func quant(bits int) {
 			ADDQ(U8(4), qp[o])
 		}
 	}
-	ADDQ(U8(8), k)
+	ADDQ(U8(v.lanes), k)
 	CMPQ(k, end)
 	JL(LabelRef(name + "_loop"))
 	JMP(LabelRef(name + "_group"))
@@ -293,18 +333,18 @@ func readKernel() {
 
 // axpy writes f32Axpy<8·blocks>: out[d] = Σ_i w[i]·v[i·vs+d] for d < 8·blocks, each output summed in position
 // order with fused multiply-adds: attention's weighted sum of values.
-func axpy(blocks int) {
-	name := fmt.Sprintf("f32Axpy%d", 8*blocks)
+func axpy(v vec, blocks int) {
+	name := fmt.Sprintf("f32Axpy%d%s", v.lanes*blocks, v.suffix)
 	TEXT(name, NOSPLIT, "func(out *float32, v *float32, vs int, w *float32, n int)")
-	Doc(fmt.Sprintf("%s computes out[d] = Σ_i w[i]·v[i*vs+d] for d < %d over n positions, in position order.", name, 8*blocks))
-	v := Load(Param("v"), GP64())
+	Doc(fmt.Sprintf("%s computes out[d] = Σ_i w[i]·v[i*vs+d] for d < %d over n positions, in position order.", name, v.lanes*blocks))
+	vp := Load(Param("v"), GP64())
 	vs := Load(Param("vs"), GP64())
 	SHLQ(U8(2), vs)
 	w := Load(Param("w"), GP64())
 	n := Load(Param("n"), GP64())
 	acc := make([]VecVirtual, blocks)
 	for j := range acc {
-		acc[j] = YMM()
+		acc[j] = v.reg()
 		VXORPS(acc[j], acc[j], acc[j])
 	}
 	i := GP64()
@@ -312,18 +352,101 @@ func axpy(blocks int) {
 	Label(name + "_loop")
 	CMPQ(i, n)
 	JGE(LabelRef(name + "_done"))
-	wv := YMM()
+	wv := v.reg()
 	VBROADCASTSS(Mem{Base: w, Index: i, Scale: 4}, wv)
 	for j := range acc {
-		VFMADD231PS(Mem{Base: v, Disp: 32 * j}, wv, acc[j])
+		VFMADD231PS(Mem{Base: vp, Disp: v.bytes() * j}, wv, acc[j])
 	}
-	ADDQ(vs, v)
+	ADDQ(vs, vp)
 	INCQ(i)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
 	out := Load(Param("out"), GP64())
 	for j := range acc {
-		VMOVUPS(acc[j], Mem{Base: out, Disp: 32 * j})
+		VMOVUPS(acc[j], Mem{Base: out, Disp: v.bytes() * j})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// quant4Z writes q4Dot4x1Z, the AVX-512 kernel for four 4-bit rows: each group's 16 possible values per row
+// are computed once (float32(scale·q) + bias for q = 0..15, as model.Affine does) into one register, and a
+// weight is looked up there by its nibble with VPERMPS, which reads only an index's low 4 bits; VPMULTISHIFTQB
+// (AVX512_VBMI) moves nibble j of a 64-bit word to the low bits of lane j. Three instructions per 16 weights.
+func quant4Z() {
+	name := "q4Dot4x1Z"
+	TEXT(name, NOSPLIT, "func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)")
+	Doc(name + " is q4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).")
+	x := Load(Param("x"), GP64())
+	qs := Load(Param("qs"), GP64())
+	qp := make([]GPVirtual, 4)
+	qp[0] = Load(Param("q"), GP64()).(GPVirtual)
+	for o := 1; o < 4; o++ {
+		qp[o] = GP64()
+		LEAQ(Mem{Base: qp[o-1], Index: qs, Scale: 1}, qp[o])
+	}
+	ss := Load(Param("ss"), GP64())
+	sp := Load(Param("scales"), GP64())
+	bp := Load(Param("biases"), GP64())
+	ss3 := GP64()
+	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
+	n := Load(Param("n"), GP64())
+	group := Load(Param("group"), GP64())
+	acc := make([]VecVirtual, 4)
+	for o := range acc {
+		acc[o] = ZMM()
+		VXORPS(acc[o], acc[o], acc[o])
+	}
+	iota, ctrl := ZMM(), ZMM()
+	io := GLOBL("nibbleValues", RODATA|NOPTR)
+	for j := range 16 {
+		DATA(4*j, U32(math.Float32bits(float32(j)))) // as bits: avo prints F32(1) as $(1), an integer
+	}
+	VMOVUPS(io, iota)
+	cm := GLOBL("nibbleSelect", RODATA|NOPTR)
+	for j := range 16 {
+		DATA(4*j, U32(4*j)) // lane j's low byte takes the 8 bits from bit 4j of its 64-bit word
+	}
+	VMOVDQU32(cm, ctrl)
+	k := GP64()
+	XORQ(k, k)
+	end := GP64()
+	Label(name + "_group")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
+	boffs := []Mem{{Base: bp}, {Base: bp, Index: ss, Scale: 1}, {Base: bp, Index: ss, Scale: 2}, {Base: bp, Index: ss3, Scale: 1}}
+	table := make([]VecVirtual, 4)
+	for o := range 4 {
+		table[o] = ZMM()
+		b := ZMM()
+		VBROADCASTSS(offs[o], table[o])
+		VMULPS(iota, table[o], table[o]) // scale·q, rounded
+		VBROADCASTSS(boffs[o], b)
+		VADDPS(b, table[o], table[o]) // + bias, rounded
+	}
+	ADDQ(U8(4), sp)
+	ADDQ(U8(4), bp)
+	MOVQ(k, end)
+	ADDQ(group, end)
+	Label(name + "_loop")
+	xv := ZMM()
+	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
+	for o := range 4 {
+		t := ZMM()
+		VPMULTISHIFTQB_BCST(Mem{Base: qp[o]}, ctrl, t)
+		VPERMPS(table[o], t, t)
+		VFMADD231PS(t, xv, acc[o])
+		ADDQ(U8(8), qp[o])
+	}
+	ADDQ(U8(16), k)
+	CMPQ(k, end)
+	JL(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	for o := range 4 {
+		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
 	}
 	VZEROUPPER()
 	RET()
