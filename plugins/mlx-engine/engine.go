@@ -71,6 +71,38 @@ type instance struct {
 	kv        *kvwire.Server // nil unless the instance serves prefill
 }
 
+// slowModel is a model whose forward passes take factor times as long: each one sleeps (factor − 1) times
+// what it took. It is the engine option slowdown, for tests and benchmarks that need nodes of different
+// speeds on one machine (router-disagg's PD auto on a local cluster, in CI): a sleep, unlike a busy loop,
+// leaves the machine's cores to the other node, so the two differ by the factor and not by contention.
+type slowModel struct {
+	backend.Model
+	factor float64
+}
+
+func (m slowModel) Forward(batch []backend.Seq) error {
+	start := time.Now()
+	err := m.Model.Forward(batch)
+	time.Sleep(time.Duration(float64(time.Since(start)) * (m.factor - 1)))
+	return err
+}
+
+// Weights and Metrics pass the wrapped model's own on (the engine logs and reports them).
+func (m slowModel) Weights() backend.Weights {
+	var w backend.Weights
+	if wh, ok := m.Model.(backend.WeightsHolder); ok {
+		w = wh.Weights()
+	}
+	return w
+}
+
+func (m slowModel) Metrics() map[string]float64 {
+	if mm, ok := m.Model.(interface{ Metrics() map[string]float64 }); ok {
+		return mm.Metrics()
+	}
+	return nil
+}
+
 // options are the Load options the engine understands.
 type options struct {
 	backend          string
@@ -83,10 +115,13 @@ type options struct {
 	memoryLimit      int64
 	weights          backend.Weights
 	pd               pdOptions
+	// slowdown (≥ 1, 1 off) stretches every forward pass to that many times its duration, for tests that
+	// need two nodes of different speeds on one machine (see slowModel).
+	slowdown float64
 }
 
 func parseOptions(in map[string]string) (options, error) {
-	o := options{backend: "auto", prefixCacheBytes: 1 << 30}
+	o := options{backend: "auto", prefixCacheBytes: 1 << 30, slowdown: 1}
 	pd, in, err := parsePD(in)
 	if err != nil {
 		return o, err
@@ -117,8 +152,13 @@ func parseOptions(in map[string]string) (options, error) {
 			o.memoryLimit = int64(mb) << 20
 		case "weights":
 			o.weights, err = backend.ParseWeights(v)
+		case "slowdown":
+			o.slowdown, err = strconv.ParseFloat(v, 64)
+			if err == nil && !(o.slowdown >= 1 && o.slowdown <= 100) {
+				err = errors.New("want a factor from 1 to 100")
+			}
 		default:
-			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, memory_limit_mb, weights, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
+			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, memory_limit_mb, weights, slowdown, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
 		}
 		if err != nil {
 			return o, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
@@ -243,6 +283,9 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 	if err != nil {
 		m.Close()
 		return nil, engine.Errorf(engine.CodeInternal, "load model onto backend %s: %v", b.Name(), err)
+	}
+	if opts.slowdown > 1 {
+		bm = slowModel{Model: bm, factor: opts.slowdown}
 	}
 	layout := bm.KVLayout()
 	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS(), log: e.log, grammars: grammar.NewCache(grammarCacheSize)}
