@@ -209,12 +209,19 @@ var _ backend.WeightsHolder = (*cpuModel)(nil)
 // Metrics reports how the model holds its weights: "cpu_weights_stored" is 1 when matrices stay as the file
 // stores them (WeightsStored, or WeightsAuto on a machine without room for the float32 copy), and
 // "cpu_expanded_weight_bytes" is the memory of the float32 copies made at load (the mapped file comes on top).
+// "cpu_kernel_lanes" names the kernel path: 1 for the Go kernels, 8 for AVX2, 16 for AVX-512; two instances
+// give the same bits only on the same path.
 func (m *cpuModel) Metrics() map[string]float64 {
 	stored := 0.0
 	if m.stored {
 		stored = 1
 	}
-	return map[string]float64{"cpu_weights_stored": stored, "cpu_expanded_weight_bytes": float64(m.expanded)}
+	lanes := 1
+	if m.kern != pathGo {
+		lanes = simdKernels[m.kern].lanes
+	}
+	return map[string]float64{"cpu_weights_stored": stored, "cpu_expanded_weight_bytes": float64(m.expanded),
+		"cpu_kernel_lanes": float64(lanes)}
 }
 
 func (m *cpuModel) KVLayout() backend.KVLayout {

@@ -12,10 +12,20 @@
 //     (BenchmarkWeightFormats, BenchmarkWeights). Both give the same logits, bit for bit.
 //   - One worker pool of GOMAXPROCS goroutines runs every parallel loop; work is cut into chunks claimed with an
 //     atomic counter. Matrix products are parallel over weight rows, attention over (token, KV head) pairs.
-//   - The matrix kernels compute 8 dot products at a time (8 weight rows × 1 token for decode, 4 × 2 for
-//     multi-token steps) with 4-way or 2-way unrolled, bounds-check-free inner loops, and each output is summed
-//     in a single accumulator in index order. So a token's result does not depend on which other tokens share
-//     the step: batched decode equals unbatched decode and chunked prefill equals one-shot prefill, bit for bit.
+//   - Kernel paths (simd.go): the pure-Go kernels are the fallback and the reference; on amd64, AVX2+FMA and
+//     AVX-512 kernels generated with avo (internal/kernelgen, kernels_amd64.s) run the matrix products of decode
+//     and prefill, the stored bf16/f16/8-bit/4-bit decode products (widened or dequantized in registers to the
+//     bits model.Affine gives) and attention's dot products and weighted sums. The fastest path the CPU has is
+//     chosen at load; DUET_CPU_KERNELS=go|avx2|avx512 forces one.
+//   - Within a path every kernel sums an output the same way, whatever tile computes it: the Go kernels in one
+//     accumulator in index order, products rounded before they are added; the vector paths in 8 (AVX2) or 16
+//     (AVX-512) lanes with fused multiply-adds, reduced by one fixed tree. So a token's result does not depend
+//     on which other tokens share the step: batched decode equals unbatched decode and chunked prefill equals
+//     one-shot prefill, bit for bit, on each path, and stored weights give the expanded ones' logits. Across
+//     paths logits differ at the ulp scale (TestKernelPathsAgree), so P/D is exact between nodes on one path.
+//   - The Go kernels compute 8 dot products at a time (8 weight rows × 1 token for decode, 4 × 2 for
+//     multi-token steps) with unrolled, bounds-check-free inner loops; the vector ones 8 × 1 for decode and
+//     4 weight rows × 3 (AVX2) or × 6 (AVX-512) tokens for multi-token steps.
 //   - A Forward call with several sequences reads every weight once for all of them (continuous batching);
 //     long prompts are processed PrefillChunk tokens at a time with the same multi-token kernels.
 //   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),

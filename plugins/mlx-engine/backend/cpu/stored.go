@@ -10,8 +10,9 @@ import (
 
 // Matrices kept as the file stores them (backend.WeightsStored). A prefill step expands a tile of rows with
 // model.Linear.Row and runs the float32 kernels on it: the expansion is shared by every row of the step. A
-// decode step (one input row) would pay for the expansion per weight and then read the tile back, so the
-// common formats have kernels that widen or dequantize in registers instead. They keep the contract of the
+// decode step (one input row, or a batch of up to storedVecRows) would pay for the expansion per weight and
+// then read the tile back, so the common formats have kernels that widen or dequantize in registers instead,
+// on every kernel path (the vector ones in simd.go). They keep the contract of the
 // float32 kernels (one accumulator per output, summed in index order) and widen to the bits Row writes:
 // 16-bit values exactly, quantized ones with model.Affine, which model.Dequantize uses too (a table of the
 // group's values for 4 bits, one value at a time for 8 bits). So a stored model gives the logits of the

@@ -119,7 +119,7 @@ func benchList(s string, def []string) []string {
 
 // readBandwidth measures how many bytes per second threads goroutines read from a 256 MiB buffer (far beyond
 // the caches; best of five) with vector loads: what a decode step, which reads every weight once and writes
-// almost nothing, can reach at best. (copyBandwidth moves each byte twice and so understates it.) The buffer is
+// almost nothing, can reach at best (a copy moves each byte twice and so understates it). The buffer is
 // returned to the OS afterwards.
 func readBandwidth(threads int) float64 {
 	defer debug.FreeOSMemory()
