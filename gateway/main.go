@@ -39,6 +39,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/pluginhost"
 	"github.com/duet-ai/duet/gateway/internal/server"
+	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/clustersecret"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
@@ -232,11 +233,23 @@ func run(ctx context.Context, cfg config.Config) error {
 		m = newMetrics(cfg, nodeID, agent, engines, func() *server.Server { return srv }, pluginStatus)
 		agent.Speeds().OnEstimateError(m.EstimateError) // PD auto's estimates against what happened
 	}
+	tracer, err := tracing.New(tracing.Config{Endpoint: cfg.OTLPEndpoint, Node: nodeID, Version: version})
+	if err != nil {
+		return fmt.Errorf("--otlp-endpoint: %w", err)
+	}
+	defer func() {
+		// The spans still queued go out, within a bound: a collector that is down must not hold up an exit.
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := tracer.Shutdown(ctx); err != nil {
+			log.Warn("exporting the last spans", "error", err)
+		}
+	}()
 	srv = server.New(cfg.Server, server.Deps{
 		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,
 		Forward: forward.NewClient(hopKey, tlsClient), HopKeys: secrets.HopKeys(),
 		Status:  func() any { return pluginStatus() },
-		Metrics: m,
+		Metrics: m, Tracer: tracer,
 	})
 	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()

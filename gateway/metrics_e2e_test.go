@@ -2,15 +2,21 @@ package main
 
 import (
 	"bufio"
+	"encoding/hex"
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // samples is a scrape of /metrics in Prometheus' text format: each sample's value by its name and labels, as
@@ -93,14 +99,20 @@ func tracedChat(t *testing.T, g *gateway, requestID, prompt string, maxTokens in
 // with node 2's instance as its prefill (linked), a stream through the same hop, and a restart of node 1's
 // engine plugin; each series moved as it should, on the node that should count it. Node 1 serves /metrics on
 // --metrics-listen too, without a key. The answers carry their trace in Server-Timing, under the request id
-// the client gave, which node 1's log names too.
+// the client gave, which node 1's log names too; both export their spans of it, in one trace, to a fake OTLP
+// collector.
 func TestMetrics(t *testing.T) {
 	port := clusterPort(t)
 	secret := writeSecret(t, "the two nodes that count share this secret")
 	metricsAddr, dead := freeAddr(t), freeAddr(t) // dead: nothing listens there once freeAddr returns
-	n1 := startNode(t, "127.0.0.1", port, secret, "", "--metrics-listen", metricsAddr,
+	col := &otlpCollector{}
+	collector := httptest.NewServer(col)
+	defer collector.Close()
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: the nodes export their spans at once
+	n1 := startNode(t, "127.0.0.1", port, secret, "", "--metrics-listen", metricsAddr, "--otlp-endpoint", collector.URL,
 		"--engine-opt", "remote_prefill_threshold=64,kv_frame_timeout=20s,kv_advertise="+dead)
-	n2 := startNode(t, "127.0.0.2", port, secret, "127.0.0.1", "--log-level", "debug") // its KV exports
+	n2 := startNode(t, "127.0.0.2", port, secret, "127.0.0.1", "--log-level", "debug", // its KV exports
+		"--otlp-endpoint", collector.URL)
 	id1, id2 := n1.nodeID(t), n2.nodeID(t)
 	waitFor(t, 20*time.Second, "both nodes to see two ready instances", func() bool {
 		return len(n1.readyOn(t)) == 2 && len(n2.readyOn(t)) == 2
@@ -230,8 +242,34 @@ func TestMetrics(t *testing.T) {
 	if log := n1.stderr.String(); !strings.Contains(log, "request_id=metrics-forwarded") {
 		t.Errorf("node 1's log does not name the forwarded request's id")
 	}
-	if !regexp.MustCompile(`KV export done: request_id=metrics-forwarded `).MatchString(n2.stderr.String()) {
-		t.Errorf("node 2's engine did not log the KV export under the request's id")
+	waitFor(t, 5*time.Second, "node 2's engine to log the KV export under the request's id", func() bool {
+		return regexp.MustCompile(`KV export done:[^\n]* request_id=metrics-forwarded[ \n]`).MatchString(n2.stderr.String())
+	})
+
+	// Both nodes exported the forwarded request's spans, in one trace: node 1's under node 2's (through the
+	// hop's traceparent), with the engine's phases under node 1's.
+	var entry, owner *otlpSpan
+	waitFor(t, 10*time.Second, "both nodes' spans of the forwarded request at the collector", func() bool {
+		entry, owner = col.request("metrics-forwarded", id2), col.request("metrics-forwarded", id1)
+		return entry != nil && owner != nil
+	})
+	if owner.traceID != entry.traceID || owner.parent != entry.spanID {
+		t.Errorf("node 1's span (trace %s, parent %s) is not under node 2's (trace %s, span %s)", owner.traceID, owner.parent, entry.traceID, entry.spanID)
+	}
+	phases := col.children(owner.spanID)
+	for _, name := range []string{"admission", "queue", "prefill", "kv_wait", "kv_transfer", "kv_ingest", "first_token", "decode"} {
+		if phases[name] == nil {
+			t.Errorf("node 1's span has no %s phase (it has %v)", name, phases)
+		}
+	}
+	if ph := col.children(entry.spanID); ph["route"] == nil || ph["forward"] == nil {
+		t.Errorf("node 2's span lacks route or forward: %v", ph)
+	}
+	if kv := phases["kv_transfer"]; kv != nil {
+		want := fwTimings["remote_prefill"].(map[string]any)["transfer_ms"].(float64)
+		if got := float64(kv.end-kv.start) / 1e6; got < want-0.01 || got > want+0.01 {
+			t.Errorf("the kv_transfer span lasts %.3f ms, the answer's timings say %.3f", got, want)
+		}
 	}
 
 	// Node 1's engine plugin dies and is restarted: counted once, and up again.
@@ -300,4 +338,72 @@ func TestMetricsAccess(t *testing.T) {
 	if st, _ := get(bare.url+"/metrics", ""); st != 404 {
 		t.Errorf("/metrics with --no-metrics: %d", st)
 	}
+}
+
+// otlpCollector is a fake OTLP/HTTP collector: it decodes each export request (protobuf) and keeps its spans
+// with the node (service.instance.id) that sent them.
+type otlpCollector struct {
+	mu    sync.Mutex
+	spans []*otlpSpan
+}
+
+type otlpSpan struct {
+	name, node, traceID, spanID, parent string
+	start, end                          uint64
+	attrs                               map[string]string
+}
+
+func (c *otlpCollector) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+	var req coltracepb.ExportTraceServiceRequest
+	if r.URL.Path != "/v1/traces" || proto.Unmarshal(body, &req) != nil {
+		http.Error(w, "not an OTLP/HTTP protobuf trace export", http.StatusBadRequest)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, rs := range req.ResourceSpans {
+		var node string
+		for _, kv := range rs.Resource.GetAttributes() {
+			if kv.Key == "service.instance.id" {
+				node = kv.Value.GetStringValue()
+			}
+		}
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				sp := &otlpSpan{name: s.Name, node: node, traceID: hex.EncodeToString(s.TraceId), spanID: hex.EncodeToString(s.SpanId),
+					parent: hex.EncodeToString(s.ParentSpanId), start: s.StartTimeUnixNano, end: s.EndTimeUnixNano, attrs: map[string]string{}}
+				for _, kv := range s.Attributes {
+					sp.attrs[kv.Key] = kv.Value.GetStringValue()
+				}
+				c.spans = append(c.spans, sp)
+			}
+		}
+	}
+	w.Header().Set("Content-Type", "application/x-protobuf")
+}
+
+// request is node's span of the request with that id, or nil.
+func (c *otlpCollector) request(id, node string) *otlpSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.spans {
+		if s.name == "duet.request" && s.node == node && s.attrs["duet.request_id"] == id {
+			return s
+		}
+	}
+	return nil
+}
+
+// children are the spans under span, by name.
+func (c *otlpCollector) children(span string) map[string]*otlpSpan {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]*otlpSpan{}
+	for _, s := range c.spans {
+		if s.parent == span {
+			out[s.name] = s
+		}
+	}
+	return out
 }

@@ -67,6 +67,9 @@ type Config struct {
 	// MetricsStatsInterval bounds how often the engine's Stats are read for /metrics, however often it is
 	// scraped.
 	MetricsStatsInterval time.Duration
+	// OTLPEndpoint, when set, is an OTLP/HTTP collector that gets each request's spans (the standard
+	// OTEL_EXPORTER_OTLP_ENDPOINT works too).
+	OTLPEndpoint string
 }
 
 // Defaults used when neither flag nor environment says otherwise.
@@ -189,6 +192,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	intVar(&c.Server.MaxQueue, "max-queue", "DUET_MAX_QUEUE", "generations waiting for a slot before 429")
 	fs.BoolVar(&c.NoMetrics, "no-metrics", env("DUET_NO_METRICS", "") == "true", "count nothing and serve no /metrics [DUET_NO_METRICS]")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", env("DUET_METRICS_LISTEN", ""), "an address that serves GET /metrics alone, without an API key (the API port serves it behind the API key) [DUET_METRICS_LISTEN]")
+	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", env("DUET_OTLP_ENDPOINT", ""), "an OTLP/HTTP collector (http://host:4318) to export each request's spans to; OTEL_EXPORTER_OTLP_ENDPOINT works too [DUET_OTLP_ENDPOINT]")
 	durationVar(&c.MetricsStatsInterval, "metrics-stats-interval", "DUET_METRICS_STATS_INTERVAL", "shortest interval between two reads of the engine's stats for /metrics")
 	durationVar(&c.Server.RequestTimeout, "request-timeout", "DUET_REQUEST_TIMEOUT", "longest a generation may run")
 	durationVar(&c.Server.QueueTimeout, "queue-timeout", "DUET_QUEUE_TIMEOUT", "longest a request waits for a slot")

@@ -52,8 +52,8 @@ type Request struct {
 	Body         []byte
 	RequestID    string
 	Route        Route
-	// Header holds the client's headers worth passing on: Content-Type, Accept, and Authorization in a
-	// cluster without a secret.
+	// Header holds the client's headers worth passing on: Content-Type, Accept, Anthropic-Version, the trace
+	// context (Traceparent, Tracestate), and Authorization in a cluster without a secret.
 	Header http.Header
 	// BodyDone, if set, is called once the body has been sent or the hop failed: the caller may reuse its
 	// bytes from then on.
@@ -90,7 +90,8 @@ func (c *Client) Send(ctx context.Context, t Target, r Request) (*http.Response,
 		return nil, err
 	}
 	req.ContentLength = int64(len(r.Body))
-	for _, h := range []string{"Content-Type", "Accept", "Anthropic-Version"} {
+	// Traceparent and Tracestate carry the entry's trace span (W3C Trace Context), so the owner's joins it.
+	for _, h := range []string{"Content-Type", "Accept", "Anthropic-Version", "Traceparent", "Tracestate"} {
 		if v := r.Header.Get(h); v != "" {
 			req.Header.Set(h, v)
 		}

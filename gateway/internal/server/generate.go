@@ -182,7 +182,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 
 	var d *decision
 	route := &openai.Route{EntryNode: s.reg.Node()}
-	rec := s.recent.open(c, g, route, s.metrics)
+	rec := s.recent.open(c, g, route, s.metrics, s.tracer)
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		var err error
 		if d, err = s.fromPinned(hop, requestID); err != nil {

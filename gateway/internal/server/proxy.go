@@ -36,6 +36,9 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 		return false, nil
 	}
 	header := requestHeader(c)
+	if tp := recentOf(c).traceparent(); tp != "" {
+		header.Set("Traceparent", tp) // the owner's span joins this one's trace
+	}
 	// The hop sends the client's body as it is (its proof covers those bytes); the body's buffer goes back to
 	// the gateway's pool when the handler returns, so wait until the transport is done with it.
 	sent := make(chan struct{})

@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -128,6 +130,9 @@ type recentEntry struct {
 	// For the metrics: the series the request counts in (api, model label), and the gateway's metrics.
 	m          *metrics.Metrics
 	api, model string
+	// span is the request's trace span (nil: no OTLP endpoint); timings the engine's, when it ran here.
+	span    *tracing.Request
+	timings *engine.Timings
 
 	// streaming: a stream writer records the request when it ends, not the handler.
 	streaming atomic.Bool
@@ -143,7 +148,7 @@ type recentEntry struct {
 }
 
 // open starts recording a generation that serve runs.
-func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route, m *metrics.Metrics) *recentEntry {
+func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route, m *metrics.Metrics, tr *tracing.Tracer) *recentEntry {
 	// fiber's strings point into buffers it reuses for the next request: the record keeps copies.
 	e := &recentEntry{ring: r, route: route, g: g, n: max(g.request.N, 1), rec: recentRequest{
 		RequestID: cut(requestIDOf(c), maxRecentString), Path: cut(c.Path(), maxRecentString), Model: cut(g.model, maxRecentString),
@@ -151,6 +156,11 @@ func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route, 
 	}}
 	if m != nil {
 		e.m, e.api, e.model = m, apiOf(c.Path()), m.Model(g.model)
+	}
+	if tr != nil {
+		e.span = tr.Start(func(k string) string { return c.Get(k) }, "duet.request", e.rec.Start, attribute.String("duet.request_id", e.rec.RequestID),
+			attribute.String("url.path", e.rec.Path), attribute.String("duet.node", route.EntryNode),
+			attribute.Bool("duet.hop", e.rec.Hop), attribute.Bool("duet.stream", g.stream))
 	}
 	c.Locals(recentKey, e)
 	return e
@@ -185,6 +195,7 @@ func (e *recentEntry) answered(rs openai.Results) {
 
 // setTimings renders the timings as the answer carries them. Call with mu held.
 func (e *recentEntry) setTimings(t engine.Timings) {
+	e.timings = &t
 	if b := openai.AppendTimings(nil, t, e.route); len(b) <= maxRecentTimings {
 		e.rec.Timings = b
 	}
@@ -227,11 +238,25 @@ func (e *recentEntry) record() {
 			PrefillNode: rt.PrefillNode, PrefillInstance: rt.PrefillInstance, PrefillAddress: rt.PrefillAddress, Forwarded: rt.Forwarded}
 	}
 	e.rec.Route.Reason = e.reason
+	var routeTime time.Duration
 	if e.g != nil {
-		e.rec.Route.RoutingMS = msOf(e.g.routeTime)
+		routeTime = e.g.routeTime
+		e.rec.Route.RoutingMS = msOf(routeTime)
 	}
 	e.g = nil // the record outlives the request; the generation must not
 	e.ring.add(e.rec)
+	if e.span != nil {
+		p := tracing.Phases{Status: e.rec.Status, Error: e.rec.Error, Route: routeTime, Forwarded: e.forwarded != nil,
+			Attrs: []attribute.KeyValue{attribute.String("duet.model", e.rec.Model),
+				attribute.String("duet.decode_node", e.rec.Route.DecodeNode), attribute.String("duet.decode_instance", e.rec.Route.DecodeInstance)}}
+		if e.route != nil {
+			p.Admission = e.route.Admission
+		}
+		if e.forwarded == nil {
+			p.Engine = e.timings
+		}
+		e.span.End(time.Now(), p)
+	}
 	if e.m == nil {
 		return
 	}
@@ -506,3 +531,11 @@ func cut(s string, n int) string {
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// traceparent is the request's span as a W3C traceparent header, for a hop ("" without tracing).
+func (e *recentEntry) traceparent() string {
+	if e == nil {
+		return ""
+	}
+	return e.span.Traceparent()
+}

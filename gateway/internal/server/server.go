@@ -22,6 +22,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/serfcluster"
 )
@@ -111,6 +112,7 @@ type Server struct {
 	started   time.Time
 	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
+	tracer    *tracing.Tracer  // nil: no OTLP export
 }
 
 // RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
@@ -134,6 +136,8 @@ type Deps struct {
 	// Metrics, when set, counts what the server does and is served at GET /metrics (behind the API key, when
 	// one is set; a --metrics-listen listener serves it without).
 	Metrics *metrics.Metrics
+	// Tracer, when set, exports each request's spans over OTLP.
+	Tracer *tracing.Tracer
 }
 
 // New builds the server. Call Listen or Serve to run it.
@@ -143,7 +147,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s := &Server{
 		cfg: cfg, reg: d.Registry, engines: d.Engines, routers: d.Routers, swap: d.Swapper, fwd: d.Forward,
-		status: d.Status, log: cfg.Logger, metrics: d.Metrics,
+		status: d.Status, log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer,
 		snaps:    &snapshots{reg: d.Registry, agent: d.Agent},
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
