@@ -5,9 +5,11 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,11 +24,13 @@ import (
 // decode step reads 2×, ~3.8× and ~6.4× fewer bytes), on every kernel path this CPU has and for each thread
 // count: decode tok/s at batch 1 and 8 and prefill tok/s for a 512-token prompt.
 //
-// Decode at batch 1 streams every weight once per token, so its bound is read bandwidth / bytes per token; the
-// bandwidth is measured again, with the same threads, right before each batch-1 measurement, so that of-bound
-// (tok/s over that bound) holds on a machine whose load changes. Metrics: tok/s; for batch 1 also bound-tok/s,
-// of-bound, read-GB/s and weights-MB; GMAC/cpu-s (matrix work per CPU-second, which a busy machine does not
-// distort). Threads default to 1 and GOMAXPROCS; DUET_BENCH_THREADS=1,2,4 sets them, and DUET_BENCH_DTYPES
+// Decode at batch 1 streams every weight once per token, so its bound is read bandwidth / bytes per token.
+// Each decode step is paired with a read of as many bytes, with the same threads, right before it, so both
+// see the same load: of-bound is the median over steps of (read time / step time), the fraction of the
+// bandwidth bound the step reaches, which holds on a machine whose load changes. Metrics: tok/s (time in
+// Forward only); for batch 1 also of-bound, read-GB/s (the median of the paired reads), bound-tok/s (their
+// bandwidth over bytes per token) and weights-MB; GMAC/cpu-s (matrix work per CPU-second, which a busy
+// machine does not distort). Threads default to 1 and GOMAXPROCS; DUET_BENCH_THREADS=1,2,4 sets them, and DUET_BENCH_DTYPES
 // and DUET_BENCH_KERNELS (comma-separated) pick dtypes and paths.
 //
 //	go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench Throughput -benchtime 2s
@@ -78,26 +82,12 @@ func BenchmarkThroughput(b *testing.B) {
 					macs := float64(macsPerToken(cm))
 					bp := backendtest.BenchModel{Prefill: 512}
 					p := bp.BenchPrompt(bm.VocabSize())
-					for _, batch := range []int{1, 8} {
-						b.Run(fmt.Sprintf("decode-batch%d", batch), func(b *testing.B) {
-							var readBW float64
-							var cpu0 time.Duration
-							tps, _ := backendtest.BenchDecode(b, bm, p, batch, func() {
-								if batch == 1 {
-									readBW = readBandwidth(n)
-								}
-								cpu0 = processCPUTime()
-							})
-							reportCPU(b, cpu0, float64(batch*b.N)*macs)
-							if batch == 1 {
-								bound := readBW / float64(weights)
-								b.ReportMetric(bound, "bound-tok/s")
-								b.ReportMetric(tps/bound, "of-bound")
-								b.ReportMetric(readBW/1e9, "read-GB/s")
-								b.ReportMetric(float64(weights)/1e6, "weights-MB")
-							}
-						})
-					}
+					b.Run("decode-batch1", func(b *testing.B) { benchDecodeVsRead(b, bm, p, n, weights, macs) })
+					b.Run("decode-batch8", func(b *testing.B) {
+						var cpu0 time.Duration
+						backendtest.BenchDecode(b, bm, p, 8, func() { cpu0 = processCPUTime() })
+						reportCPU(b, cpu0, float64(8*b.N)*macs)
+					})
 					b.Run("prefill-512", func(b *testing.B) {
 						var cpu0 time.Duration
 						backendtest.BenchPrefill(b, bm, p[:512], func() { cpu0 = processCPUTime() })
@@ -107,6 +97,75 @@ func BenchmarkThroughput(b *testing.B) {
 			}
 		}
 	}
+}
+
+// benchDecodeVsRead measures decode at batch 1 (as backendtest.BenchDecode does: BenchContext positions of p,
+// truncated back after each step) with every step paired with a read of weights bytes by threads goroutines.
+func benchDecodeVsRead(b *testing.B, m backend.Model, p []int32, threads int, weights int64, macs float64) {
+	c := backendtest.NewCache(b, m)
+	backendtest.Forward(b, m, c, p[:backendtest.BenchContext]...)
+	seq := []backend.Seq{{Cache: c, Tokens: p[backendtest.BenchContext : backendtest.BenchContext+1], Logits: make([]float32, m.VocabSize())}}
+	buf := make([]byte, (weights+127)&^127)
+	for i := range buf {
+		buf[i] = byte(i)
+	}
+	defer debug.FreeOSMemory()
+	readAllParallel(buf, threads) // fault in, warm up
+	var inForward time.Duration
+	ratios, bws := make([]float64, 0, b.N), make([]float64, 0, b.N)
+	cpu0 := processCPUTime()
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		readAllParallel(buf, threads)
+		t1 := time.Now()
+		if err := m.Forward(seq); err != nil {
+			b.Fatal(err)
+		}
+		t2 := time.Now()
+		c.Truncate(backendtest.BenchContext)
+		inForward += t2.Sub(t1)
+		ratios = append(ratios, t1.Sub(t0).Seconds()/t2.Sub(t1).Seconds())
+		bws = append(bws, float64(len(buf))/t1.Sub(t0).Seconds())
+	}
+	b.StopTimer()
+	if cpu := processCPUTime() - cpu0; cpu > 0 {
+		// The paired reads are CPU time too: count the steps' share only, as the step/read time split.
+		share := inForward.Seconds() / b.Elapsed().Seconds()
+		b.ReportMetric(float64(b.N)*macs/(cpu.Seconds()*share)/1e9, "GMAC/cpu-s")
+	}
+	bw := median(bws)
+	b.ReportMetric(float64(b.N)/inForward.Seconds(), "tok/s")
+	b.ReportMetric(median(ratios), "of-bound")
+	b.ReportMetric(bw/1e9, "read-GB/s")
+	b.ReportMetric(bw/float64(weights), "bound-tok/s")
+	b.ReportMetric(float64(weights)/1e6, "weights-MB")
+}
+
+// readAllParallel reads b with threads goroutines, each a contiguous part.
+func readAllParallel(b []byte, threads int) {
+	threads = max(threads, 1)
+	part := (len(b)/threads + 127) &^ 127
+	var wg sync.WaitGroup
+	for lo := 0; lo < len(b); lo += part {
+		wg.Add(1)
+		go func(p []byte) {
+			defer wg.Done()
+			readSink.Add(readAll(p))
+		}(b[lo:min(lo+part, len(b))])
+	}
+	wg.Wait()
+}
+
+var readSink atomic.Uint64
+
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[len(s)/2]
 }
 
 // benchList splits a comma-separated setting, or returns def when it is empty.
