@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -40,7 +41,7 @@ func apiOf(path string) string {
 // large, overlong): its model was not read, so it counts as unknown. A hop refused so counted itself already.
 func (s *Server) countUnserved(c *fiber.Ctx, status int) {
 	api := apiOf(c.Path())
-	if api == "" || c.Method() != fiber.MethodPost || c.Get("X-Duet-Hop") != "" {
+	if api == "" || c.Method() != fiber.MethodPost || c.Get(forward.HeaderHop) != "" {
 		return
 	}
 	s.metrics.Request(api, metrics.ModelUnknown, status, 0)
