@@ -242,6 +242,9 @@ func (s *Speed) validate() error {
 		if err := rate("ingress bytes_per_second", l.BytesPerSecond); err != nil {
 			return err
 		}
+		if err := rate("ingress prefill_tps", l.PrefillTPS); err != nil {
+			return err
+		}
 		if l.RTT < 0 || l.Samples < 0 {
 			return fmt.Errorf("serfcluster: speed ingress from %s: rtt=%v samples=%d out of range", l.From, l.RTT, l.Samples)
 		}

@@ -101,6 +101,7 @@ type wireLinkSpeed struct {
 	B float64 `json:"b"`
 	R int64   `json:"r,omitempty"` // µs
 	N int64   `json:"n,omitempty"`
+	P float64 `json:"p,omitempty"`
 }
 
 func round4(v float64) float64 {
@@ -117,7 +118,7 @@ func speedToWire(s *Speed) *wireSpeed {
 		w.P = append(w.P, round4(v))
 	}
 	for _, l := range s.Ingress {
-		w.L = append(w.L, wireLinkSpeed{F: string(l.From), B: round4(l.BytesPerSecond), R: l.RTT.Microseconds(), N: l.Samples})
+		w.L = append(w.L, wireLinkSpeed{F: string(l.From), B: round4(l.BytesPerSecond), R: l.RTT.Microseconds(), N: l.Samples, P: round4(l.PrefillTPS)})
 	}
 	return w
 }
@@ -134,7 +135,7 @@ func (w *wireSpeed) speed() (*Speed, error) {
 		if l.R < 0 || l.R > int64(time.Duration(math.MaxInt64).Microseconds()) {
 			return nil, fmt.Errorf("speed link RTT %dµs out of range", l.R)
 		}
-		s.Ingress = append(s.Ingress, LinkSpeed{From: NodeID(l.F), BytesPerSecond: l.B, RTT: time.Duration(l.R) * time.Microsecond, Samples: l.N})
+		s.Ingress = append(s.Ingress, LinkSpeed{From: NodeID(l.F), BytesPerSecond: l.B, RTT: time.Duration(l.R) * time.Microsecond, Samples: l.N, PrefillTPS: l.P})
 	}
 	return s, s.validate()
 }

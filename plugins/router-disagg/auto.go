@@ -222,9 +222,7 @@ func (r *Router) explainAuto(b []byte, v *view.View, a *autoChoice, dres *sched.
 		}
 		b = append(b, "; auto: remote "...)
 		b = estimate(b, &a.est)
-		if a.est.Nominal {
-			b = append(b, " (link at nominal speed)"...)
-		}
+		b = basis(b, &a.est)
 		b = append(b, " vs local "...)
 		b = estimate(b, &a.local)
 		if a.localDec != a.dec {
@@ -245,9 +243,7 @@ func (r *Router) explainAuto(b []byte, v *view.View, a *autoChoice, dres *sched.
 			b = seconds(b, r.objective(&a.best.est))
 			b = append(b, " via "...)
 			b = at(b, a.best.p.ID, a.best.p.Node)
-			if a.best.est.Nominal {
-				b = append(b, " (link at nominal speed)"...)
-			}
+			b = basis(b, &a.best.est)
 		} else if a.skipped > 0 {
 			b = append(b, " (no prefill candidate measured)"...)
 		}
@@ -262,6 +258,17 @@ func (r *Router) explainAuto(b []byte, v *view.View, a *autoChoice, dres *sched.
 		b = append(b, " (assumed)"...)
 	}
 	return append(b, " out"...)
+}
+
+// basis says what a remote estimate rests on when it is not the prefill node's figures and a measured link.
+func basis(b []byte, e *cost.Estimate) []byte {
+	switch {
+	case e.Whole:
+		return append(b, " (as remote prefills from there went)"...)
+	case e.Nominal:
+		return append(b, " (link at nominal speed)"...)
+	}
+	return b
 }
 
 // estimate writes "11.6 s (first token 3.10 s)".

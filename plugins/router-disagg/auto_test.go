@@ -66,6 +66,15 @@ func TestAutoDecisions(t *testing.T) {
 			reason: "; prefill locally; auto: local 19.4 s (first token 6.67 s) vs remote 31.4 s via p@n2, 2000 uncached tokens, 128 out",
 		},
 		{
+			name: "remote prefills measured", prompt: 2000, decode: "d", prefill: "p",
+			edit: func(s *router.Snapshot) {
+				// The prefill node's own figures say it is slow, but whole remote prefills from it went at 400 tok/s.
+				s.Instances[1] = measured(s.Instances[1], 90, 5)
+				s.Instances[0].Speed.Ingress = []router.LinkSpeed{{From: "n2", BytesPerSecond: 5e8, PrefillTPS: 400}}
+			},
+			reason: "; prefill on p@n2 over ethernet (10 Gb/s); auto: remote 17.8 s (first token 5.14 s) (as remote prefills from there went) vs local 32.7 s (first token 20.0 s), 2000 uncached tokens, 128 out",
+		},
+		{
 			name: "busy prefill node", prompt: 2000, decode: "d",
 			edit:   func(s *router.Snapshot) { s.Instances[1].Speed.QueueWait = 25 * time.Second },
 			reason: "; prefill locally; auto: local 32.7 s (first token 20.0 s) vs remote 39.9 s via p@n2 (link at nominal speed), 2000 uncached tokens, 128 out",

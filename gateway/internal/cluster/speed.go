@@ -90,6 +90,7 @@ type learned struct {
 type ingressLink struct {
 	from    serfcluster.NodeID
 	goodput ewma
+	remote  ewma // prompt tokens per second of whole remote prefills (request to last byte)
 	rtt     time.Duration
 	at      time.Time
 }
@@ -146,7 +147,11 @@ func (s *Speeds) Observe(sm Sample) {
 	}
 	if r := sm.Remote; r != nil && r.FallbackReason == "" && sm.PrefillSource == engine.PrefillRemote && r.Bytes >= minKVSample {
 		if d := r.Transfer - r.Wait; d > 0 && sm.PrefillNode != "" {
-			l.observeIngress(serfcluster.NodeID(sm.PrefillNode), float64(r.Bytes)/d.Seconds(), sm.RTT)
+			var tps float64
+			if r.Tokens >= minPrefillSample && r.Transfer > 0 {
+				tps = float64(r.Tokens) / r.Transfer.Seconds()
+			}
+			l.observeIngress(serfcluster.NodeID(sm.PrefillNode), float64(r.Bytes)/d.Seconds(), tps, sm.RTT)
 		}
 		if r.Ingest > 0 {
 			l.ingest.add(float64(r.Bytes) / r.Ingest.Seconds())
@@ -159,7 +164,7 @@ func (s *Speeds) Observe(sm Sample) {
 	}
 }
 
-func (l *learned) observeIngress(from serfcluster.NodeID, goodput float64, rtt time.Duration) {
+func (l *learned) observeIngress(from serfcluster.NodeID, goodput, tps float64, rtt time.Duration) {
 	i := slices.IndexFunc(l.ingress, func(x ingressLink) bool { return x.from == from })
 	if i < 0 {
 		if len(l.ingress) == serfcluster.MaxSpeedIngress {
@@ -177,6 +182,7 @@ func (l *learned) observeIngress(from serfcluster.NodeID, goodput float64, rtt t
 	}
 	x := &l.ingress[i]
 	x.goodput.add(goodput)
+	x.remote.add(tps)
 	if rtt > 0 {
 		x.rtt = rtt
 	}
@@ -203,7 +209,7 @@ func (l *learned) figures() serfcluster.Speed {
 		sp.PrefillTPS[i] = l.prefill[i].v
 	}
 	for _, x := range l.ingress {
-		sp.Ingress = append(sp.Ingress, serfcluster.LinkSpeed{From: x.from, BytesPerSecond: x.goodput.v, RTT: x.rtt, Samples: x.goodput.n})
+		sp.Ingress = append(sp.Ingress, serfcluster.LinkSpeed{From: x.from, BytesPerSecond: x.goodput.v, RTT: x.rtt, Samples: x.goodput.n, PrefillTPS: x.remote.v})
 	}
 	return sp
 }
@@ -221,7 +227,8 @@ func moved(a, b *serfcluster.Speed) bool {
 		}
 	}
 	for i := range a.Ingress {
-		if a.Ingress[i].From != b.Ingress[i].From || far(a.Ingress[i].BytesPerSecond, b.Ingress[i].BytesPerSecond) {
+		if a.Ingress[i].From != b.Ingress[i].From || far(a.Ingress[i].BytesPerSecond, b.Ingress[i].BytesPerSecond) ||
+			far(a.Ingress[i].PrefillTPS, b.Ingress[i].PrefillTPS) {
 			return true
 		}
 	}
@@ -351,7 +358,8 @@ func RouterSpeed(sp *serfcluster.Speed) router.Speed {
 	}
 	copy(out.PrefillTPS[:], sp.PrefillTPS)
 	for _, l := range sp.Ingress {
-		out.Ingress = append(out.Ingress, router.LinkSpeed{From: string(l.From), BytesPerSecond: l.BytesPerSecond, RTT: l.RTT, Samples: l.Samples})
+		out.Ingress = append(out.Ingress, router.LinkSpeed{From: string(l.From), BytesPerSecond: l.BytesPerSecond, RTT: l.RTT, Samples: l.Samples,
+			PrefillTPS: l.PrefillTPS})
 	}
 	return out
 }

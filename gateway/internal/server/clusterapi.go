@@ -135,6 +135,8 @@ type ingressView struct {
 	BytesPerSecond float64 `json:"bytes_per_second"`
 	RTTMs          float64 `json:"rtt_ms,omitempty"`
 	Samples        int64   `json:"samples"`
+	// PrefillTPS: prompt tokens per second of whole remote prefills from that node (request to last byte).
+	PrefillTPS float64 `json:"remote_prefill_tokens_per_second,omitempty"`
 }
 
 func speedViewOf(sp *serfcluster.Speed) *speedView {
@@ -156,7 +158,7 @@ func speedViewOf(sp *serfcluster.Speed) *speedView {
 	}
 	for _, l := range sp.Ingress {
 		v.Ingress = append(v.Ingress, ingressView{From: string(l.From), BytesPerSecond: math.Round(l.BytesPerSecond),
-			RTTMs: float64(l.RTT.Microseconds()) / 1000, Samples: l.Samples})
+			RTTMs: float64(l.RTT.Microseconds()) / 1000, Samples: l.Samples, PrefillTPS: math.Round(l.PrefillTPS*10) / 10})
 	}
 	return v
 }

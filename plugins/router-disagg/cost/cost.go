@@ -56,6 +56,10 @@ type Estimate struct {
 	// came from the path's nominal speed, not a measured transfer.
 	Goodput float64
 	Nominal bool
+	// Whole is true when the remote prefill's time (the prefill node's queue, its prefill and the transfer
+	// that outlasted it) is what whole remote prefills from that node took lately, as the decode instance
+	// measured them (LinkSpeed.PrefillTPS), rather than the sum of the prefill node's own figures.
+	Whole bool
 	// Missing is set, and the durations are meaningless, when a measurement the estimate needs is unknown.
 	Missing Missing
 	// Of names the instance whose measurement is missing.
@@ -181,6 +185,12 @@ func (p *Params) Remote(pi, d *router.Instance, path *router.Path, uncached, max
 	xfer := seconds(bytes / e.Goodput)
 	tail := seconds(float64(min(uncached, max(p.ChunkTokens, 1))) * float64(kvpt) / e.Goodput)
 	e.Transfer = max(0, xfer-e.Prefill) + tail
+	if l, ok := d.Speed.IngressFrom(pi.Node); ok && valid(l.PrefillTPS) && pi.Node != d.Node {
+		// What whole remote prefills from there took lately, shared with what the prefill node runs now.
+		share := 1 + float64(max(pi.Load.InFlight, 0))
+		e.Prefill, e.Transfer, e.Whole = seconds(float64(uncached)*share/l.PrefillTPS), 0, true
+		e.Queue = d.Speed.QueueWait
+	}
 	ingest := d.Speed.IngestBPS
 	if !valid(ingest) {
 		ingest = p.IngestBPS

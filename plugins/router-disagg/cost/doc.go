@@ -14,5 +14,8 @@
 // prefills (chunk by chunk), so only the part of the transfer that outlasts the prefill counts, plus its last
 // chunk (tail). transfer is U × KV bytes per token over the KV goodput measured into D from P's node, or,
 // when none was measured yet, over the path's nominal speed times an efficiency. hop is the forwarding hop
-// when D is not on the node that received the request. An estimate says which measurement it lacked.
+// when D is not on the node that received the request. Once D has measured whole remote prefills from P's
+// node (prompt tokens over the time from the KV request to its last byte: P's queue, its prefill and the
+// transfer that outlasted it), that rate replaces the sum of P's own figures: it is what the path did lately.
+// An estimate says which measurement it lacked.
 package cost
