@@ -308,6 +308,7 @@ func (s *kvServer) serveRaw() {
 		go func() {
 			defer c.Close()
 			var hdr [16]byte
+			_ = c.SetReadDeadline(time.Now().Add(rawStall))
 			if _, err := io.ReadFull(c, hdr[:]); err != nil {
 				return
 			}
@@ -318,6 +319,7 @@ func (s *kvServer) serveRaw() {
 			buf := s.rawBuf(piece)
 			for sent := int64(0); sent < total; {
 				n := int(min(int64(piece), total-sent))
+				_ = c.SetWriteDeadline(time.Now().Add(rawStall))
 				if _, err := c.Write(buf[:n]); err != nil {
 					return
 				}
@@ -478,25 +480,33 @@ func RunKVWire(ctx context.Context, o KVWireOptions, version string, stdout, std
 	return nil
 }
 
+// rawStall bounds each step of a raw TCP transfer (the request, a piece), as the KV wire's frame timeout
+// bounds each of its frames: a peer that stalls fails the benchmark instead of hanging it.
+const rawStall = kvwire.DefaultFrameTimeout
+
 // rawFetch reads total bytes from the raw server into one reused buffer of a chunk's keys and values, as a
 // chunk must arrive whole for its consumer.
 func rawFetch(ctx context.Context, addr string, total int64, piece int) (time.Duration, error) {
 	start := time.Now()
-	var d net.Dialer
+	d := net.Dialer{Timeout: rawStall}
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return 0, fmt.Errorf("raw TCP to %s: %w", addr, err)
 	}
 	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() }) // Ctrl-C ends a transfer in flight
+	defer stop()
 	var hdr [16]byte
 	binary.BigEndian.PutUint64(hdr[:8], uint64(total))
 	binary.BigEndian.PutUint64(hdr[8:], uint64(piece))
+	_ = c.SetDeadline(time.Now().Add(rawStall))
 	if _, err := c.Write(hdr[:]); err != nil {
-		return 0, err
+		return 0, fmt.Errorf("raw TCP to %s: %w", addr, err)
 	}
 	buf := make([]byte, 2*piece)
 	for got := int64(0); got < total; {
 		n := int(min(int64(len(buf)), total-got))
+		_ = c.SetReadDeadline(time.Now().Add(rawStall))
 		if _, err := io.ReadFull(c, buf[:n]); err != nil {
 			return 0, fmt.Errorf("raw TCP from %s: %w", addr, err)
 		}
