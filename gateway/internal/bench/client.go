@@ -378,6 +378,9 @@ type chunk struct {
 	} `json:"error"`
 }
 
+// maxSSELine bounds one line of a stream.
+const maxSSELine = 16 << 20
+
 // readSSE reads a completions stream into c.
 func readSSE(r io.Reader, c *completion, onToken func(time.Time)) error {
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -385,9 +388,17 @@ func readSSE(r io.Reader, c *completion, onToken func(time.Time)) error {
 	for {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
-			// A line longer than the buffer: gather it whole.
-			rest, err2 := br.ReadBytes('\n')
-			line, err = append(bytes.Clone(line), rest...), err2
+			// A line longer than the buffer: gather it whole, up to a bound (a chunk is a token or a final
+			// chunk with usage and timings, far below it).
+			long := bytes.Clone(line)
+			for err == bufio.ErrBufferFull && len(long) <= maxSSELine {
+				line, err = br.ReadSlice('\n')
+				long = append(long, line...)
+			}
+			if len(long) > maxSSELine {
+				return fmt.Errorf("a stream line is longer than %d MiB", maxSSELine>>20)
+			}
+			line = long
 		}
 		now := time.Now()
 		if data, ok := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:")); ok {

@@ -93,6 +93,7 @@ func TestStreamFailures(t *testing.T) {
 		{"no final chunk", []string{tok("a", 1), "[DONE]"}, "without a final chunk"},
 		{"cut off", []string{tok("a", 1)}, "without a final chunk"},
 		{"not JSON", []string{"{nope"}, "not JSON"},
+		{"a line too long", []string{`{"choices":[{"text":"` + strings.Repeat("x", maxSSELine) + `"}]}`}, "a stream line is longer than 16 MiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv := fakeStream(t, c.lines, 0)
@@ -111,6 +112,17 @@ func TestStreamFailures(t *testing.T) {
 	var ae *apiError
 	if !errors.As(err, &ae) || ae.Status != 429 || ae.Message != "too many requests" || errorKind(err) != "HTTP 429: too many requests" {
 		t.Errorf("a refusal: %v", err)
+	}
+}
+
+// TestStreamLongLine reads a chunk longer than the reader's buffer whole.
+func TestStreamLongLine(t *testing.T) {
+	t.Parallel()
+	long := strings.Repeat("y", 300<<10)
+	srv := fakeStream(t, []string{tok(long, 1), tok("b", 1), finalChunk, usageChunk, "[DONE]"}, 0)
+	c, err := newAPI("k", "").stream(context.Background(), srv.URL, completionRequest{Model: "m", Prompt: []int32{1, 2, 3}, MaxTokens: 4}, nil)
+	if err != nil || len(c.Stamps) != 2 || !strings.HasPrefix(c.Text.String(), long) {
+		t.Fatalf("%v: %d tokens, text of %d bytes", err, len(c.Stamps), c.Text.Len())
 	}
 }
 
