@@ -208,6 +208,15 @@ try {
     await env.shot('route-removed');
   });
 
+  await step(env, 'the instances show the speeds their nodes measured', async () => {
+    await page.goto(cfg.url + '/#/cluster');
+    // The decode instance decoded the chats: its node measured it and gossiped the figures (within a few
+    // seconds); an instance nothing ran on says so.
+    await page.locator(`tr[data-instance="${cfg.decode}"] .speed`, { hasText: /decode \d+(\.\d)? tok\/s/ }).waitFor({ timeout: 20000 });
+    await page.locator(`tr[data-instance="${tinyID}"]`, { hasText: 'not measured' }).waitFor();
+    await env.shot('instance-speeds');
+  });
+
   await step(env, 'unload the extra model', async () => {
     await page.goto(cfg.url + '/#/cluster');
     await page.locator(`tr[data-instance="${tinyID}"] button`, { hasText: 'Unload' }).click();

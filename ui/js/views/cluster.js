@@ -1,5 +1,6 @@
 // Cluster: the nodes (health, hardware, addresses), the path between every pair of nodes, and the instances
-// (model, role, backend, status, load, KV memory, prefix-cache hit ratio), with loading and unloading models.
+// (model, role, backend, status, load, measured speed, KV memory, prefix-cache hit ratio), with loading and
+// unloading models.
 
 import { api } from '../api.js';
 import { h, fmt, swap, table } from '../dom.js';
@@ -190,6 +191,26 @@ function kvCell(st) {
   return h('span', { class: 'nowrap' }, m, ` ${fmt.bytes(st.kv_bytes)} / ${fmt.bytes(st.kv_capacity_bytes)}`);
 }
 
+// speedCell shows what the instance's node measured of its speed (PD auto's cost model reads these): prompt
+// tokens per second in the longest band measured, tokens out per second and the queue wait; the title has
+// every band and the KV goodput measured into the instance from each prefill node.
+function speedCell(sp) {
+  if (!sp || !sp.samples) return h('span', { class: 'muted' }, 'not measured');
+  const bands = (sp.prefill_tokens_per_second || []).filter((b) => b.tokens_per_second > 0);
+  const top = bands[bands.length - 1];
+  const range = (b) => (b.to_tokens ? `${b.from_tokens}–${b.to_tokens}` : `≥ ${b.from_tokens}`) + ' tokens';
+  const title = [
+    ...bands.map((b) => `prefill ${range(b)}: ${fmt.num(b.tokens_per_second, 0)} tok/s`),
+    sp.decode_tokens_per_second ? `decode: ${fmt.num(sp.decode_tokens_per_second)} tok/s` : 'decode: not measured',
+    `queue wait: ${fmt.ms(sp.queue_wait_ms)}`,
+    ...(sp.kv_ingress || []).map((l) => `KV in from ${nodeName(l.from_node)}: ${fmt.bytes(l.bytes_per_second)}/s`),
+    `${sp.samples} requests measured`,
+  ].join('\n');
+  return h('span', { class: 'nowrap speed', title },
+    top ? `prefill ${fmt.num(top.tokens_per_second, 0)} tok/s` : 'prefill –',
+    h('div', { class: 'muted small' }, sp.decode_tokens_per_second ? `decode ${fmt.num(sp.decode_tokens_per_second)} tok/s` : 'decode –'));
+}
+
 function renderInstances() {
   const f = filter.trim().toLowerCase();
   const list = store.instances.filter((i) => !f || [i.id, i.model, i.node, nodeName(i.node), i.status, i.role, i.backend]
@@ -211,6 +232,7 @@ function renderInstances() {
       h('td', { class: 'nowrap' }, [i.engine, i.backend ? ` / ${i.backend}` : ''].join('')),
       h('td', null, statusBadge(i.status)),
       h('td', { class: 'num' }, `${i.load.in_flight} / ${i.load.queued}`),
+      h('td', null, speedCell(i.speed)),
       h('td', null, kvCell(st)),
       h('td', { class: 'num' }, r === null ? h('span', { class: 'muted' }, st ? 'no lookups' : '–') : h('span', { title: `${st.prefix_hits} hits, ${st.prefix_misses} misses, ${st.prefix_hit_tokens} tokens reused` }, fmt.pct(r))),
       h('td', { class: 'small' }, i.kv ? `${i.kv.layers}×${i.kv.kv_heads}×${i.kv.head_dim} ${i.kv.dtype}` : h('span', { class: 'muted' }, 'no KV layout'),
@@ -222,7 +244,7 @@ function renderInstances() {
     store.statsErrors.map((n) => `${nodeName(n.node)} (${n.error})`).join('; ')) : null;
   swap(els.instances,
     list.length === store.instances.length ? null : h('p', { class: 'muted small' }, `${list.length} of ${store.instances.length} shown`),
-    table(['Instance', 'Model', 'Node', 'Role', 'Engine', 'Status', { label: 'In flight / queued', num: true }, 'KV memory',
+    table(['Instance', 'Model', 'Node', 'Role', 'Engine', 'Status', { label: 'In flight / queued', num: true }, 'Measured speed', 'KV memory',
       { label: 'Prefix-cache hits', num: true }, 'KV layout / endpoint', ''], rows, { label: 'Instances', scroll: list.length > 20 }),
     errs,
     store.stats && store.stats.error ? h('p', { class: 'warn small' }, 'Engine figures could not be read: ' + store.stats.error) : null);
