@@ -154,8 +154,9 @@ type LinkSpeed struct {
 	BytesPerSecond float64       `json:"bytes_per_second"`
 	RTT            time.Duration `json:"rtt,omitempty"`
 	Samples        int64         `json:"samples,omitempty"`
-	// PrefillTPS are prompt tokens per second of whole remote prefills from that node (request to last byte).
-	PrefillTPS float64 `json:"prefill_tps,omitempty"`
+	// PrefillTPS are prompt tokens per second of whole remote prefills from that node (request to last byte),
+	// by prompt-length band of the tokens prefilled.
+	PrefillTPS []float64 `json:"prefill_tps,omitempty"`
 }
 
 // Revision orders the writes of one table key: the Lamport time of the write and the node that made it.

@@ -242,8 +242,13 @@ func (s *Speed) validate() error {
 		if err := rate("ingress bytes_per_second", l.BytesPerSecond); err != nil {
 			return err
 		}
-		if err := rate("ingress prefill_tps", l.PrefillTPS); err != nil {
-			return err
+		if len(l.PrefillTPS) > MaxSpeedBands {
+			return fmt.Errorf("serfcluster: speed ingress from %s has %d prefill bands, over the limit of %d", l.From, len(l.PrefillTPS), MaxSpeedBands)
+		}
+		for _, v := range l.PrefillTPS {
+			if err := rate("ingress prefill_tps", v); err != nil {
+				return err
+			}
 		}
 		if l.RTT < 0 || l.Samples < 0 {
 			return fmt.Errorf("serfcluster: speed ingress from %s: rtt=%v samples=%d out of range", l.From, l.RTT, l.Samples)

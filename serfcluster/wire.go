@@ -97,11 +97,11 @@ type wireSpeed struct {
 }
 
 type wireLinkSpeed struct {
-	F string  `json:"f"`
-	B float64 `json:"b"`
-	R int64   `json:"r,omitempty"` // µs
-	N int64   `json:"n,omitempty"`
-	P float64 `json:"p,omitempty"`
+	F string    `json:"f"`
+	B float64   `json:"b"`
+	R int64     `json:"r,omitempty"` // µs
+	N int64     `json:"n,omitempty"`
+	P []float64 `json:"p,omitempty"`
 }
 
 func round4(v float64) float64 {
@@ -112,13 +112,21 @@ func round4(v float64) float64 {
 	return f
 }
 
+func round4s(vs []float64) []float64 {
+	var out []float64
+	for _, v := range vs {
+		out = append(out, round4(v))
+	}
+	return out
+}
+
 func speedToWire(s *Speed) *wireSpeed {
 	w := &wireSpeed{D: round4(s.DecodeTPS), Q: s.QueueWait.Microseconds(), K: s.KVBytesPerToken, I: round4(s.IngestBPS), N: s.Samples}
 	for _, v := range s.PrefillTPS {
 		w.P = append(w.P, round4(v))
 	}
 	for _, l := range s.Ingress {
-		w.L = append(w.L, wireLinkSpeed{F: string(l.From), B: round4(l.BytesPerSecond), R: l.RTT.Microseconds(), N: l.Samples, P: round4(l.PrefillTPS)})
+		w.L = append(w.L, wireLinkSpeed{F: string(l.From), B: round4(l.BytesPerSecond), R: l.RTT.Microseconds(), N: l.Samples, P: round4s(l.PrefillTPS)})
 	}
 	return w
 }
@@ -134,6 +142,9 @@ func (w *wireSpeed) speed() (*Speed, error) {
 	for _, l := range w.L {
 		if l.R < 0 || l.R > int64(time.Duration(math.MaxInt64).Microseconds()) {
 			return nil, fmt.Errorf("speed link RTT %dµs out of range", l.R)
+		}
+		if len(l.P) > MaxSpeedBands {
+			return nil, fmt.Errorf("speed link with %d prefill bands, over the limit of %d", len(l.P), MaxSpeedBands)
 		}
 		s.Ingress = append(s.Ingress, LinkSpeed{From: NodeID(l.F), BytesPerSecond: l.B, RTT: time.Duration(l.R) * time.Microsecond, Samples: l.N, PrefillTPS: l.P})
 	}

@@ -70,7 +70,7 @@ func TestAutoDecisions(t *testing.T) {
 			edit: func(s *router.Snapshot) {
 				// The prefill node's own figures say it is slow, but whole remote prefills from it went at 400 tok/s.
 				s.Instances[1] = measured(s.Instances[1], 90, 5)
-				s.Instances[0].Speed.Ingress = []router.LinkSpeed{{From: "n2", BytesPerSecond: 5e8, PrefillTPS: 400}}
+				s.Instances[0].Speed.Ingress = []router.LinkSpeed{{From: "n2", BytesPerSecond: 5e8, PrefillTPS: [router.PrefillBands]float64{0, 0, 400}}}
 			},
 			reason: "; prefill on p@n2 over ethernet (10 Gb/s); auto: remote 17.8 s (first token 5.14 s) (as remote prefills from there went) vs local 32.7 s (first token 20.0 s), 2000 uncached tokens, 128 out",
 		},

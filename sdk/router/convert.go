@@ -129,7 +129,7 @@ func speedToProto(s *Speed) *pb.Speed {
 		KvBytesPerToken: s.KVBytesPerToken, IngestBps: s.IngestBPS, Samples: s.Samples,
 	}
 	for _, l := range s.Ingress {
-		out.Ingress = append(out.Ingress, &pb.LinkSpeed{From: l.From, BytesPerSecond: l.BytesPerSecond, RttNs: int64(l.RTT), Samples: l.Samples, PrefillTps: l.PrefillTPS})
+		out.Ingress = append(out.Ingress, &pb.LinkSpeed{From: l.From, BytesPerSecond: l.BytesPerSecond, RttNs: int64(l.RTT), Samples: l.Samples, PrefillTps: l.PrefillTPS[:]})
 	}
 	return out
 }
@@ -145,8 +145,9 @@ func speedFromProto(s *pb.Speed) Speed {
 	}
 	copy(out.PrefillTPS[:], s.GetPrefillTps())
 	for _, l := range s.GetIngress() {
-		out.Ingress = append(out.Ingress, LinkSpeed{From: l.GetFrom(), BytesPerSecond: l.GetBytesPerSecond(), RTT: time.Duration(l.GetRttNs()),
-			Samples: l.GetSamples(), PrefillTPS: l.GetPrefillTps()})
+		ls := LinkSpeed{From: l.GetFrom(), BytesPerSecond: l.GetBytesPerSecond(), RTT: time.Duration(l.GetRttNs()), Samples: l.GetSamples()}
+		copy(ls.PrefillTPS[:], l.GetPrefillTps())
+		out.Ingress = append(out.Ingress, ls)
 	}
 	return out
 }

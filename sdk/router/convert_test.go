@@ -25,7 +25,7 @@ func TestConvertRoundTrip(t *testing.T) {
 			Load: Load{InFlight: 2, Queued: 1, KVUtilization: 0.5, UpdatedAt: time.UnixMilli(1_700_000_000_000)},
 			Speed: Speed{PrefillTPS: [PrefillBands]float64{900, 800, 600, 400}, DecodeTPS: 40, QueueWait: 3 * time.Millisecond,
 				KVBytesPerToken: 36864, IngestBPS: 2e9, Samples: 12,
-				Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 1.1e8, RTT: 400 * time.Microsecond, Samples: 3, PrefillTPS: 1500}}}}},
+				Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 1.1e8, RTT: 400 * time.Microsecond, Samples: 3, PrefillTPS: [PrefillBands]float64{1500, 1400, 900, 300}}}}}},
 		InstanceLinks: []InstanceLink{{ID: "l1", PrefillInstances: []string{"p"}, DecodeInstances: []string{"a"}}},
 	}
 	req := Request{RequestID: "r1", Model: "m", PromptTokens: 5200, PrefixHashes: []uint64{1, 2}, SourceNode: "n1",
@@ -86,6 +86,7 @@ func TestFieldNumbers(t *testing.T) {
 		{(&pb.Instance{}).ProtoReflect().Descriptor(), "backend", 11},
 		{(&pb.Instance{}).ProtoReflect().Descriptor(), "kv_compat", 12},
 		{(&pb.Instance{}).ProtoReflect().Descriptor(), "speed", 13},
+		{(&pb.LinkSpeed{}).ProtoReflect().Descriptor(), "prefill_tps", 6},
 		{(&pb.PrefillEndpoint{}).ProtoReflect().Descriptor(), "approximate", 4},
 	}
 	for _, tc := range tests {

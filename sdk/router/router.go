@@ -165,10 +165,11 @@ type LinkSpeed struct {
 	// RTT is the round trip of the KV request (until its header arrived, less the prefill's own start).
 	RTT     time.Duration
 	Samples int64
-	// PrefillTPS are prompt tokens per second of whole remote prefills from that node: the prompt's tokens over
-	// the time from the KV request to its last byte (the prefill node's queue and prefill and the transfer
-	// that outlasted it). It is what a remote prefill from there took, end to end, lately.
-	PrefillTPS float64
+	// PrefillTPS are prompt tokens per second of whole remote prefills from that node, by PrefillBand of the
+	// tokens prefilled: the tokens over the time from the KV request to its last byte (the prefill node's queue
+	// and prefill and the transfer that outlasted it). It is what a remote prefill from there took, end to
+	// end, lately.
+	PrefillTPS [PrefillBands]float64
 }
 
 // IngressFrom returns the measured link from a node into the instance, if any.

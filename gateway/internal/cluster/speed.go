@@ -90,7 +90,7 @@ type learned struct {
 type ingressLink struct {
 	from    serfcluster.NodeID
 	goodput ewma
-	remote  ewma // prompt tokens per second of whole remote prefills (request to last byte)
+	remote  [router.PrefillBands]ewma // prompt tokens per second of whole remote prefills (request to last byte), by band
 	rtt     time.Duration
 	at      time.Time
 }
@@ -151,7 +151,7 @@ func (s *Speeds) Observe(sm Sample) {
 			if r.Tokens >= minPrefillSample && r.Transfer > 0 {
 				tps = float64(r.Tokens) / r.Transfer.Seconds()
 			}
-			l.observeIngress(serfcluster.NodeID(sm.PrefillNode), float64(r.Bytes)/d.Seconds(), tps, sm.RTT)
+			l.observeIngress(serfcluster.NodeID(sm.PrefillNode), float64(r.Bytes)/d.Seconds(), tps, r.Tokens, sm.RTT)
 		}
 		if r.Ingest > 0 {
 			l.ingest.add(float64(r.Bytes) / r.Ingest.Seconds())
@@ -164,7 +164,7 @@ func (s *Speeds) Observe(sm Sample) {
 	}
 }
 
-func (l *learned) observeIngress(from serfcluster.NodeID, goodput, tps float64, rtt time.Duration) {
+func (l *learned) observeIngress(from serfcluster.NodeID, goodput, tps float64, tokens int, rtt time.Duration) {
 	i := slices.IndexFunc(l.ingress, func(x ingressLink) bool { return x.from == from })
 	if i < 0 {
 		if len(l.ingress) == serfcluster.MaxSpeedIngress {
@@ -182,7 +182,7 @@ func (l *learned) observeIngress(from serfcluster.NodeID, goodput, tps float64, 
 	}
 	x := &l.ingress[i]
 	x.goodput.add(goodput)
-	x.remote.add(tps)
+	x.remote[router.PrefillBand(tokens)].add(tps)
 	if rtt > 0 {
 		x.rtt = rtt
 	}
@@ -209,7 +209,11 @@ func (l *learned) figures() serfcluster.Speed {
 		sp.PrefillTPS[i] = l.prefill[i].v
 	}
 	for _, x := range l.ingress {
-		sp.Ingress = append(sp.Ingress, serfcluster.LinkSpeed{From: x.from, BytesPerSecond: x.goodput.v, RTT: x.rtt, Samples: x.goodput.n, PrefillTPS: x.remote.v})
+		ls := serfcluster.LinkSpeed{From: x.from, BytesPerSecond: x.goodput.v, RTT: x.rtt, Samples: x.goodput.n, PrefillTPS: make([]float64, router.PrefillBands)}
+		for i := range x.remote {
+			ls.PrefillTPS[i] = x.remote[i].v
+		}
+		sp.Ingress = append(sp.Ingress, ls)
 	}
 	return sp
 }
@@ -228,8 +232,13 @@ func moved(a, b *serfcluster.Speed) bool {
 	}
 	for i := range a.Ingress {
 		if a.Ingress[i].From != b.Ingress[i].From || far(a.Ingress[i].BytesPerSecond, b.Ingress[i].BytesPerSecond) ||
-			far(a.Ingress[i].PrefillTPS, b.Ingress[i].PrefillTPS) {
+			len(a.Ingress[i].PrefillTPS) != len(b.Ingress[i].PrefillTPS) {
 			return true
+		}
+		for j := range a.Ingress[i].PrefillTPS {
+			if far(a.Ingress[i].PrefillTPS[j], b.Ingress[i].PrefillTPS[j]) {
+				return true
+			}
 		}
 	}
 	return false
@@ -358,8 +367,9 @@ func RouterSpeed(sp *serfcluster.Speed) router.Speed {
 	}
 	copy(out.PrefillTPS[:], sp.PrefillTPS)
 	for _, l := range sp.Ingress {
-		out.Ingress = append(out.Ingress, router.LinkSpeed{From: string(l.From), BytesPerSecond: l.BytesPerSecond, RTT: l.RTT, Samples: l.Samples,
-			PrefillTPS: l.PrefillTPS})
+		ls := router.LinkSpeed{From: string(l.From), BytesPerSecond: l.BytesPerSecond, RTT: l.RTT, Samples: l.Samples}
+		copy(ls.PrefillTPS[:], l.PrefillTPS)
+		out.Ingress = append(out.Ingress, ls)
 	}
 	return out
 }

@@ -51,7 +51,7 @@ func TestSpeedsLearnFromTimings(t *testing.T) {
 		PrefillNode: "n2", RTT: time.Millisecond})
 	sp, _ = s.Speed("i")
 	if len(sp.Ingress) != 1 || sp.Ingress[0].From != "n2" || sp.Ingress[0].BytesPerSecond != float64(10<<20)/2 || sp.Ingress[0].RTT != time.Millisecond ||
-		sp.Ingress[0].PrefillTPS != 1999.0/3 {
+		sp.Ingress[0].PrefillTPS[1] != 1999.0/3 || sp.Ingress[0].PrefillTPS[0] != 0 {
 		t.Errorf("ingress %+v", sp.Ingress)
 	}
 	if sp.IngestBPS != float64(10<<20)/0.1 || sp.PrefillTPS[3] != before.PrefillTPS[3] {

@@ -135,8 +135,9 @@ type ingressView struct {
 	BytesPerSecond float64 `json:"bytes_per_second"`
 	RTTMs          float64 `json:"rtt_ms,omitempty"`
 	Samples        int64   `json:"samples"`
-	// PrefillTPS: prompt tokens per second of whole remote prefills from that node (request to last byte).
-	PrefillTPS float64 `json:"remote_prefill_tokens_per_second,omitempty"`
+	// PrefillTPS: prompt tokens per second of whole remote prefills from that node (request to last byte), by
+	// band as prefill_tokens_per_second.
+	PrefillTPS []bandView `json:"remote_prefill_tokens_per_second,omitempty"`
 }
 
 func speedViewOf(sp *serfcluster.Speed) *speedView {
@@ -147,20 +148,27 @@ func speedViewOf(sp *serfcluster.Speed) *speedView {
 		DecodeTPS: math.Round(sp.DecodeTPS*10) / 10, QueueWaitMs: float64(sp.QueueWait.Microseconds()) / 1000,
 		KVBytesPerToken: sp.KVBytesPerToken, IngestBPS: math.Round(sp.IngestBPS), Samples: sp.Samples,
 	}
+	v.PrefillTPS = bandsOf(sp.PrefillTPS)
+	for _, l := range sp.Ingress {
+		v.Ingress = append(v.Ingress, ingressView{From: string(l.From), BytesPerSecond: math.Round(l.BytesPerSecond),
+			RTTMs: float64(l.RTT.Microseconds()) / 1000, Samples: l.Samples, PrefillTPS: bandsOf(l.PrefillTPS)})
+	}
+	return v
+}
+
+// bandsOf labels rates by prompt-length band with the bands' bounds.
+func bandsOf(rates []float64) []bandView {
+	var out []bandView
 	from := 0
-	for i, tps := range sp.PrefillTPS {
+	for i, tps := range rates {
 		b := bandView{From: from, TPS: tps}
 		if i < len(speedBandLimits) {
 			b.To = speedBandLimits[i]
 			from = b.To
 		}
-		v.PrefillTPS = append(v.PrefillTPS, b)
+		out = append(out, b)
 	}
-	for _, l := range sp.Ingress {
-		v.Ingress = append(v.Ingress, ingressView{From: string(l.From), BytesPerSecond: math.Round(l.BytesPerSecond),
-			RTTMs: float64(l.RTT.Microseconds()) / 1000, Samples: l.Samples, PrefillTPS: math.Round(l.PrefillTPS*10) / 10})
-	}
-	return v
+	return out
 }
 
 // speedBandLimits are router.PrefillBand's bounds, for the view.

@@ -71,12 +71,15 @@ func (e *Estimate) Known() bool { return e.Missing == MissingNone }
 
 // PrefillTPS is the instance's measured prefill speed for a prompt of u tokens: the band of u, else the
 // nearest measured band (the shorter on a tie); 0 when none is measured.
-func PrefillTPS(s *router.Speed, u int) float64 {
+func PrefillTPS(s *router.Speed, u int) float64 { return bandRate(&s.PrefillTPS, u) }
+
+// bandRate is the rate of u's band, else of the nearest band measured (the shorter on a tie); 0 when none is.
+func bandRate(rates *[router.PrefillBands]float64, u int) float64 {
 	b := router.PrefillBand(u)
 	for d := 0; d < router.PrefillBands; d++ {
 		for _, i := range [2]int{b - d, b + d} {
-			if i >= 0 && i < router.PrefillBands && valid(s.PrefillTPS[i]) {
-				return s.PrefillTPS[i]
+			if i >= 0 && i < router.PrefillBands && valid(rates[i]) {
+				return rates[i]
 			}
 		}
 	}
@@ -185,10 +188,10 @@ func (p *Params) Remote(pi, d *router.Instance, path *router.Path, uncached, max
 	xfer := seconds(bytes / e.Goodput)
 	tail := seconds(float64(min(uncached, max(p.ChunkTokens, 1))) * float64(kvpt) / e.Goodput)
 	e.Transfer = max(0, xfer-e.Prefill) + tail
-	if l, ok := d.Speed.IngressFrom(pi.Node); ok && valid(l.PrefillTPS) && pi.Node != d.Node {
+	if l, ok := d.Speed.IngressFrom(pi.Node); ok && pi.Node != d.Node && bandRate(&l.PrefillTPS, uncached) > 0 {
 		// What whole remote prefills from there took lately, shared with what the prefill node runs now.
 		share := 1 + float64(max(pi.Load.InFlight, 0))
-		e.Prefill, e.Transfer, e.Whole = seconds(float64(uncached)*share/l.PrefillTPS), 0, true
+		e.Prefill, e.Transfer, e.Whole = seconds(float64(uncached)*share/bandRate(&l.PrefillTPS, uncached)), 0, true
 		e.Queue = d.Speed.QueueWait
 	}
 	ingest := d.Speed.IngestBPS

@@ -560,8 +560,9 @@ type LinkSpeed struct {
 	BytesPerSecond float64                `protobuf:"fixed64,2,opt,name=bytes_per_second,json=bytesPerSecond,proto3" json:"bytes_per_second,omitempty"`
 	RttNs          int64                  `protobuf:"varint,3,opt,name=rtt_ns,json=rttNs,proto3" json:"rtt_ns,omitempty"`
 	Samples        int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
-	// Prompt tokens per second of whole remote prefills from that node, from the KV request to its last byte.
-	PrefillTps    float64 `protobuf:"fixed64,5,opt,name=prefill_tps,json=prefillTps,proto3" json:"prefill_tps,omitempty"`
+	// Prompt tokens per second of whole remote prefills from that node, from the KV request to its last byte,
+	// by prompt-length band (router.PrefillBand).
+	PrefillTps    []float64 `protobuf:"fixed64,6,rep,packed,name=prefill_tps,json=prefillTps,proto3" json:"prefill_tps,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -624,11 +625,11 @@ func (x *LinkSpeed) GetSamples() int64 {
 	return 0
 }
 
-func (x *LinkSpeed) GetPrefillTps() float64 {
+func (x *LinkSpeed) GetPrefillTps() []float64 {
 	if x != nil {
 		return x.PrefillTps
 	}
-	return 0
+	return nil
 }
 
 type InstanceLink struct {
@@ -1132,14 +1133,14 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\n" +
 	"ingest_bps\x18\x05 \x01(\x01R\tingestBps\x123\n" +
 	"\aingress\x18\x06 \x03(\v2\x19.duet.router.v1.LinkSpeedR\aingress\x12\x18\n" +
-	"\asamples\x18\a \x01(\x03R\asamples\"\x9b\x01\n" +
+	"\asamples\x18\a \x01(\x03R\asamples\"\xa1\x01\n" +
 	"\tLinkSpeed\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12(\n" +
 	"\x10bytes_per_second\x18\x02 \x01(\x01R\x0ebytesPerSecond\x12\x15\n" +
 	"\x06rtt_ns\x18\x03 \x01(\x03R\x05rttNs\x12\x18\n" +
 	"\asamples\x18\x04 \x01(\x03R\asamples\x12\x1f\n" +
-	"\vprefill_tps\x18\x05 \x01(\x01R\n" +
-	"prefillTps\"v\n" +
+	"\vprefill_tps\x18\x06 \x03(\x01R\n" +
+	"prefillTpsJ\x04\b\x05\x10\x06\"v\n" +
 	"\fInstanceLink\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\x11prefill_instances\x18\x02 \x03(\tR\x10prefillInstances\x12)\n" +
