@@ -111,7 +111,7 @@ type Supervisor[T any] struct {
 	restarts  int
 	lastErr   string
 	lastWords string        // a short version of lastErr's stderr, for the log
-	exited    chan struct{} // closed when the current process is seen to exit
+	exited    chan struct{} // closed when the current process is seen to exit, after OnExit ran
 	sockDir   string        // the current process's socket directory
 
 	stop chan struct{}
@@ -239,6 +239,7 @@ func (s *Supervisor[T]) watch() {
 			continue
 		}
 		s.mu.Lock()
+		var exited chan struct{}
 		if pc != nil {
 			if time.Since(s.startedAt) > s.spec.StableAfter {
 				backoff = s.spec.MinBackoff
@@ -248,7 +249,7 @@ func (s *Supervisor[T]) watch() {
 			if last := s.tail.Summary(2048); last != "" {
 				s.lastErr += ": " + last
 			}
-			close(s.exited)
+			exited = s.exited
 			s.pc = nil
 			os.RemoveAll(s.sockDir)
 			s.sockDir = ""
@@ -259,6 +260,11 @@ func (s *Supervisor[T]) watch() {
 		s.mu.Unlock()
 		if s.spec.OnExit != nil {
 			s.spec.OnExit()
+		}
+		// Only now: a request that broke with the process learns of the death from Explain, and must find
+		// what OnExit did (its instances unavailable) already done when it answers its client.
+		if exited != nil {
+			close(exited)
 		}
 		s.spec.Logger.Error("plugin died; restarting", "plugin", s.spec.Name, "in", backoff, "last_error", lastErr)
 
