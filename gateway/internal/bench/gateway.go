@@ -167,21 +167,7 @@ func RunGateway(ctx context.Context, o GatewayOptions, version string, stdout, s
 	}
 	prog.finish()
 	rep.Table().Render(stdout)
-	if o.Out != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.Out, append(data, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	if o.SVG != "" {
-		if err := os.WriteFile(o.SVG, rep.Chart().SVG(), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFiles(rep, o.Out, o.SVG)
 }
 
 func overhead(ctx context.Context, prog *progress, e engine.Engine, instance string, client *http.Client, base, name, prompt string, o GatewayOptions) (GatewayCase, error) {

@@ -3,13 +3,11 @@ package bench
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -463,21 +461,7 @@ func RunKVWire(ctx context.Context, o KVWireOptions, version string, stdout, std
 	rep.Ratio = round(rep.KVWireMBps/rep.RawMBps, 4)
 	rep.KVWireMs, rep.RawMs = SummarizeDurations(kvTimes).rounded(), SummarizeDurations(rawTimes).rounded()
 	rep.Table().Render(stdout)
-	if o.Out != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.Out, append(data, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	if o.SVG != "" {
-		if err := os.WriteFile(o.SVG, rep.Chart().SVG(), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFiles(rep, o.Out, o.SVG)
 }
 
 // rawStall bounds each step of a raw TCP transfer (the request, a piece), as the KV wire's frame timeout

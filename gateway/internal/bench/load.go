@@ -2,7 +2,6 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -267,19 +266,8 @@ func RunLoad(ctx context.Context, o LoadOptions, version string, stdout, stderr 
 	elapsed := time.Since(start)
 	rep.summarize(time.Duration(o.Duration), elapsed)
 	rep.Table().Render(stdout)
-	if o.Out != "" {
-		data, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(o.Out, append(data, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	if o.SVG != "" {
-		if err := os.WriteFile(o.SVG, rep.Chart().SVG(), 0o644); err != nil {
-			return err
-		}
+	if err := writeFiles(rep, o.Out, o.SVG); err != nil {
+		return err
 	}
 	if rep.OK == 0 {
 		return fmt.Errorf("no request succeeded (%d errors)", rep.Errors)

@@ -2,11 +2,9 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -100,21 +98,7 @@ func (b *pdBench) fillRunMeta() {
 }
 
 func (b *pdBench) write() error {
-	if b.o.Out != "" {
-		data, err := json.MarshalIndent(b.report, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(b.o.Out, append(data, '\n'), 0o644); err != nil {
-			return err
-		}
-	}
-	if b.o.SVG != "" {
-		if err := os.WriteFile(b.o.SVG, b.report.Chart().SVG(), 0o644); err != nil {
-			return err
-		}
-	}
-	return nil
+	return writeFiles(b.report, b.o.Out, b.o.SVG)
 }
 
 // expectation is where a phase's requests must run.

@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"math"
+	"os"
 	"strconv"
 )
 
@@ -162,4 +164,26 @@ func esc(s string) string {
 	var b bytes.Buffer
 	_ = xml.EscapeText(&b, []byte(s))
 	return b.String()
+}
+
+// charted is a benchmark's report: written as JSON, and drawn.
+type charted interface{ Chart() Chart }
+
+// writeFiles writes a report as indented JSON to out and its chart to svg, each when named.
+func writeFiles(rep charted, out, svg string) error {
+	if out != "" {
+		data, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(out, append(data, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	if svg != "" {
+		if err := os.WriteFile(svg, rep.Chart().SVG(), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
