@@ -168,6 +168,7 @@ type chatAnswer struct {
 			PrefillInstance string `json:"prefill_instance"`
 			PrefillAddress  string `json:"prefill_address"`
 			Forwarded       bool   `json:"forwarded"`
+			Reason          string `json:"reason"`
 		} `json:"route"`
 	} `json:"timings"`
 }
@@ -245,6 +246,9 @@ func TestClusterDisaggregated(t *testing.T) {
 	t.Logf("route %+v, remote %+v", r, got.Timings.Remote)
 	if r.EntryNode != id3 || r.DecodeNode != id2 || r.DecodeInstance != d.ID || !r.Forwarded {
 		t.Errorf("decoded on %s (%s) from entry %s, forwarded %v; want node 2's %s from node 3", r.DecodeNode, r.DecodeInstance, r.EntryNode, r.Forwarded, d.ID)
+	}
+	if !strings.Contains(r.Reason, "prefill on") {
+		t.Errorf("the owner's timings.route.reason %q does not carry node 3's decision through the hop", r.Reason)
 	}
 	if got.Timings.PrefillSource != "remote" || got.Timings.Remote == nil || got.Timings.Remote.InstanceID != p.ID || !got.Timings.Remote.Exact {
 		t.Errorf("prefill %q %+v; want remote on node 1's %s, exact", got.Timings.PrefillSource, got.Timings.Remote, p.ID)

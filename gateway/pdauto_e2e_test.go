@@ -74,17 +74,25 @@ func TestClusterPDAuto(t *testing.T) {
 		t.Errorf("the long prompt was prefilled on the slow node (decode on %s, prefill %s)", r.DecodeNode, a.Timings.PrefillSource)
 	}
 
-	// Where node 2 decided and ran it, it compared its estimate with what happened.
-	if r.DecodeNode == id2 {
-		var out struct {
-			Errors map[string]struct {
-				Count int64 `json:"count"`
-			} `json:"estimate_errors"`
-		}
-		n2.api(t, "GET", "/v1/instances", nil, &out)
-		if out.Errors["remote"].Count+out.Errors["local"].Count == 0 {
-			t.Errorf("no estimate error recorded: %+v", out.Errors)
-		}
+	// The answer says why: the router's reason, with the cost model's estimates, in timings.route (carried
+	// by the hop when node 1 ran it).
+	if !strings.Contains(r.Reason, "auto: ") {
+		t.Errorf("timings.route.reason %q has no auto estimate", r.Reason)
+	}
+	// The node that ran it compared the estimate with what happened: node 2, which decided, or node 1, which
+	// got the estimate with the forwarded decision.
+	ran := n2
+	if r.DecodeNode == id1 {
+		ran = n1
+	}
+	var out struct {
+		Errors map[string]struct {
+			Count int64 `json:"count"`
+		} `json:"estimate_errors"`
+	}
+	ran.api(t, "GET", "/v1/instances", nil, &out)
+	if out.Errors["remote"].Count+out.Errors["local"].Count == 0 {
+		t.Errorf("no estimate error recorded on the node that ran it (%s): %+v", r.DecodeNode, out.Errors)
 	}
 	// A short prompt stays where it is decoded, with no estimate.
 	if b := n2.chat(t, "Hello there", 4); b.Timings.PrefillSource == "remote" {

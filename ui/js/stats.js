@@ -40,7 +40,7 @@ export function routeOf(r) {
     forwarded: !!(a.forwarded || b.forwarded),
     // A forwarded answer's timings are its owner's, which did not route it: the entry's record has the time.
     routing_ms: a.routing_ms || b.routing_ms || 0,
-    reason: b.reason || '',
+    reason: a.reason || b.reason || '',
   };
 }
 

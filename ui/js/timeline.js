@@ -69,6 +69,7 @@ export function timeline(t, usage, extra = {}) {
   box.dataset.prefillSource = t.prefill_source || '';
   if (t.prefill_source === 'remote') box.dataset.prefillNode = prefillNode(t, rt) || '';
   box.appendChild(routeLine(t, rt));
+  if (rt.reason) box.appendChild(h('p', { class: 'small route-reason' }, 'Router: ' + rt.reason));
   for (const row of rows) {
     const bar = h('span', { class: `tl-bar seg-${row.key}` });
     bar.style.left = (100 * row.start) / total + '%';

@@ -46,6 +46,8 @@ assert.equal(routeStats({ prefill_instances: [], decode_instances: ['none'] }, r
 // routeOf prefers the answer's route, and keeps the gateway's reason.
 assert.equal(routeOf({ route: { decode_node: 'x', reason: 'why' }, timings: { route: { decode_node: 'b' } } }).decode_node, 'b');
 assert.equal(routeOf({ route: { decode_node: 'x', reason: 'why' } }).reason, 'why');
+// The answer's own reason (timings.route.reason) comes first: the owner of a hop has the entry's with it.
+assert.equal(routeOf({ route: { reason: 'why' }, timings: { route: { reason: 'auto: remote 1 s vs local 2 s' } } }).reason, 'auto: remote 1 s vs local 2 s');
 
 const f = figures(reqs[0]);
 assert.equal(f.ttft, 32);

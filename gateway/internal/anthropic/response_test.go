@@ -20,7 +20,8 @@ func meta() openai.Meta {
 func routed() openai.Meta {
 	m := meta()
 	m.Route = &openai.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
-		PrefillAddress: "127.0.0.1:7000", Forwarded: true, Time: 250 * time.Microsecond, Admission: 40 * time.Microsecond}
+		PrefillAddress: "127.0.0.1:7000", Forwarded: true,
+		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 250 * time.Microsecond, Admission: 40 * time.Microsecond}
 	return m
 }
 

@@ -35,7 +35,18 @@ type Route struct {
 	Prefill        []Endpoint `json:"prefill,omitempty"`
 	// Attempt counts the owners tried (2 on the retry after a first owner failed).
 	Attempt int `json:"attempt,omitempty"`
+	// Reason is the router's account of the decision (router.Decision.Reason), so the owner's answer carries
+	// it in timings.route.
+	Reason string `json:"reason,omitempty"`
+	// EstimateFirstToken and EstimateTotal are the router's estimate of the request's time to first token and
+	// total time, in seconds (PD auto's, zero when the router made none): the owner, which runs the request,
+	// compares them with its timings.
+	EstimateFirstToken float64 `json:"estimate_first_token_s,omitempty"`
+	EstimateTotal      float64 `json:"estimate_total_s,omitempty"`
 }
+
+// MaxReason bounds the reason a route carries; a longer one is cut.
+const MaxReason = 512
 
 // Endpoint is one prefill endpoint of a pinned decision.
 type Endpoint struct {
@@ -66,6 +77,12 @@ func DecodeRoute(s string) (Route, error) {
 	}
 	if err := json.Unmarshal(b, &r); err != nil {
 		return r, fmt.Errorf("%s: %v", HeaderRoute, err)
+	}
+	if r.EstimateFirstToken < 0 || r.EstimateTotal < 0 {
+		return r, fmt.Errorf("%s: a negative estimate (first token %g s, total %g s)", HeaderRoute, r.EstimateFirstToken, r.EstimateTotal)
+	}
+	if len(r.Reason) > MaxReason {
+		return r, fmt.Errorf("%s: the reason is %d bytes, over %d", HeaderRoute, len(r.Reason), MaxReason)
 	}
 	return r, nil
 }

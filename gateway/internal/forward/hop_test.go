@@ -10,12 +10,16 @@ import (
 func TestRouteRoundTrip(t *testing.T) {
 	t.Parallel()
 	r := Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", Attempt: 2,
-		Prefill: []Endpoint{{InstanceID: "n1-0", Node: "n1", Address: "127.0.0.1:7000", Approximate: true}}}
+		Prefill: []Endpoint{{InstanceID: "n1-0", Node: "n1", Address: "127.0.0.1:7000", Approximate: true}},
+		Reason:  "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", EstimateFirstToken: 2.16, EstimateTotal: 14.9}
 	got, err := DecodeRoute(r.Encode())
-	if err != nil || got.DecodeInstance != "n2-0" || got.Prefill[0] != r.Prefill[0] || got.Attempt != 2 {
+	if err != nil || got.DecodeInstance != "n2-0" || got.Prefill[0] != r.Prefill[0] || got.Attempt != 2 ||
+		got.Reason != r.Reason || got.EstimateFirstToken != 2.16 || got.EstimateTotal != 14.9 {
 		t.Fatalf("%+v %v", got, err)
 	}
-	for _, bad := range []string{"", "!!", "bnVsbA-", strings.Repeat("A", maxRouteHeader+1)} {
+	negative := Route{DecodeInstance: "d", EstimateFirstToken: 1, EstimateTotal: -1}.Encode()
+	long := Route{DecodeInstance: "d", Reason: strings.Repeat("r", MaxReason+1)}.Encode()
+	for _, bad := range []string{"", "!!", "bnVsbA-", strings.Repeat("A", maxRouteHeader+1), negative, long} {
 		if _, err := DecodeRoute(bad); err == nil {
 			t.Errorf("%q decoded", bad)
 		}

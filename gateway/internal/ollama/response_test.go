@@ -53,7 +53,8 @@ var calls = []engine.ToolCall{
 
 func routed() *openai.Route {
 	return &openai.Route{EntryNode: "n1", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n3-0", PrefillNode: "n3",
-		PrefillAddress: "10.0.0.3:7000", Forwarded: true, Time: 300 * time.Microsecond, Admission: 40 * time.Microsecond}
+		PrefillAddress: "10.0.0.3:7000", Forwarded: true,
+		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 300 * time.Microsecond, Admission: 40 * time.Microsecond}
 }
 
 func TestAnswers(t *testing.T) {

@@ -19,8 +19,8 @@ type Meta struct {
 }
 
 // Route is where a request ran: the gateway that took it, the node and instance that decoded it, the
-// prefill endpoint the router offered first, whether it was forwarded, what routing took (on the gateway the
-// client called) and the wait for an admission slot (on the gateway that ran it).
+// prefill endpoint the router offered first, whether it was forwarded, the router's reason, what routing took
+// (on the gateway the client called) and the wait for an admission slot (on the gateway that ran it).
 type Route struct {
 	EntryNode       string
 	DecodeNode      string
@@ -29,8 +29,11 @@ type Route struct {
 	PrefillNode     string
 	PrefillAddress  string
 	Forwarded       bool
-	Time            time.Duration
-	Admission       time.Duration
+	// Reason is the router's account of its choice ("auto: remote 14.9 s (first token 2.16 s) vs local
+	// 32.7 s"); a forwarded request's comes with the hop.
+	Reason    string
+	Time      time.Duration
+	Admission time.Duration
 }
 
 // Result accumulates one choice of a generation for a non-streamed response.
@@ -215,6 +218,8 @@ func AppendTimings(dst []byte, t engine.Timings, route *Route) []byte {
 		dst = appendNullableString(dst, route.PrefillAddress)
 		dst = append(dst, `,"forwarded":`...)
 		dst = strconv.AppendBool(dst, route.Forwarded)
+		dst = append(dst, `,"reason":`...)
+		dst = appendNullableString(dst, route.Reason)
 		dst = field(dst, "routing_ms", route.Time)
 		dst = field(dst, "admission_ms", route.Admission)
 		dst = append(dst, '}')

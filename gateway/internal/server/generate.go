@@ -219,7 +219,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	if err := supports(in.Desc, &g.request); err != nil {
 		return err
 	}
-	route.DecodeNode, route.DecodeInstance = s.reg.Node(), in.Desc.InstanceID
+	route.DecodeNode, route.DecodeInstance, route.Reason = s.reg.Node(), in.Desc.InstanceID, cut(d.Reason, forward.MaxReason)
 	if len(d.PrefillEndpoints) > 0 {
 		pe := d.PrefillEndpoints[0]
 		route.PrefillInstance, route.PrefillNode, route.PrefillAddress = pe.InstanceID, pe.Node, pe.Address

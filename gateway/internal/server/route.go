@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -164,12 +165,20 @@ func engineEndpoints(eps []router.PrefillEndpoint) []engine.PrefillEndpoint {
 
 // pinned turns a decision into the route a hop carries.
 func pinned(entry string, d *decision, attempt int) forward.Route {
-	r := forward.Route{EntryNode: entry, DecodeNode: d.DecodeNode, DecodeInstance: d.DecodeInstance, Attempt: attempt}
+	r := forward.Route{EntryNode: entry, DecodeNode: d.DecodeNode, DecodeInstance: d.DecodeInstance, Attempt: attempt,
+		Reason: cut(d.Reason, forward.MaxReason)}
+	// The estimate travels only when the router made a whole one, in finite seconds (JSON has no Inf or NaN).
+	first, total := d.Scores[scoreEstimateFirstToken], d.Scores[scoreEstimateTotal]
+	if finitePositive(first) && finitePositive(total) {
+		r.EstimateFirstToken, r.EstimateTotal = first, total
+	}
 	for _, pe := range d.PrefillEndpoints {
 		r.Prefill = append(r.Prefill, forward.Endpoint{InstanceID: pe.InstanceID, Node: pe.Node, Address: pe.Address, Approximate: pe.Approximate})
 	}
 	return r
 }
+
+func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
 
 // fromPinned is the decision a hop carries, on its owner.
 func (s *Server) fromPinned(r forward.Route, requestID string) (*decision, error) {
@@ -181,7 +190,10 @@ func (s *Server) fromPinned(r forward.Route, requestID string) (*decision, error
 		return nil, openai.Unavailable(fmt.Sprintf("instance %q is not served by this node now; retry (request id %s)", r.DecodeInstance, requestID))
 	}
 	d := &decision{local: in}
-	d.DecodeInstance, d.DecodeNode = r.DecodeInstance, s.reg.Node()
+	d.DecodeInstance, d.DecodeNode, d.Reason = r.DecodeInstance, s.reg.Node(), r.Reason
+	if r.EstimateTotal > 0 && r.EstimateFirstToken > 0 {
+		d.Scores = map[string]float64{scoreEstimateFirstToken: r.EstimateFirstToken, scoreEstimateTotal: r.EstimateTotal}
+	}
 	for _, e := range r.Prefill {
 		d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{InstanceID: e.InstanceID, Node: e.Node, Address: e.Address, Approximate: e.Approximate})
 	}

@@ -204,7 +204,7 @@ function render() {
     if (isOpen) {
       body.appendChild(h('tr', { class: 'detail-row' }, h('td', { colspan: '11' },
         t ? timeline(t, r.usage, { route: r.route }) : h('p', { class: 'muted' }, 'No timings: the request ended before its answer.'),
-        routeOf(r).reason ? h('p', { class: 'small' }, 'Router: ' + routeOf(r).reason) : null,
+        !t && routeOf(r).reason ? h('p', { class: 'small' }, 'Router: ' + routeOf(r).reason) : null,
         h('details', null, h('summary', null, 'Raw record'), h('pre', { class: 'json' }, JSON.stringify(r, null, 2))))));
     }
   }
