@@ -25,7 +25,9 @@
 //     paths logits differ at the ulp scale (TestKernelPathsAgree), so P/D is exact between nodes on one path.
 //   - The Go kernels compute 8 dot products at a time (8 weight rows × 1 token for decode, 4 × 2 for
 //     multi-token steps) with unrolled, bounds-check-free inner loops; the vector ones 8 × 1 for decode and
-//     4 weight rows × 3 (AVX2) or × 6 (AVX-512) tokens for multi-token steps.
+//     4 weight rows × 3 (AVX2) or × 6 (AVX-512) tokens for multi-token steps. Stored matrices decode 4 weight
+//     rows × 1 token, and a batch of up to 8 tokens (storedVecRows) 1 weight row × 8 tokens: each register
+//     of weights is widened or dequantized once and applied to every token, the same bits for each.
 //   - A Forward call with several sequences reads every weight once for all of them (continuous batching);
 //     long prompts are processed PrefillChunk tokens at a time with the same multi-token kernels.
 //   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),

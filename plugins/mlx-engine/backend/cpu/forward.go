@@ -197,8 +197,9 @@ type mm struct {
 	w *linear
 }
 
-// storedVecRows is the most rows for which a stored matrix's product runs its decode kernel row by row rather
-// than expanding a tile (BenchmarkThroughput's decode-batch8 of the stored formats).
+// storedVecRows is the most rows for which a stored matrix's product runs its decode kernels (each weight
+// widened once for all the rows) rather than expanding a tile (BenchmarkThroughput's decode-batch8 of the
+// stored formats). A longer prefill chunk shares the expansion across more rows than fit the kernels' tile.
 const storedVecRows = 8
 
 // matmul runs several products over the same input rows as one parallel loop over chunks of weight rows, so
@@ -223,12 +224,9 @@ func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 			o1 := min(o0+chunk, j.w.out)
 			w := j.w.w
 			if w == nil && rows <= storedVecRows && j.w.st.vecOK(m.kern, in) {
-				// Few rows: the decode kernel once per row, the task's weights staying in cache, costs
-				// less than expanding them. It sums as the expanded tile would, so the result is the same.
-				out := j.w.out
-				for r := range rows {
-					j.w.st.vecRows(m.kern, j.y[r*out:(r+1)*out], x[r*in:(r+1)*in], in, o0, o1)
-				}
+				// Few rows: the decode kernels, which widen or dequantize each weight once for all the rows,
+				// cost less than expanding them. They sum as the expanded tile would, so the result is the same.
+				j.w.st.vecRowsBatch(m.kern, j.y, x, rows, in, j.w.out, o0, o1)
 				continue
 			}
 			if w == nil {

@@ -2497,6 +2497,5646 @@ DATA nibbleSelect<>+56(SB)/4, $0x00000038
 DATA nibbleSelect<>+60(SB)/4, $0x0000003c
 GLOBL nibbleSelect<>(SB), RODATA|NOPTR, $64
 
+// func bf16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x1(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   w+24(FP), DX
+	VXORPS Y0, Y0, Y0
+	XORQ   BX, BX
+
+bf16Dot1x1_group:
+	CMPQ BX, AX
+	JGE  bf16Dot1x1_done
+
+bf16Dot1x1_loop:
+	VPMOVZXWD   (DX), Y1
+	VPSLLD      $0x10, Y1, Y1
+	ADDQ        $0x10, DX
+	VFMADD231PS (CX), Y1, Y0
+	ADDQ        $0x20, CX
+	ADDQ        $0x08, BX
+	CMPQ        BX, AX
+	JL          bf16Dot1x1_loop
+	JMP         bf16Dot1x1_group
+
+bf16Dot1x1_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x2(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x2(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   SI, SI
+
+bf16Dot1x2_group:
+	CMPQ SI, AX
+	JGE  bf16Dot1x2_done
+
+bf16Dot1x2_loop:
+	VPMOVZXWD   (BX), Y2
+	VPSLLD      $0x10, Y2, Y2
+	ADDQ        $0x10, BX
+	VFMADD231PS (DX), Y2, Y0
+	VFMADD231PS (DX)(CX*1), Y2, Y1
+	ADDQ        $0x20, DX
+	ADDQ        $0x08, SI
+	CMPQ        SI, AX
+	JL          bf16Dot1x2_loop
+	JMP         bf16Dot1x2_group
+
+bf16Dot1x2_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x3(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x3(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	XORQ   SI, SI
+
+bf16Dot1x3_group:
+	CMPQ SI, AX
+	JGE  bf16Dot1x3_done
+
+bf16Dot1x3_loop:
+	VPMOVZXWD   (BX), Y3
+	VPSLLD      $0x10, Y3, Y3
+	ADDQ        $0x10, BX
+	VFMADD231PS (DX), Y3, Y0
+	VFMADD231PS (DX)(CX*1), Y3, Y1
+	VFMADD231PS (DX)(CX*2), Y3, Y2
+	ADDQ        $0x20, DX
+	ADDQ        $0x08, SI
+	CMPQ        SI, AX
+	JL          bf16Dot1x3_loop
+	JMP         bf16Dot1x3_group
+
+bf16Dot1x3_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x4(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x4(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   DI, DI
+
+bf16Dot1x4_group:
+	CMPQ DI, AX
+	JGE  bf16Dot1x4_done
+
+bf16Dot1x4_loop:
+	VPMOVZXWD   (SI), Y4
+	VPSLLD      $0x10, Y4, Y4
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Y4, Y0
+	VFMADD231PS (DX)(CX*1), Y4, Y1
+	VFMADD231PS (DX)(CX*2), Y4, Y2
+	VFMADD231PS (BX), Y4, Y3
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, AX
+	JL          bf16Dot1x4_loop
+	JMP         bf16Dot1x4_group
+
+bf16Dot1x4_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x5(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x5(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	XORQ   DI, DI
+
+bf16Dot1x5_group:
+	CMPQ DI, AX
+	JGE  bf16Dot1x5_done
+
+bf16Dot1x5_loop:
+	VPMOVZXWD   (SI), Y5
+	VPSLLD      $0x10, Y5, Y5
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Y5, Y0
+	VFMADD231PS (DX)(CX*1), Y5, Y1
+	VFMADD231PS (DX)(CX*2), Y5, Y2
+	VFMADD231PS (BX), Y5, Y3
+	VFMADD231PS (BX)(CX*1), Y5, Y4
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, AX
+	JL          bf16Dot1x5_loop
+	JMP         bf16Dot1x5_group
+
+bf16Dot1x5_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X5
+	VMOVHLPS     X5, X5, X0
+	VADDPS       X0, X5, X5
+	VMOVSHDUP    X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x6(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x6(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   DI, DI
+
+bf16Dot1x6_group:
+	CMPQ DI, AX
+	JGE  bf16Dot1x6_done
+
+bf16Dot1x6_loop:
+	VPMOVZXWD   (SI), Y6
+	VPSLLD      $0x10, Y6, Y6
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Y6, Y0
+	VFMADD231PS (DX)(CX*1), Y6, Y1
+	VFMADD231PS (DX)(CX*2), Y6, Y2
+	VFMADD231PS (BX), Y6, Y3
+	VFMADD231PS (BX)(CX*1), Y6, Y4
+	VFMADD231PS (BX)(CX*2), Y6, Y5
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, AX
+	JL          bf16Dot1x6_loop
+	JMP         bf16Dot1x6_group
+
+bf16Dot1x6_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x7(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x7(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	XORQ   R8, R8
+
+bf16Dot1x7_group:
+	CMPQ R8, AX
+	JGE  bf16Dot1x7_done
+
+bf16Dot1x7_loop:
+	VPMOVZXWD   (DI), Y7
+	VPSLLD      $0x10, Y7, Y7
+	ADDQ        $0x10, DI
+	VFMADD231PS (DX), Y7, Y0
+	VFMADD231PS (DX)(CX*1), Y7, Y1
+	VFMADD231PS (DX)(CX*2), Y7, Y2
+	VFMADD231PS (BX), Y7, Y3
+	VFMADD231PS (BX)(CX*1), Y7, Y4
+	VFMADD231PS (BX)(CX*2), Y7, Y5
+	VFMADD231PS (SI), Y7, Y6
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, R8
+	CMPQ        R8, AX
+	JL          bf16Dot1x7_loop
+	JMP         bf16Dot1x7_group
+
+bf16Dot1x7_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X7
+	VADDPS       X7, X0, X7
+	VMOVHLPS     X7, X7, X0
+	VADDPS       X0, X7, X7
+	VMOVSHDUP    X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x8(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·bf16Dot1x8(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R8, R8
+
+bf16Dot1x8_group:
+	CMPQ R8, AX
+	JGE  bf16Dot1x8_done
+
+bf16Dot1x8_loop:
+	VPMOVZXWD   (DI), Y8
+	VPSLLD      $0x10, Y8, Y8
+	ADDQ        $0x10, DI
+	VFMADD231PS (DX), Y8, Y0
+	VFMADD231PS (DX)(CX*1), Y8, Y1
+	VFMADD231PS (DX)(CX*2), Y8, Y2
+	VFMADD231PS (BX), Y8, Y3
+	VFMADD231PS (BX)(CX*1), Y8, Y4
+	VFMADD231PS (BX)(CX*2), Y8, Y5
+	VFMADD231PS (SI), Y8, Y6
+	VFMADD231PS (SI)(CX*1), Y8, Y7
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, R8
+	CMPQ        R8, AX
+	JL          bf16Dot1x8_loop
+	JMP         bf16Dot1x8_group
+
+bf16Dot1x8_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VMOVHLPS     X8, X8, X0
+	VADDPS       X0, X8, X8
+	VMOVSHDUP    X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x1(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   w+24(FP), DX
+	VXORPS Y0, Y0, Y0
+	XORQ   BX, BX
+
+f16Dot1x1_group:
+	CMPQ BX, AX
+	JGE  f16Dot1x1_done
+
+f16Dot1x1_loop:
+	VCVTPH2PS   (DX), Y1
+	ADDQ        $0x10, DX
+	VFMADD231PS (CX), Y1, Y0
+	ADDQ        $0x20, CX
+	ADDQ        $0x08, BX
+	CMPQ        BX, AX
+	JL          f16Dot1x1_loop
+	JMP         f16Dot1x1_group
+
+f16Dot1x1_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x2(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x2(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   SI, SI
+
+f16Dot1x2_group:
+	CMPQ SI, AX
+	JGE  f16Dot1x2_done
+
+f16Dot1x2_loop:
+	VCVTPH2PS   (BX), Y2
+	ADDQ        $0x10, BX
+	VFMADD231PS (DX), Y2, Y0
+	VFMADD231PS (DX)(CX*1), Y2, Y1
+	ADDQ        $0x20, DX
+	ADDQ        $0x08, SI
+	CMPQ        SI, AX
+	JL          f16Dot1x2_loop
+	JMP         f16Dot1x2_group
+
+f16Dot1x2_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x3(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x3(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	XORQ   SI, SI
+
+f16Dot1x3_group:
+	CMPQ SI, AX
+	JGE  f16Dot1x3_done
+
+f16Dot1x3_loop:
+	VCVTPH2PS   (BX), Y3
+	ADDQ        $0x10, BX
+	VFMADD231PS (DX), Y3, Y0
+	VFMADD231PS (DX)(CX*1), Y3, Y1
+	VFMADD231PS (DX)(CX*2), Y3, Y2
+	ADDQ        $0x20, DX
+	ADDQ        $0x08, SI
+	CMPQ        SI, AX
+	JL          f16Dot1x3_loop
+	JMP         f16Dot1x3_group
+
+f16Dot1x3_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x4(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x4(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   DI, DI
+
+f16Dot1x4_group:
+	CMPQ DI, AX
+	JGE  f16Dot1x4_done
+
+f16Dot1x4_loop:
+	VCVTPH2PS   (SI), Y4
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Y4, Y0
+	VFMADD231PS (DX)(CX*1), Y4, Y1
+	VFMADD231PS (DX)(CX*2), Y4, Y2
+	VFMADD231PS (BX), Y4, Y3
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, AX
+	JL          f16Dot1x4_loop
+	JMP         f16Dot1x4_group
+
+f16Dot1x4_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x5(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x5(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	XORQ   DI, DI
+
+f16Dot1x5_group:
+	CMPQ DI, AX
+	JGE  f16Dot1x5_done
+
+f16Dot1x5_loop:
+	VCVTPH2PS   (SI), Y5
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Y5, Y0
+	VFMADD231PS (DX)(CX*1), Y5, Y1
+	VFMADD231PS (DX)(CX*2), Y5, Y2
+	VFMADD231PS (BX), Y5, Y3
+	VFMADD231PS (BX)(CX*1), Y5, Y4
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, AX
+	JL          f16Dot1x5_loop
+	JMP         f16Dot1x5_group
+
+f16Dot1x5_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X5
+	VMOVHLPS     X5, X5, X0
+	VADDPS       X0, X5, X5
+	VMOVSHDUP    X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x6(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x6(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   DI, DI
+
+f16Dot1x6_group:
+	CMPQ DI, AX
+	JGE  f16Dot1x6_done
+
+f16Dot1x6_loop:
+	VCVTPH2PS   (SI), Y6
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Y6, Y0
+	VFMADD231PS (DX)(CX*1), Y6, Y1
+	VFMADD231PS (DX)(CX*2), Y6, Y2
+	VFMADD231PS (BX), Y6, Y3
+	VFMADD231PS (BX)(CX*1), Y6, Y4
+	VFMADD231PS (BX)(CX*2), Y6, Y5
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, AX
+	JL          f16Dot1x6_loop
+	JMP         f16Dot1x6_group
+
+f16Dot1x6_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x7(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x7(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	XORQ   R8, R8
+
+f16Dot1x7_group:
+	CMPQ R8, AX
+	JGE  f16Dot1x7_done
+
+f16Dot1x7_loop:
+	VCVTPH2PS   (DI), Y7
+	ADDQ        $0x10, DI
+	VFMADD231PS (DX), Y7, Y0
+	VFMADD231PS (DX)(CX*1), Y7, Y1
+	VFMADD231PS (DX)(CX*2), Y7, Y2
+	VFMADD231PS (BX), Y7, Y3
+	VFMADD231PS (BX)(CX*1), Y7, Y4
+	VFMADD231PS (BX)(CX*2), Y7, Y5
+	VFMADD231PS (SI), Y7, Y6
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, R8
+	CMPQ        R8, AX
+	JL          f16Dot1x7_loop
+	JMP         f16Dot1x7_group
+
+f16Dot1x7_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X7
+	VADDPS       X7, X0, X7
+	VMOVHLPS     X7, X7, X0
+	VADDPS       X0, X7, X7
+	VMOVSHDUP    X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x8(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, F16C, FMA3
+TEXT ·f16Dot1x8(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R8, R8
+
+f16Dot1x8_group:
+	CMPQ R8, AX
+	JGE  f16Dot1x8_done
+
+f16Dot1x8_loop:
+	VCVTPH2PS   (DI), Y8
+	ADDQ        $0x10, DI
+	VFMADD231PS (DX), Y8, Y0
+	VFMADD231PS (DX)(CX*1), Y8, Y1
+	VFMADD231PS (DX)(CX*2), Y8, Y2
+	VFMADD231PS (BX), Y8, Y3
+	VFMADD231PS (BX)(CX*1), Y8, Y4
+	VFMADD231PS (BX)(CX*2), Y8, Y5
+	VFMADD231PS (SI), Y8, Y6
+	VFMADD231PS (SI)(CX*1), Y8, Y7
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, R8
+	CMPQ        R8, AX
+	JL          f16Dot1x8_loop
+	JMP         f16Dot1x8_group
+
+f16Dot1x8_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VMOVHLPS     X8, X8, X0
+	VADDPS       X0, X8, X8
+	VMOVSHDUP    X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x1(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x1(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   q+24(FP), DX
+	VXORPS Y0, Y0, Y0
+	XORQ   BX, BX
+	MOVQ   group+56(FP), SI
+	MOVQ   scales+32(FP), DI
+	MOVQ   biases+40(FP), R8
+
+q8Dot1x1_group:
+	CMPQ         BX, AX
+	JGE          q8Dot1x1_done
+	VBROADCASTSS (DI), Y1
+	VBROADCASTSS (R8), Y2
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	MOVQ         BX, R9
+	ADDQ         SI, R9
+
+q8Dot1x1_loop:
+	VPMOVZXBD   (DX), Y3
+	VCVTDQ2PS   Y3, Y3
+	VMULPS      Y1, Y3, Y3
+	VADDPS      Y2, Y3, Y3
+	ADDQ        $0x08, DX
+	VFMADD231PS (CX), Y3, Y0
+	ADDQ        $0x20, CX
+	ADDQ        $0x08, BX
+	CMPQ        BX, R9
+	JL          q8Dot1x1_loop
+	JMP         q8Dot1x1_group
+
+q8Dot1x1_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x2(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x2(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   q+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	XORQ   SI, SI
+	MOVQ   group+56(FP), DI
+	MOVQ   scales+32(FP), R8
+	MOVQ   biases+40(FP), R9
+
+q8Dot1x2_group:
+	CMPQ         SI, AX
+	JGE          q8Dot1x2_done
+	VBROADCASTSS (R8), Y2
+	VBROADCASTSS (R9), Y3
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q8Dot1x2_loop:
+	VPMOVZXBD   (BX), Y4
+	VCVTDQ2PS   Y4, Y4
+	VMULPS      Y2, Y4, Y4
+	VADDPS      Y3, Y4, Y4
+	ADDQ        $0x08, BX
+	VFMADD231PS (DX), Y4, Y0
+	VFMADD231PS (DX)(CX*1), Y4, Y1
+	ADDQ        $0x20, DX
+	ADDQ        $0x08, SI
+	CMPQ        SI, R10
+	JL          q8Dot1x2_loop
+	JMP         q8Dot1x2_group
+
+q8Dot1x2_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x3(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x3(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   q+24(FP), BX
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	XORQ   SI, SI
+	MOVQ   group+56(FP), DI
+	MOVQ   scales+32(FP), R8
+	MOVQ   biases+40(FP), R9
+
+q8Dot1x3_group:
+	CMPQ         SI, AX
+	JGE          q8Dot1x3_done
+	VBROADCASTSS (R8), Y3
+	VBROADCASTSS (R9), Y4
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q8Dot1x3_loop:
+	VPMOVZXBD   (BX), Y5
+	VCVTDQ2PS   Y5, Y5
+	VMULPS      Y3, Y5, Y5
+	VADDPS      Y4, Y5, Y5
+	ADDQ        $0x08, BX
+	VFMADD231PS (DX), Y5, Y0
+	VFMADD231PS (DX)(CX*1), Y5, Y1
+	VFMADD231PS (DX)(CX*2), Y5, Y2
+	ADDQ        $0x20, DX
+	ADDQ        $0x08, SI
+	CMPQ        SI, R10
+	JL          q8Dot1x3_loop
+	JMP         q8Dot1x3_group
+
+q8Dot1x3_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x4(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x4(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   q+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	XORQ   DI, DI
+	MOVQ   group+56(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+
+q8Dot1x4_group:
+	CMPQ         DI, AX
+	JGE          q8Dot1x4_done
+	VBROADCASTSS (R9), Y4
+	VBROADCASTSS (R10), Y5
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q8Dot1x4_loop:
+	VPMOVZXBD   (SI), Y6
+	VCVTDQ2PS   Y6, Y6
+	VMULPS      Y4, Y6, Y6
+	VADDPS      Y5, Y6, Y6
+	ADDQ        $0x08, SI
+	VFMADD231PS (DX), Y6, Y0
+	VFMADD231PS (DX)(CX*1), Y6, Y1
+	VFMADD231PS (DX)(CX*2), Y6, Y2
+	VFMADD231PS (BX), Y6, Y3
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, R11
+	JL          q8Dot1x4_loop
+	JMP         q8Dot1x4_group
+
+q8Dot1x4_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x5(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x5(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   q+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	XORQ   DI, DI
+	MOVQ   group+56(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+
+q8Dot1x5_group:
+	CMPQ         DI, AX
+	JGE          q8Dot1x5_done
+	VBROADCASTSS (R9), Y5
+	VBROADCASTSS (R10), Y6
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q8Dot1x5_loop:
+	VPMOVZXBD   (SI), Y7
+	VCVTDQ2PS   Y7, Y7
+	VMULPS      Y5, Y7, Y7
+	VADDPS      Y6, Y7, Y7
+	ADDQ        $0x08, SI
+	VFMADD231PS (DX), Y7, Y0
+	VFMADD231PS (DX)(CX*1), Y7, Y1
+	VFMADD231PS (DX)(CX*2), Y7, Y2
+	VFMADD231PS (BX), Y7, Y3
+	VFMADD231PS (BX)(CX*1), Y7, Y4
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, R11
+	JL          q8Dot1x5_loop
+	JMP         q8Dot1x5_group
+
+q8Dot1x5_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X5
+	VMOVHLPS     X5, X5, X0
+	VADDPS       X0, X5, X5
+	VMOVSHDUP    X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x6(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x6(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   q+24(FP), SI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	XORQ   DI, DI
+	MOVQ   group+56(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+
+q8Dot1x6_group:
+	CMPQ         DI, AX
+	JGE          q8Dot1x6_done
+	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R10), Y7
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q8Dot1x6_loop:
+	VPMOVZXBD   (SI), Y8
+	VCVTDQ2PS   Y8, Y8
+	VMULPS      Y6, Y8, Y8
+	VADDPS      Y7, Y8, Y8
+	ADDQ        $0x08, SI
+	VFMADD231PS (DX), Y8, Y0
+	VFMADD231PS (DX)(CX*1), Y8, Y1
+	VFMADD231PS (DX)(CX*2), Y8, Y2
+	VFMADD231PS (BX), Y8, Y3
+	VFMADD231PS (BX)(CX*1), Y8, Y4
+	VFMADD231PS (BX)(CX*2), Y8, Y5
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x08, DI
+	CMPQ        DI, R11
+	JL          q8Dot1x6_loop
+	JMP         q8Dot1x6_group
+
+q8Dot1x6_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x7(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   q+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	XORQ   R8, R8
+	MOVQ   group+56(FP), R9
+	MOVQ   scales+32(FP), R10
+	MOVQ   biases+40(FP), R11
+
+q8Dot1x7_group:
+	CMPQ         R8, AX
+	JGE          q8Dot1x7_done
+	VBROADCASTSS (R10), Y7
+	VBROADCASTSS (R11), Y8
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q8Dot1x7_loop:
+	VPMOVZXBD   (DI), Y9
+	VCVTDQ2PS   Y9, Y9
+	VMULPS      Y7, Y9, Y9
+	VADDPS      Y8, Y9, Y9
+	ADDQ        $0x08, DI
+	VFMADD231PS (DX), Y9, Y0
+	VFMADD231PS (DX)(CX*1), Y9, Y1
+	VFMADD231PS (DX)(CX*2), Y9, Y2
+	VFMADD231PS (BX), Y9, Y3
+	VFMADD231PS (BX)(CX*1), Y9, Y4
+	VFMADD231PS (BX)(CX*2), Y9, Y5
+	VFMADD231PS (SI), Y9, Y6
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, R8
+	CMPQ        R8, R12
+	JL          q8Dot1x7_loop
+	JMP         q8Dot1x7_group
+
+q8Dot1x7_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X7
+	VADDPS       X7, X0, X7
+	VMOVHLPS     X7, X7, X0
+	VADDPS       X0, X7, X7
+	VMOVSHDUP    X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q8Dot1x8(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   q+24(FP), DI
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ   R8, R8
+	MOVQ   group+56(FP), R9
+	MOVQ   scales+32(FP), R10
+	MOVQ   biases+40(FP), R11
+
+q8Dot1x8_group:
+	CMPQ         R8, AX
+	JGE          q8Dot1x8_done
+	VBROADCASTSS (R10), Y8
+	VBROADCASTSS (R11), Y9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q8Dot1x8_loop:
+	VPMOVZXBD   (DI), Y10
+	VCVTDQ2PS   Y10, Y10
+	VMULPS      Y8, Y10, Y10
+	VADDPS      Y9, Y10, Y10
+	ADDQ        $0x08, DI
+	VFMADD231PS (DX), Y10, Y0
+	VFMADD231PS (DX)(CX*1), Y10, Y1
+	VFMADD231PS (DX)(CX*2), Y10, Y2
+	VFMADD231PS (BX), Y10, Y3
+	VFMADD231PS (BX)(CX*1), Y10, Y4
+	VFMADD231PS (BX)(CX*2), Y10, Y5
+	VFMADD231PS (SI), Y10, Y6
+	VFMADD231PS (SI)(CX*1), Y10, Y7
+	ADDQ        $0x20, DX
+	ADDQ        $0x20, BX
+	ADDQ        $0x20, SI
+	ADDQ        $0x08, R8
+	CMPQ        R8, R12
+	JL          q8Dot1x8_loop
+	JMP         q8Dot1x8_group
+
+q8Dot1x8_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VMOVHLPS     X8, X8, X0
+	VADDPS       X0, X8, X8
+	VMOVSHDUP    X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x1(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x1(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), CX
+	MOVQ         q+24(FP), DX
+	VXORPS       Y0, Y0, Y0
+	XORQ         BX, BX
+	MOVQ         group+56(FP), SI
+	MOVQ         scales+32(FP), DI
+	MOVQ         biases+40(FP), R8
+	VPBROADCASTD nibble<>+0(SB), Y1
+	VMOVDQU      nibbleShifts<>+0(SB), Y2
+
+q4Dot1x1_group:
+	CMPQ         BX, AX
+	JGE          q4Dot1x1_done
+	VBROADCASTSS (DI), Y3
+	VBROADCASTSS (R8), Y4
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	MOVQ         BX, R9
+	ADDQ         SI, R9
+
+q4Dot1x1_loop:
+	VPBROADCASTD (DX), Y5
+	VPSRLVD      Y2, Y5, Y5
+	VPAND        Y1, Y5, Y5
+	VCVTDQ2PS    Y5, Y5
+	VMULPS       Y3, Y5, Y5
+	VADDPS       Y4, Y5, Y5
+	ADDQ         $0x04, DX
+	VFMADD231PS  (CX), Y5, Y0
+	ADDQ         $0x20, CX
+	ADDQ         $0x08, BX
+	CMPQ         BX, R9
+	JL           q4Dot1x1_loop
+	JMP          q4Dot1x1_group
+
+q4Dot1x1_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x2(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x2(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	MOVQ         q+24(FP), BX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	XORQ         SI, SI
+	MOVQ         group+56(FP), DI
+	MOVQ         scales+32(FP), R8
+	MOVQ         biases+40(FP), R9
+	VPBROADCASTD nibble<>+0(SB), Y2
+	VMOVDQU      nibbleShifts<>+0(SB), Y3
+
+q4Dot1x2_group:
+	CMPQ         SI, AX
+	JGE          q4Dot1x2_done
+	VBROADCASTSS (R8), Y4
+	VBROADCASTSS (R9), Y5
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q4Dot1x2_loop:
+	VPBROADCASTD (BX), Y6
+	VPSRLVD      Y3, Y6, Y6
+	VPAND        Y2, Y6, Y6
+	VCVTDQ2PS    Y6, Y6
+	VMULPS       Y4, Y6, Y6
+	VADDPS       Y5, Y6, Y6
+	ADDQ         $0x04, BX
+	VFMADD231PS  (DX), Y6, Y0
+	VFMADD231PS  (DX)(CX*1), Y6, Y1
+	ADDQ         $0x20, DX
+	ADDQ         $0x08, SI
+	CMPQ         SI, R10
+	JL           q4Dot1x2_loop
+	JMP          q4Dot1x2_group
+
+q4Dot1x2_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x3(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x3(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	MOVQ         q+24(FP), BX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	XORQ         SI, SI
+	MOVQ         group+56(FP), DI
+	MOVQ         scales+32(FP), R8
+	MOVQ         biases+40(FP), R9
+	VPBROADCASTD nibble<>+0(SB), Y3
+	VMOVDQU      nibbleShifts<>+0(SB), Y4
+
+q4Dot1x3_group:
+	CMPQ         SI, AX
+	JGE          q4Dot1x3_done
+	VBROADCASTSS (R8), Y5
+	VBROADCASTSS (R9), Y6
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q4Dot1x3_loop:
+	VPBROADCASTD (BX), Y7
+	VPSRLVD      Y4, Y7, Y7
+	VPAND        Y3, Y7, Y7
+	VCVTDQ2PS    Y7, Y7
+	VMULPS       Y5, Y7, Y7
+	VADDPS       Y6, Y7, Y7
+	ADDQ         $0x04, BX
+	VFMADD231PS  (DX), Y7, Y0
+	VFMADD231PS  (DX)(CX*1), Y7, Y1
+	VFMADD231PS  (DX)(CX*2), Y7, Y2
+	ADDQ         $0x20, DX
+	ADDQ         $0x08, SI
+	CMPQ         SI, R10
+	JL           q4Dot1x3_loop
+	JMP          q4Dot1x3_group
+
+q4Dot1x3_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x4(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x4(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	MOVQ         q+24(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	XORQ         DI, DI
+	MOVQ         group+56(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	VPBROADCASTD nibble<>+0(SB), Y4
+	VMOVDQU      nibbleShifts<>+0(SB), Y5
+
+q4Dot1x4_group:
+	CMPQ         DI, AX
+	JGE          q4Dot1x4_done
+	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R10), Y7
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q4Dot1x4_loop:
+	VPBROADCASTD (SI), Y8
+	VPSRLVD      Y5, Y8, Y8
+	VPAND        Y4, Y8, Y8
+	VCVTDQ2PS    Y8, Y8
+	VMULPS       Y6, Y8, Y8
+	VADDPS       Y7, Y8, Y8
+	ADDQ         $0x04, SI
+	VFMADD231PS  (DX), Y8, Y0
+	VFMADD231PS  (DX)(CX*1), Y8, Y1
+	VFMADD231PS  (DX)(CX*2), Y8, Y2
+	VFMADD231PS  (BX), Y8, Y3
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, DI
+	CMPQ         DI, R11
+	JL           q4Dot1x4_loop
+	JMP          q4Dot1x4_group
+
+q4Dot1x4_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x5(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x5(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	MOVQ         q+24(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	XORQ         DI, DI
+	MOVQ         group+56(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	VPBROADCASTD nibble<>+0(SB), Y5
+	VMOVDQU      nibbleShifts<>+0(SB), Y6
+
+q4Dot1x5_group:
+	CMPQ         DI, AX
+	JGE          q4Dot1x5_done
+	VBROADCASTSS (R9), Y7
+	VBROADCASTSS (R10), Y8
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q4Dot1x5_loop:
+	VPBROADCASTD (SI), Y9
+	VPSRLVD      Y6, Y9, Y9
+	VPAND        Y5, Y9, Y9
+	VCVTDQ2PS    Y9, Y9
+	VMULPS       Y7, Y9, Y9
+	VADDPS       Y8, Y9, Y9
+	ADDQ         $0x04, SI
+	VFMADD231PS  (DX), Y9, Y0
+	VFMADD231PS  (DX)(CX*1), Y9, Y1
+	VFMADD231PS  (DX)(CX*2), Y9, Y2
+	VFMADD231PS  (BX), Y9, Y3
+	VFMADD231PS  (BX)(CX*1), Y9, Y4
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, DI
+	CMPQ         DI, R11
+	JL           q4Dot1x5_loop
+	JMP          q4Dot1x5_group
+
+q4Dot1x5_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X5
+	VMOVHLPS     X5, X5, X0
+	VADDPS       X0, X5, X5
+	VMOVSHDUP    X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x6(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x6(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	MOVQ         q+24(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	XORQ         DI, DI
+	MOVQ         group+56(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	VPBROADCASTD nibble<>+0(SB), Y6
+	VMOVDQU      nibbleShifts<>+0(SB), Y7
+
+q4Dot1x6_group:
+	CMPQ         DI, AX
+	JGE          q4Dot1x6_done
+	VBROADCASTSS (R9), Y8
+	VBROADCASTSS (R10), Y9
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q4Dot1x6_loop:
+	VPBROADCASTD (SI), Y10
+	VPSRLVD      Y7, Y10, Y10
+	VPAND        Y6, Y10, Y10
+	VCVTDQ2PS    Y10, Y10
+	VMULPS       Y8, Y10, Y10
+	VADDPS       Y9, Y10, Y10
+	ADDQ         $0x04, SI
+	VFMADD231PS  (DX), Y10, Y0
+	VFMADD231PS  (DX)(CX*1), Y10, Y1
+	VFMADD231PS  (DX)(CX*2), Y10, Y2
+	VFMADD231PS  (BX), Y10, Y3
+	VFMADD231PS  (BX)(CX*1), Y10, Y4
+	VFMADD231PS  (BX)(CX*2), Y10, Y5
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, DI
+	CMPQ         DI, R11
+	JL           q4Dot1x6_loop
+	JMP          q4Dot1x6_group
+
+q4Dot1x6_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x7(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	LEAQ         (BX)(CX*2), SI
+	ADDQ         CX, SI
+	MOVQ         q+24(FP), DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	XORQ         R8, R8
+	MOVQ         group+56(FP), R9
+	MOVQ         scales+32(FP), R10
+	MOVQ         biases+40(FP), R11
+	VPBROADCASTD nibble<>+0(SB), Y7
+	VMOVDQU      nibbleShifts<>+0(SB), Y8
+
+q4Dot1x7_group:
+	CMPQ         R8, AX
+	JGE          q4Dot1x7_done
+	VBROADCASTSS (R10), Y9
+	VBROADCASTSS (R11), Y10
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q4Dot1x7_loop:
+	VPBROADCASTD (DI), Y11
+	VPSRLVD      Y8, Y11, Y11
+	VPAND        Y7, Y11, Y11
+	VCVTDQ2PS    Y11, Y11
+	VMULPS       Y9, Y11, Y11
+	VADDPS       Y10, Y11, Y11
+	ADDQ         $0x04, DI
+	VFMADD231PS  (DX), Y11, Y0
+	VFMADD231PS  (DX)(CX*1), Y11, Y1
+	VFMADD231PS  (DX)(CX*2), Y11, Y2
+	VFMADD231PS  (BX), Y11, Y3
+	VFMADD231PS  (BX)(CX*1), Y11, Y4
+	VFMADD231PS  (BX)(CX*2), Y11, Y5
+	VFMADD231PS  (SI), Y11, Y6
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x20, SI
+	ADDQ         $0x08, R8
+	CMPQ         R8, R12
+	JL           q4Dot1x7_loop
+	JMP          q4Dot1x7_group
+
+q4Dot1x7_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X7
+	VADDPS       X7, X0, X7
+	VMOVHLPS     X7, X7, X0
+	VADDPS       X0, X7, X7
+	VMOVSHDUP    X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·q4Dot1x8(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	LEAQ         (BX)(CX*2), SI
+	ADDQ         CX, SI
+	MOVQ         q+24(FP), DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	XORQ         R8, R8
+	MOVQ         group+56(FP), R9
+	MOVQ         scales+32(FP), R10
+	MOVQ         biases+40(FP), R11
+	VPBROADCASTD nibble<>+0(SB), Y8
+	VMOVDQU      nibbleShifts<>+0(SB), Y9
+
+q4Dot1x8_group:
+	CMPQ         R8, AX
+	JGE          q4Dot1x8_done
+	VBROADCASTSS (R10), Y10
+	VBROADCASTSS (R11), Y11
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q4Dot1x8_loop:
+	VPBROADCASTD (DI), Y12
+	VPSRLVD      Y9, Y12, Y12
+	VPAND        Y8, Y12, Y12
+	VCVTDQ2PS    Y12, Y12
+	VMULPS       Y10, Y12, Y12
+	VADDPS       Y11, Y12, Y12
+	ADDQ         $0x04, DI
+	VFMADD231PS  (DX), Y12, Y0
+	VFMADD231PS  (DX)(CX*1), Y12, Y1
+	VFMADD231PS  (DX)(CX*2), Y12, Y2
+	VFMADD231PS  (BX), Y12, Y3
+	VFMADD231PS  (BX)(CX*1), Y12, Y4
+	VFMADD231PS  (BX)(CX*2), Y12, Y5
+	VFMADD231PS  (SI), Y12, Y6
+	VFMADD231PS  (SI)(CX*1), Y12, Y7
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x20, SI
+	ADDQ         $0x08, R8
+	CMPQ         R8, R12
+	JL           q4Dot1x8_loop
+	JMP          q4Dot1x8_group
+
+q4Dot1x8_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VMOVHLPS     X8, X8, X0
+	VADDPS       X0, X8, X8
+	VMOVSHDUP    X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x1Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x1Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   w+24(FP), DX
+	VXORPS Z0, Z0, Z0
+	XORQ   BX, BX
+
+bf16Dot1x1Z_group:
+	CMPQ BX, AX
+	JGE  bf16Dot1x1Z_done
+
+bf16Dot1x1Z_loop:
+	VPMOVZXWD   (DX), Z1
+	VPSLLD      $0x10, Z1, Z1
+	ADDQ        $0x20, DX
+	VFMADD231PS (CX), Z1, Z0
+	ADDQ        $0x40, CX
+	ADDQ        $0x10, BX
+	CMPQ        BX, AX
+	JL          bf16Dot1x1Z_loop
+	JMP         bf16Dot1x1Z_group
+
+bf16Dot1x1Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x2Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x2Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   SI, SI
+
+bf16Dot1x2Z_group:
+	CMPQ SI, AX
+	JGE  bf16Dot1x2Z_done
+
+bf16Dot1x2Z_loop:
+	VPMOVZXWD   (BX), Z2
+	VPSLLD      $0x10, Z2, Z2
+	ADDQ        $0x20, BX
+	VFMADD231PS (DX), Z2, Z0
+	VFMADD231PS (DX)(CX*1), Z2, Z1
+	ADDQ        $0x40, DX
+	ADDQ        $0x10, SI
+	CMPQ        SI, AX
+	JL          bf16Dot1x2Z_loop
+	JMP         bf16Dot1x2Z_group
+
+bf16Dot1x2Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x3Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x3Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	XORQ   SI, SI
+
+bf16Dot1x3Z_group:
+	CMPQ SI, AX
+	JGE  bf16Dot1x3Z_done
+
+bf16Dot1x3Z_loop:
+	VPMOVZXWD   (BX), Z3
+	VPSLLD      $0x10, Z3, Z3
+	ADDQ        $0x20, BX
+	VFMADD231PS (DX), Z3, Z0
+	VFMADD231PS (DX)(CX*1), Z3, Z1
+	VFMADD231PS (DX)(CX*2), Z3, Z2
+	ADDQ        $0x40, DX
+	ADDQ        $0x10, SI
+	CMPQ        SI, AX
+	JL          bf16Dot1x3Z_loop
+	JMP         bf16Dot1x3Z_group
+
+bf16Dot1x3Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x4Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x4Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   DI, DI
+
+bf16Dot1x4Z_group:
+	CMPQ DI, AX
+	JGE  bf16Dot1x4Z_done
+
+bf16Dot1x4Z_loop:
+	VPMOVZXWD   (SI), Z4
+	VPSLLD      $0x10, Z4, Z4
+	ADDQ        $0x20, SI
+	VFMADD231PS (DX), Z4, Z0
+	VFMADD231PS (DX)(CX*1), Z4, Z1
+	VFMADD231PS (DX)(CX*2), Z4, Z2
+	VFMADD231PS (BX), Z4, Z3
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, AX
+	JL          bf16Dot1x4Z_loop
+	JMP         bf16Dot1x4Z_group
+
+bf16Dot1x4Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x5Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x5Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	XORQ   DI, DI
+
+bf16Dot1x5Z_group:
+	CMPQ DI, AX
+	JGE  bf16Dot1x5Z_done
+
+bf16Dot1x5Z_loop:
+	VPMOVZXWD   (SI), Z5
+	VPSLLD      $0x10, Z5, Z5
+	ADDQ        $0x20, SI
+	VFMADD231PS (DX), Z5, Z0
+	VFMADD231PS (DX)(CX*1), Z5, Z1
+	VFMADD231PS (DX)(CX*2), Z5, Z2
+	VFMADD231PS (BX), Z5, Z3
+	VFMADD231PS (BX)(CX*1), Z5, Z4
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, AX
+	JL          bf16Dot1x5Z_loop
+	JMP         bf16Dot1x5Z_group
+
+bf16Dot1x5Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X0
+	VMOVHLPS      X0, X0, X5
+	VADDPS        X5, X0, X0
+	VMOVSHDUP     X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x6Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x6Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	XORQ   DI, DI
+
+bf16Dot1x6Z_group:
+	CMPQ DI, AX
+	JGE  bf16Dot1x6Z_done
+
+bf16Dot1x6Z_loop:
+	VPMOVZXWD   (SI), Z6
+	VPSLLD      $0x10, Z6, Z6
+	ADDQ        $0x20, SI
+	VFMADD231PS (DX), Z6, Z0
+	VFMADD231PS (DX)(CX*1), Z6, Z1
+	VFMADD231PS (DX)(CX*2), Z6, Z2
+	VFMADD231PS (BX), Z6, Z3
+	VFMADD231PS (BX)(CX*1), Z6, Z4
+	VFMADD231PS (BX)(CX*2), Z6, Z5
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, AX
+	JL          bf16Dot1x6Z_loop
+	JMP         bf16Dot1x6Z_group
+
+bf16Dot1x6Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x7Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x7Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	XORQ   R8, R8
+
+bf16Dot1x7Z_group:
+	CMPQ R8, AX
+	JGE  bf16Dot1x7Z_done
+
+bf16Dot1x7Z_loop:
+	VPMOVZXWD   (DI), Z7
+	VPSLLD      $0x10, Z7, Z7
+	ADDQ        $0x20, DI
+	VFMADD231PS (DX), Z7, Z0
+	VFMADD231PS (DX)(CX*1), Z7, Z1
+	VFMADD231PS (DX)(CX*2), Z7, Z2
+	VFMADD231PS (BX), Z7, Z3
+	VFMADD231PS (BX)(CX*1), Z7, Z4
+	VFMADD231PS (BX)(CX*2), Z7, Z5
+	VFMADD231PS (SI), Z7, Z6
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x10, R8
+	CMPQ        R8, AX
+	JL          bf16Dot1x7Z_loop
+	JMP         bf16Dot1x7Z_group
+
+bf16Dot1x7Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X0
+	VMOVHLPS      X0, X0, X7
+	VADDPS        X7, X0, X0
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func bf16Dot1x8Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·bf16Dot1x8Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	XORQ   R8, R8
+
+bf16Dot1x8Z_group:
+	CMPQ R8, AX
+	JGE  bf16Dot1x8Z_done
+
+bf16Dot1x8Z_loop:
+	VPMOVZXWD   (DI), Z8
+	VPSLLD      $0x10, Z8, Z8
+	ADDQ        $0x20, DI
+	VFMADD231PS (DX), Z8, Z0
+	VFMADD231PS (DX)(CX*1), Z8, Z1
+	VFMADD231PS (DX)(CX*2), Z8, Z2
+	VFMADD231PS (BX), Z8, Z3
+	VFMADD231PS (BX)(CX*1), Z8, Z4
+	VFMADD231PS (BX)(CX*2), Z8, Z5
+	VFMADD231PS (SI), Z8, Z6
+	VFMADD231PS (SI)(CX*1), Z8, Z7
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x10, R8
+	CMPQ        R8, AX
+	JL          bf16Dot1x8Z_loop
+	JMP         bf16Dot1x8Z_group
+
+bf16Dot1x8Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x1Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x1Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   w+24(FP), DX
+	VXORPS Z0, Z0, Z0
+	XORQ   BX, BX
+
+f16Dot1x1Z_group:
+	CMPQ BX, AX
+	JGE  f16Dot1x1Z_done
+
+f16Dot1x1Z_loop:
+	VCVTPH2PS   (DX), Z1
+	ADDQ        $0x20, DX
+	VFMADD231PS (CX), Z1, Z0
+	ADDQ        $0x40, CX
+	ADDQ        $0x10, BX
+	CMPQ        BX, AX
+	JL          f16Dot1x1Z_loop
+	JMP         f16Dot1x1Z_group
+
+f16Dot1x1Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x2Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x2Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   SI, SI
+
+f16Dot1x2Z_group:
+	CMPQ SI, AX
+	JGE  f16Dot1x2Z_done
+
+f16Dot1x2Z_loop:
+	VCVTPH2PS   (BX), Z2
+	ADDQ        $0x20, BX
+	VFMADD231PS (DX), Z2, Z0
+	VFMADD231PS (DX)(CX*1), Z2, Z1
+	ADDQ        $0x40, DX
+	ADDQ        $0x10, SI
+	CMPQ        SI, AX
+	JL          f16Dot1x2Z_loop
+	JMP         f16Dot1x2Z_group
+
+f16Dot1x2Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x3Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x3Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   w+24(FP), BX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	XORQ   SI, SI
+
+f16Dot1x3Z_group:
+	CMPQ SI, AX
+	JGE  f16Dot1x3Z_done
+
+f16Dot1x3Z_loop:
+	VCVTPH2PS   (BX), Z3
+	ADDQ        $0x20, BX
+	VFMADD231PS (DX), Z3, Z0
+	VFMADD231PS (DX)(CX*1), Z3, Z1
+	VFMADD231PS (DX)(CX*2), Z3, Z2
+	ADDQ        $0x40, DX
+	ADDQ        $0x10, SI
+	CMPQ        SI, AX
+	JL          f16Dot1x3Z_loop
+	JMP         f16Dot1x3Z_group
+
+f16Dot1x3Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x4Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x4Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   DI, DI
+
+f16Dot1x4Z_group:
+	CMPQ DI, AX
+	JGE  f16Dot1x4Z_done
+
+f16Dot1x4Z_loop:
+	VCVTPH2PS   (SI), Z4
+	ADDQ        $0x20, SI
+	VFMADD231PS (DX), Z4, Z0
+	VFMADD231PS (DX)(CX*1), Z4, Z1
+	VFMADD231PS (DX)(CX*2), Z4, Z2
+	VFMADD231PS (BX), Z4, Z3
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, AX
+	JL          f16Dot1x4Z_loop
+	JMP         f16Dot1x4Z_group
+
+f16Dot1x4Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x5Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x5Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	XORQ   DI, DI
+
+f16Dot1x5Z_group:
+	CMPQ DI, AX
+	JGE  f16Dot1x5Z_done
+
+f16Dot1x5Z_loop:
+	VCVTPH2PS   (SI), Z5
+	ADDQ        $0x20, SI
+	VFMADD231PS (DX), Z5, Z0
+	VFMADD231PS (DX)(CX*1), Z5, Z1
+	VFMADD231PS (DX)(CX*2), Z5, Z2
+	VFMADD231PS (BX), Z5, Z3
+	VFMADD231PS (BX)(CX*1), Z5, Z4
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, AX
+	JL          f16Dot1x5Z_loop
+	JMP         f16Dot1x5Z_group
+
+f16Dot1x5Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X0
+	VMOVHLPS      X0, X0, X5
+	VADDPS        X5, X0, X0
+	VMOVSHDUP     X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x6Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x6Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   w+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	XORQ   DI, DI
+
+f16Dot1x6Z_group:
+	CMPQ DI, AX
+	JGE  f16Dot1x6Z_done
+
+f16Dot1x6Z_loop:
+	VCVTPH2PS   (SI), Z6
+	ADDQ        $0x20, SI
+	VFMADD231PS (DX), Z6, Z0
+	VFMADD231PS (DX)(CX*1), Z6, Z1
+	VFMADD231PS (DX)(CX*2), Z6, Z2
+	VFMADD231PS (BX), Z6, Z3
+	VFMADD231PS (BX)(CX*1), Z6, Z4
+	VFMADD231PS (BX)(CX*2), Z6, Z5
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, AX
+	JL          f16Dot1x6Z_loop
+	JMP         f16Dot1x6Z_group
+
+f16Dot1x6Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x7Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x7Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	XORQ   R8, R8
+
+f16Dot1x7Z_group:
+	CMPQ R8, AX
+	JGE  f16Dot1x7Z_done
+
+f16Dot1x7Z_loop:
+	VCVTPH2PS   (DI), Z7
+	ADDQ        $0x20, DI
+	VFMADD231PS (DX), Z7, Z0
+	VFMADD231PS (DX)(CX*1), Z7, Z1
+	VFMADD231PS (DX)(CX*2), Z7, Z2
+	VFMADD231PS (BX), Z7, Z3
+	VFMADD231PS (BX)(CX*1), Z7, Z4
+	VFMADD231PS (BX)(CX*2), Z7, Z5
+	VFMADD231PS (SI), Z7, Z6
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x10, R8
+	CMPQ        R8, AX
+	JL          f16Dot1x7Z_loop
+	JMP         f16Dot1x7Z_group
+
+f16Dot1x7Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X0
+	VMOVHLPS      X0, X0, X7
+	VADDPS        X7, X0, X0
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func f16Dot1x8Z(y *float32, ys int, x *float32, w *byte, n int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·f16Dot1x8Z(SB), NOSPLIT, $0-40
+	MOVQ   n+32(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   w+24(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	XORQ   R8, R8
+
+f16Dot1x8Z_group:
+	CMPQ R8, AX
+	JGE  f16Dot1x8Z_done
+
+f16Dot1x8Z_loop:
+	VCVTPH2PS   (DI), Z8
+	ADDQ        $0x20, DI
+	VFMADD231PS (DX), Z8, Z0
+	VFMADD231PS (DX)(CX*1), Z8, Z1
+	VFMADD231PS (DX)(CX*2), Z8, Z2
+	VFMADD231PS (BX), Z8, Z3
+	VFMADD231PS (BX)(CX*1), Z8, Z4
+	VFMADD231PS (BX)(CX*2), Z8, Z5
+	VFMADD231PS (SI), Z8, Z6
+	VFMADD231PS (SI)(CX*1), Z8, Z7
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x10, R8
+	CMPQ        R8, AX
+	JL          f16Dot1x8Z_loop
+	JMP         f16Dot1x8Z_group
+
+f16Dot1x8Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x1Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x1Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), CX
+	MOVQ   q+24(FP), DX
+	VXORPS Z0, Z0, Z0
+	XORQ   BX, BX
+	MOVQ   group+56(FP), SI
+	MOVQ   scales+32(FP), DI
+	MOVQ   biases+40(FP), R8
+
+q8Dot1x1Z_group:
+	CMPQ         BX, AX
+	JGE          q8Dot1x1Z_done
+	VBROADCASTSS (DI), Z1
+	VBROADCASTSS (R8), Z2
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	MOVQ         BX, R9
+	ADDQ         SI, R9
+
+q8Dot1x1Z_loop:
+	VPMOVZXBD   (DX), Z3
+	VCVTDQ2PS   Z3, Z3
+	VMULPS      Z1, Z3, Z3
+	VADDPS      Z2, Z3, Z3
+	ADDQ        $0x10, DX
+	VFMADD231PS (CX), Z3, Z0
+	ADDQ        $0x40, CX
+	ADDQ        $0x10, BX
+	CMPQ        BX, R9
+	JL          q8Dot1x1Z_loop
+	JMP         q8Dot1x1Z_group
+
+q8Dot1x1Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x2Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x2Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   q+24(FP), BX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	XORQ   SI, SI
+	MOVQ   group+56(FP), DI
+	MOVQ   scales+32(FP), R8
+	MOVQ   biases+40(FP), R9
+
+q8Dot1x2Z_group:
+	CMPQ         SI, AX
+	JGE          q8Dot1x2Z_done
+	VBROADCASTSS (R8), Z2
+	VBROADCASTSS (R9), Z3
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q8Dot1x2Z_loop:
+	VPMOVZXBD   (BX), Z4
+	VCVTDQ2PS   Z4, Z4
+	VMULPS      Z2, Z4, Z4
+	VADDPS      Z3, Z4, Z4
+	ADDQ        $0x10, BX
+	VFMADD231PS (DX), Z4, Z0
+	VFMADD231PS (DX)(CX*1), Z4, Z1
+	ADDQ        $0x40, DX
+	ADDQ        $0x10, SI
+	CMPQ        SI, R10
+	JL          q8Dot1x2Z_loop
+	JMP         q8Dot1x2Z_group
+
+q8Dot1x2Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x3Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x3Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	MOVQ   q+24(FP), BX
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	XORQ   SI, SI
+	MOVQ   group+56(FP), DI
+	MOVQ   scales+32(FP), R8
+	MOVQ   biases+40(FP), R9
+
+q8Dot1x3Z_group:
+	CMPQ         SI, AX
+	JGE          q8Dot1x3Z_done
+	VBROADCASTSS (R8), Z3
+	VBROADCASTSS (R9), Z4
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q8Dot1x3Z_loop:
+	VPMOVZXBD   (BX), Z5
+	VCVTDQ2PS   Z5, Z5
+	VMULPS      Z3, Z5, Z5
+	VADDPS      Z4, Z5, Z5
+	ADDQ        $0x10, BX
+	VFMADD231PS (DX), Z5, Z0
+	VFMADD231PS (DX)(CX*1), Z5, Z1
+	VFMADD231PS (DX)(CX*2), Z5, Z2
+	ADDQ        $0x40, DX
+	ADDQ        $0x10, SI
+	CMPQ        SI, R10
+	JL          q8Dot1x3Z_loop
+	JMP         q8Dot1x3Z_group
+
+q8Dot1x3Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x4Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x4Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   q+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	XORQ   DI, DI
+	MOVQ   group+56(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+
+q8Dot1x4Z_group:
+	CMPQ         DI, AX
+	JGE          q8Dot1x4Z_done
+	VBROADCASTSS (R9), Z4
+	VBROADCASTSS (R10), Z5
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q8Dot1x4Z_loop:
+	VPMOVZXBD   (SI), Z6
+	VCVTDQ2PS   Z6, Z6
+	VMULPS      Z4, Z6, Z6
+	VADDPS      Z5, Z6, Z6
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Z6, Z0
+	VFMADD231PS (DX)(CX*1), Z6, Z1
+	VFMADD231PS (DX)(CX*2), Z6, Z2
+	VFMADD231PS (BX), Z6, Z3
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, R11
+	JL          q8Dot1x4Z_loop
+	JMP         q8Dot1x4Z_group
+
+q8Dot1x4Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x5Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x5Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   q+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	XORQ   DI, DI
+	MOVQ   group+56(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+
+q8Dot1x5Z_group:
+	CMPQ         DI, AX
+	JGE          q8Dot1x5Z_done
+	VBROADCASTSS (R9), Z5
+	VBROADCASTSS (R10), Z6
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q8Dot1x5Z_loop:
+	VPMOVZXBD   (SI), Z7
+	VCVTDQ2PS   Z7, Z7
+	VMULPS      Z5, Z7, Z7
+	VADDPS      Z6, Z7, Z7
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Z7, Z0
+	VFMADD231PS (DX)(CX*1), Z7, Z1
+	VFMADD231PS (DX)(CX*2), Z7, Z2
+	VFMADD231PS (BX), Z7, Z3
+	VFMADD231PS (BX)(CX*1), Z7, Z4
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, R11
+	JL          q8Dot1x5Z_loop
+	JMP         q8Dot1x5Z_group
+
+q8Dot1x5Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X0
+	VMOVHLPS      X0, X0, X5
+	VADDPS        X5, X0, X0
+	VMOVSHDUP     X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x6Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x6Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	MOVQ   q+24(FP), SI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	XORQ   DI, DI
+	MOVQ   group+56(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+
+q8Dot1x6Z_group:
+	CMPQ         DI, AX
+	JGE          q8Dot1x6Z_done
+	VBROADCASTSS (R9), Z6
+	VBROADCASTSS (R10), Z7
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q8Dot1x6Z_loop:
+	VPMOVZXBD   (SI), Z8
+	VCVTDQ2PS   Z8, Z8
+	VMULPS      Z6, Z8, Z8
+	VADDPS      Z7, Z8, Z8
+	ADDQ        $0x10, SI
+	VFMADD231PS (DX), Z8, Z0
+	VFMADD231PS (DX)(CX*1), Z8, Z1
+	VFMADD231PS (DX)(CX*2), Z8, Z2
+	VFMADD231PS (BX), Z8, Z3
+	VFMADD231PS (BX)(CX*1), Z8, Z4
+	VFMADD231PS (BX)(CX*2), Z8, Z5
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x10, DI
+	CMPQ        DI, R11
+	JL          q8Dot1x6Z_loop
+	JMP         q8Dot1x6Z_group
+
+q8Dot1x6Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x7Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   q+24(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	XORQ   R8, R8
+	MOVQ   group+56(FP), R9
+	MOVQ   scales+32(FP), R10
+	MOVQ   biases+40(FP), R11
+
+q8Dot1x7Z_group:
+	CMPQ         R8, AX
+	JGE          q8Dot1x7Z_done
+	VBROADCASTSS (R10), Z7
+	VBROADCASTSS (R11), Z8
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q8Dot1x7Z_loop:
+	VPMOVZXBD   (DI), Z9
+	VCVTDQ2PS   Z9, Z9
+	VMULPS      Z7, Z9, Z9
+	VADDPS      Z8, Z9, Z9
+	ADDQ        $0x10, DI
+	VFMADD231PS (DX), Z9, Z0
+	VFMADD231PS (DX)(CX*1), Z9, Z1
+	VFMADD231PS (DX)(CX*2), Z9, Z2
+	VFMADD231PS (BX), Z9, Z3
+	VFMADD231PS (BX)(CX*1), Z9, Z4
+	VFMADD231PS (BX)(CX*2), Z9, Z5
+	VFMADD231PS (SI), Z9, Z6
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x10, R8
+	CMPQ        R8, R12
+	JL          q8Dot1x7Z_loop
+	JMP         q8Dot1x7Z_group
+
+q8Dot1x7Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X0
+	VMOVHLPS      X0, X0, X7
+	VADDPS        X7, X0, X0
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q8Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+TEXT ·q8Dot1x8Z(SB), NOSPLIT, $0-64
+	MOVQ   n+48(FP), AX
+	MOVQ   AX, CX
+	SHLQ   $0x02, CX
+	MOVQ   x+16(FP), DX
+	LEAQ   (DX)(CX*2), BX
+	ADDQ   CX, BX
+	LEAQ   (BX)(CX*2), SI
+	ADDQ   CX, SI
+	MOVQ   q+24(FP), DI
+	VXORPS Z0, Z0, Z0
+	VXORPS Z1, Z1, Z1
+	VXORPS Z2, Z2, Z2
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	VXORPS Z7, Z7, Z7
+	XORQ   R8, R8
+	MOVQ   group+56(FP), R9
+	MOVQ   scales+32(FP), R10
+	MOVQ   biases+40(FP), R11
+
+q8Dot1x8Z_group:
+	CMPQ         R8, AX
+	JGE          q8Dot1x8Z_done
+	VBROADCASTSS (R10), Z8
+	VBROADCASTSS (R11), Z9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q8Dot1x8Z_loop:
+	VPMOVZXBD   (DI), Z10
+	VCVTDQ2PS   Z10, Z10
+	VMULPS      Z8, Z10, Z10
+	VADDPS      Z9, Z10, Z10
+	ADDQ        $0x10, DI
+	VFMADD231PS (DX), Z10, Z0
+	VFMADD231PS (DX)(CX*1), Z10, Z1
+	VFMADD231PS (DX)(CX*2), Z10, Z2
+	VFMADD231PS (BX), Z10, Z3
+	VFMADD231PS (BX)(CX*1), Z10, Z4
+	VFMADD231PS (BX)(CX*2), Z10, Z5
+	VFMADD231PS (SI), Z10, Z6
+	VFMADD231PS (SI)(CX*1), Z10, Z7
+	ADDQ        $0x40, DX
+	ADDQ        $0x40, BX
+	ADDQ        $0x40, SI
+	ADDQ        $0x10, R8
+	CMPQ        R8, R12
+	JL          q8Dot1x8Z_loop
+	JMP         q8Dot1x8Z_group
+
+q8Dot1x8Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x1Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x1Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), CX
+	MOVQ      q+24(FP), DX
+	VXORPS    Z0, Z0, Z0
+	XORQ      BX, BX
+	MOVQ      group+56(FP), SI
+	MOVQ      scales+32(FP), DI
+	MOVQ      biases+40(FP), R8
+	VMOVUPS   nibbleValues<>+0(SB), Z1
+	VMOVDQU32 nibbleSelect<>+0(SB), Z2
+
+q4Dot1x1Z_group:
+	CMPQ         BX, AX
+	JGE          q4Dot1x1Z_done
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z1, Z3, Z3
+	VBROADCASTSS (R8), Z4
+	VADDPS       Z4, Z3, Z3
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	MOVQ         BX, R9
+	ADDQ         SI, R9
+
+q4Dot1x1Z_loop:
+	VPMULTISHIFTQB.BCST (DX), Z2, Z4
+	VPERMPS             Z3, Z4, Z4
+	ADDQ                $0x08, DX
+	VFMADD231PS         (CX), Z4, Z0
+	ADDQ                $0x40, CX
+	ADDQ                $0x10, BX
+	CMPQ                BX, R9
+	JL                  q4Dot1x1Z_loop
+	JMP                 q4Dot1x1Z_group
+
+q4Dot1x1Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x2Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x2Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	MOVQ      q+24(FP), BX
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	XORQ      SI, SI
+	MOVQ      group+56(FP), DI
+	MOVQ      scales+32(FP), R8
+	MOVQ      biases+40(FP), R9
+	VMOVUPS   nibbleValues<>+0(SB), Z2
+	VMOVDQU32 nibbleSelect<>+0(SB), Z3
+
+q4Dot1x2Z_group:
+	CMPQ         SI, AX
+	JGE          q4Dot1x2Z_done
+	VBROADCASTSS (R8), Z4
+	VMULPS       Z2, Z4, Z4
+	VBROADCASTSS (R9), Z5
+	VADDPS       Z5, Z4, Z4
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q4Dot1x2Z_loop:
+	VPMULTISHIFTQB.BCST (BX), Z3, Z5
+	VPERMPS             Z4, Z5, Z5
+	ADDQ                $0x08, BX
+	VFMADD231PS         (DX), Z5, Z0
+	VFMADD231PS         (DX)(CX*1), Z5, Z1
+	ADDQ                $0x40, DX
+	ADDQ                $0x10, SI
+	CMPQ                SI, R10
+	JL                  q4Dot1x2Z_loop
+	JMP                 q4Dot1x2Z_group
+
+q4Dot1x2Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x3Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x3Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	MOVQ      q+24(FP), BX
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	XORQ      SI, SI
+	MOVQ      group+56(FP), DI
+	MOVQ      scales+32(FP), R8
+	MOVQ      biases+40(FP), R9
+	VMOVUPS   nibbleValues<>+0(SB), Z3
+	VMOVDQU32 nibbleSelect<>+0(SB), Z4
+
+q4Dot1x3Z_group:
+	CMPQ         SI, AX
+	JGE          q4Dot1x3Z_done
+	VBROADCASTSS (R8), Z5
+	VMULPS       Z3, Z5, Z5
+	VBROADCASTSS (R9), Z6
+	VADDPS       Z6, Z5, Z5
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+q4Dot1x3Z_loop:
+	VPMULTISHIFTQB.BCST (BX), Z4, Z6
+	VPERMPS             Z5, Z6, Z6
+	ADDQ                $0x08, BX
+	VFMADD231PS         (DX), Z6, Z0
+	VFMADD231PS         (DX)(CX*1), Z6, Z1
+	VFMADD231PS         (DX)(CX*2), Z6, Z2
+	ADDQ                $0x40, DX
+	ADDQ                $0x10, SI
+	CMPQ                SI, R10
+	JL                  q4Dot1x3Z_loop
+	JMP                 q4Dot1x3Z_group
+
+q4Dot1x3Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x4Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x4Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	MOVQ      q+24(FP), SI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	XORQ      DI, DI
+	MOVQ      group+56(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	VMOVUPS   nibbleValues<>+0(SB), Z4
+	VMOVDQU32 nibbleSelect<>+0(SB), Z5
+
+q4Dot1x4Z_group:
+	CMPQ         DI, AX
+	JGE          q4Dot1x4Z_done
+	VBROADCASTSS (R9), Z6
+	VMULPS       Z4, Z6, Z6
+	VBROADCASTSS (R10), Z7
+	VADDPS       Z7, Z6, Z6
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q4Dot1x4Z_loop:
+	VPMULTISHIFTQB.BCST (SI), Z5, Z7
+	VPERMPS             Z6, Z7, Z7
+	ADDQ                $0x08, SI
+	VFMADD231PS         (DX), Z7, Z0
+	VFMADD231PS         (DX)(CX*1), Z7, Z1
+	VFMADD231PS         (DX)(CX*2), Z7, Z2
+	VFMADD231PS         (BX), Z7, Z3
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x10, DI
+	CMPQ                DI, R11
+	JL                  q4Dot1x4Z_loop
+	JMP                 q4Dot1x4Z_group
+
+q4Dot1x4Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x5Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x5Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	MOVQ      q+24(FP), SI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	XORQ      DI, DI
+	MOVQ      group+56(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	VMOVUPS   nibbleValues<>+0(SB), Z5
+	VMOVDQU32 nibbleSelect<>+0(SB), Z6
+
+q4Dot1x5Z_group:
+	CMPQ         DI, AX
+	JGE          q4Dot1x5Z_done
+	VBROADCASTSS (R9), Z7
+	VMULPS       Z5, Z7, Z7
+	VBROADCASTSS (R10), Z8
+	VADDPS       Z8, Z7, Z7
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q4Dot1x5Z_loop:
+	VPMULTISHIFTQB.BCST (SI), Z6, Z8
+	VPERMPS             Z7, Z8, Z8
+	ADDQ                $0x08, SI
+	VFMADD231PS         (DX), Z8, Z0
+	VFMADD231PS         (DX)(CX*1), Z8, Z1
+	VFMADD231PS         (DX)(CX*2), Z8, Z2
+	VFMADD231PS         (BX), Z8, Z3
+	VFMADD231PS         (BX)(CX*1), Z8, Z4
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x10, DI
+	CMPQ                DI, R11
+	JL                  q4Dot1x5Z_loop
+	JMP                 q4Dot1x5Z_group
+
+q4Dot1x5Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X0
+	VMOVHLPS      X0, X0, X5
+	VADDPS        X5, X0, X0
+	VMOVSHDUP     X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x6Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x6Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	MOVQ      q+24(FP), SI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	XORQ      DI, DI
+	MOVQ      group+56(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	VMOVUPS   nibbleValues<>+0(SB), Z6
+	VMOVDQU32 nibbleSelect<>+0(SB), Z7
+
+q4Dot1x6Z_group:
+	CMPQ         DI, AX
+	JGE          q4Dot1x6Z_done
+	VBROADCASTSS (R9), Z8
+	VMULPS       Z6, Z8, Z8
+	VBROADCASTSS (R10), Z9
+	VADDPS       Z9, Z8, Z8
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+q4Dot1x6Z_loop:
+	VPMULTISHIFTQB.BCST (SI), Z7, Z9
+	VPERMPS             Z8, Z9, Z9
+	ADDQ                $0x08, SI
+	VFMADD231PS         (DX), Z9, Z0
+	VFMADD231PS         (DX)(CX*1), Z9, Z1
+	VFMADD231PS         (DX)(CX*2), Z9, Z2
+	VFMADD231PS         (BX), Z9, Z3
+	VFMADD231PS         (BX)(CX*1), Z9, Z4
+	VFMADD231PS         (BX)(CX*2), Z9, Z5
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x10, DI
+	CMPQ                DI, R11
+	JL                  q4Dot1x6Z_loop
+	JMP                 q4Dot1x6Z_group
+
+q4Dot1x6Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x7Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	LEAQ      (BX)(CX*2), SI
+	ADDQ      CX, SI
+	MOVQ      q+24(FP), DI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	VXORPS    Z6, Z6, Z6
+	XORQ      R8, R8
+	MOVQ      group+56(FP), R9
+	MOVQ      scales+32(FP), R10
+	MOVQ      biases+40(FP), R11
+	VMOVUPS   nibbleValues<>+0(SB), Z7
+	VMOVDQU32 nibbleSelect<>+0(SB), Z8
+
+q4Dot1x7Z_group:
+	CMPQ         R8, AX
+	JGE          q4Dot1x7Z_done
+	VBROADCASTSS (R10), Z9
+	VMULPS       Z7, Z9, Z9
+	VBROADCASTSS (R11), Z10
+	VADDPS       Z10, Z9, Z9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q4Dot1x7Z_loop:
+	VPMULTISHIFTQB.BCST (DI), Z8, Z10
+	VPERMPS             Z9, Z10, Z10
+	ADDQ                $0x08, DI
+	VFMADD231PS         (DX), Z10, Z0
+	VFMADD231PS         (DX)(CX*1), Z10, Z1
+	VFMADD231PS         (DX)(CX*2), Z10, Z2
+	VFMADD231PS         (BX), Z10, Z3
+	VFMADD231PS         (BX)(CX*1), Z10, Z4
+	VFMADD231PS         (BX)(CX*2), Z10, Z5
+	VFMADD231PS         (SI), Z10, Z6
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x40, SI
+	ADDQ                $0x10, R8
+	CMPQ                R8, R12
+	JL                  q4Dot1x7Z_loop
+	JMP                 q4Dot1x7Z_group
+
+q4Dot1x7Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X0
+	VMOVHLPS      X0, X0, X7
+	VADDPS        X7, X0, X0
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func q4Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·q4Dot1x8Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	LEAQ      (BX)(CX*2), SI
+	ADDQ      CX, SI
+	MOVQ      q+24(FP), DI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	VXORPS    Z6, Z6, Z6
+	VXORPS    Z7, Z7, Z7
+	XORQ      R8, R8
+	MOVQ      group+56(FP), R9
+	MOVQ      scales+32(FP), R10
+	MOVQ      biases+40(FP), R11
+	VMOVUPS   nibbleValues<>+0(SB), Z8
+	VMOVDQU32 nibbleSelect<>+0(SB), Z9
+
+q4Dot1x8Z_group:
+	CMPQ         R8, AX
+	JGE          q4Dot1x8Z_done
+	VBROADCASTSS (R10), Z10
+	VMULPS       Z8, Z10, Z10
+	VBROADCASTSS (R11), Z11
+	VADDPS       Z11, Z10, Z10
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+q4Dot1x8Z_loop:
+	VPMULTISHIFTQB.BCST (DI), Z9, Z11
+	VPERMPS             Z10, Z11, Z11
+	ADDQ                $0x08, DI
+	VFMADD231PS         (DX), Z11, Z0
+	VFMADD231PS         (DX)(CX*1), Z11, Z1
+	VFMADD231PS         (DX)(CX*2), Z11, Z2
+	VFMADD231PS         (BX), Z11, Z3
+	VFMADD231PS         (BX)(CX*1), Z11, Z4
+	VFMADD231PS         (BX)(CX*2), Z11, Z5
+	VFMADD231PS         (SI), Z11, Z6
+	VFMADD231PS         (SI)(CX*1), Z11, Z7
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x40, SI
+	ADDQ                $0x10, R8
+	CMPQ                R8, R12
+	JL                  q4Dot1x8Z_loop
+	JMP                 q4Dot1x8Z_group
+
+q4Dot1x8Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
 // func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·f32Axpy32(SB), NOSPLIT, $0-40

@@ -65,6 +65,198 @@ func q4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *
 // q4Dot4x1Z is q4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).
 func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 
+// bf16Dot1x1 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 1 input row(s) r.
+func bf16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x2 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 2 input row(s) r.
+func bf16Dot1x2(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x3 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 3 input row(s) r.
+func bf16Dot1x3(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x4 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 4 input row(s) r.
+func bf16Dot1x4(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x5 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 5 input row(s) r.
+func bf16Dot1x5(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x6 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 6 input row(s) r.
+func bf16Dot1x6(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x7 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 7 input row(s) r.
+func bf16Dot1x7(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x8 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 8 input row(s) r.
+func bf16Dot1x8(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x1 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 1 input row(s) r.
+func f16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x2 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 2 input row(s) r.
+func f16Dot1x2(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x3 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 3 input row(s) r.
+func f16Dot1x3(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x4 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 4 input row(s) r.
+func f16Dot1x4(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x5 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 5 input row(s) r.
+func f16Dot1x5(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x6 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 6 input row(s) r.
+func f16Dot1x6(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x7 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 7 input row(s) r.
+func f16Dot1x7(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x8 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 8 input row(s) r.
+func f16Dot1x8(y *float32, ys int, x *float32, w *byte, n int)
+
+// q8Dot1x1 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 1 input row(s) r.
+func q8Dot1x1(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x2 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 2 input row(s) r.
+func q8Dot1x2(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x3 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 3 input row(s) r.
+func q8Dot1x3(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x4 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 4 input row(s) r.
+func q8Dot1x4(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x5 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 5 input row(s) r.
+func q8Dot1x5(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x6 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 6 input row(s) r.
+func q8Dot1x6(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x7 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 7 input row(s) r.
+func q8Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x8 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
+func q8Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x1 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 1 input row(s) r.
+func q4Dot1x1(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x2 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 2 input row(s) r.
+func q4Dot1x2(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x3 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 3 input row(s) r.
+func q4Dot1x3(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x4 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 4 input row(s) r.
+func q4Dot1x4(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x5 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 5 input row(s) r.
+func q4Dot1x5(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x6 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 6 input row(s) r.
+func q4Dot1x6(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x7 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 7 input row(s) r.
+func q4Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x8 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
+func q4Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// bf16Dot1x1Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 1 input row(s) r.
+func bf16Dot1x1Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x2Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 2 input row(s) r.
+func bf16Dot1x2Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x3Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 3 input row(s) r.
+func bf16Dot1x3Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x4Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 4 input row(s) r.
+func bf16Dot1x4Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x5Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 5 input row(s) r.
+func bf16Dot1x5Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x6Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 6 input row(s) r.
+func bf16Dot1x6Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x7Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 7 input row(s) r.
+func bf16Dot1x7Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// bf16Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 8 input row(s) r.
+func bf16Dot1x8Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x1Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 1 input row(s) r.
+func f16Dot1x1Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x2Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 2 input row(s) r.
+func f16Dot1x2Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x3Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 3 input row(s) r.
+func f16Dot1x3Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x4Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 4 input row(s) r.
+func f16Dot1x4Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x5Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 5 input row(s) r.
+func f16Dot1x5Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x6Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 6 input row(s) r.
+func f16Dot1x6Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x7Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 7 input row(s) r.
+func f16Dot1x7Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// f16Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one f16 row w and 8 input row(s) r.
+func f16Dot1x8Z(y *float32, ys int, x *float32, w *byte, n int)
+
+// q8Dot1x1Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 1 input row(s) r.
+func q8Dot1x1Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x2Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 2 input row(s) r.
+func q8Dot1x2Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x3Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 3 input row(s) r.
+func q8Dot1x3Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x4Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 4 input row(s) r.
+func q8Dot1x4Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x5Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 5 input row(s) r.
+func q8Dot1x5Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x6Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 6 input row(s) r.
+func q8Dot1x6Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x7Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 7 input row(s) r.
+func q8Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q8Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 8-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
+func q8Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x1Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 1 input row(s) r.
+func q4Dot1x1Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x2Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 2 input row(s) r.
+func q4Dot1x2Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x3Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 3 input row(s) r.
+func q4Dot1x3Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x4Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 4 input row(s) r.
+func q4Dot1x4Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x5Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 5 input row(s) r.
+func q4Dot1x5Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x6Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 6 input row(s) r.
+func q4Dot1x6Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x7Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 7 input row(s) r.
+func q4Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// q4Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
+func q4Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
 // f32Axpy32 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 32 over n positions, in position order.
 func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 

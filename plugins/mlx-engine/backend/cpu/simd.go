@@ -81,6 +81,9 @@ type simdSet struct {
 	dot8, dot1 func(y *float32, ys int, x *float32, w *float32, n int)
 	bf16, f16  func(y *float32, x *float32, w *byte, ws int, n int)
 	q8, q4     func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+	// Batched decode of stored rows: [xr-1] computes one weight row × xr input rows (xr ≤ storedVecRows).
+	bf16x, f16x []func(y *float32, ys int, x *float32, w *byte, n int)
+	q8x, q4x    []func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
 	// axpy: out[d] = Σ_i w[i]·v[i*vs+d] for d < axpyWide (wide) or lanes (narrow).
 	axpyWide     int
 	wide, narrow func(out *float32, v *float32, vs int, w *float32, n int)
@@ -165,6 +168,59 @@ func (s *simdSet) vecRows(m *storedMatrix, y, x []float32, in, o0, o1 int) {
 	for ; o < o1; o++ {
 		s.dot4(m, t[:], x, in, o, 0)
 		y[o] = t[0]
+	}
+}
+
+// vecRowsBatch is storedMatrix.vecRowsBatch on a vector path: one input row runs vecRows; more run, for each
+// weight row, the kernel for one weight row × up to storedVecRows input rows, which widens or dequantizes
+// each register of weights once for all of them (the same bits as vecRows gives every output).
+func (s *simdSet) vecRowsBatch(m *storedMatrix, y, x []float32, rows, in, out, o0, o1 int) {
+	if rows == 1 {
+		s.vecRows(m, y, x, in, o0, o1)
+		return
+	}
+	if rows <= 0 || o1 <= o0 {
+		return
+	}
+	// The kernels read and write through pointers: check the extent of every operand once.
+	_ = x[rows*in-1]
+	_ = y[(rows-1)*out+o1-1]
+	rb := 2 * in // bytes per row
+	switch m.kind {
+	case storedQ8:
+		rb = in
+	case storedQ4:
+		rb = in / 2
+	}
+	_ = m.raw[o1*rb-1]
+	var groups int
+	if m.group > 0 {
+		groups = in / m.group
+		_ = m.scales[o1*groups-1]
+		_ = m.biases[o1*groups-1]
+	}
+	tile := len(s.q8x)
+	for r := 0; r < rows; r += tile {
+		xr := min(tile, rows-r)
+		xp, yr := &x[r*in], y[r*out:]
+		switch m.kind {
+		case storedBF16, storedF16:
+			f := s.bf16x[xr-1]
+			if m.kind == storedF16 {
+				f = s.f16x[xr-1]
+			}
+			for o := o0; o < o1; o++ {
+				f(&yr[o], out, xp, &m.raw[o*rb], in)
+			}
+		case storedQ8, storedQ4:
+			f := s.q8x[xr-1]
+			if m.kind == storedQ4 {
+				f = s.q4x[xr-1]
+			}
+			for o := o0; o < o1; o++ {
+				f(&yr[o], out, xp, &m.raw[o*rb], &m.scales[o*groups], &m.biases[o*groups], in, m.group)
+			}
+		}
 	}
 }
 

@@ -14,6 +14,14 @@ var simdKernels = func() (k [3]simdSet) {
 		dot8:  f32Dot8x1, dot1: f32Dot1x1,
 		bf16: bf16Dot4x1, f16: f16Dot4x1, q8: q8Dot4x1, q4: q4Dot4x1,
 		axpyWide: 32, wide: f32Axpy32, narrow: f32Axpy8,
+		bf16x: []func(*float32, int, *float32, *byte, int){
+			bf16Dot1x1, bf16Dot1x2, bf16Dot1x3, bf16Dot1x4, bf16Dot1x5, bf16Dot1x6, bf16Dot1x7, bf16Dot1x8},
+		f16x: []func(*float32, int, *float32, *byte, int){
+			f16Dot1x1, f16Dot1x2, f16Dot1x3, f16Dot1x4, f16Dot1x5, f16Dot1x6, f16Dot1x7, f16Dot1x8},
+		q8x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
+			q8Dot1x1, q8Dot1x2, q8Dot1x3, q8Dot1x4, q8Dot1x5, q8Dot1x6, q8Dot1x7, q8Dot1x8},
+		q4x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
+			q4Dot1x1, q4Dot1x2, q4Dot1x3, q4Dot1x4, q4Dot1x5, q4Dot1x6, q4Dot1x7, q4Dot1x8},
 	}
 	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VBMI {
 		k[pathAVX512] = simdSet{
@@ -23,6 +31,14 @@ var simdKernels = func() (k [3]simdSet) {
 			dot8: f32Dot8x1Z, dot1: f32Dot1x1Z,
 			bf16: bf16Dot4x1Z, f16: f16Dot4x1Z, q8: q8Dot4x1Z, q4: q4Dot4x1Z,
 			axpyWide: 32, wide: f32Axpy32Z, narrow: f32Axpy16Z,
+			bf16x: []func(*float32, int, *float32, *byte, int){
+				bf16Dot1x1Z, bf16Dot1x2Z, bf16Dot1x3Z, bf16Dot1x4Z, bf16Dot1x5Z, bf16Dot1x6Z, bf16Dot1x7Z, bf16Dot1x8Z},
+			f16x: []func(*float32, int, *float32, *byte, int){
+				f16Dot1x1Z, f16Dot1x2Z, f16Dot1x3Z, f16Dot1x4Z, f16Dot1x5Z, f16Dot1x6Z, f16Dot1x7Z, f16Dot1x8Z},
+			q8x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
+				q8Dot1x1Z, q8Dot1x2Z, q8Dot1x3Z, q8Dot1x4Z, q8Dot1x5Z, q8Dot1x6Z, q8Dot1x7Z, q8Dot1x8Z},
+			q4x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
+				q4Dot1x1Z, q4Dot1x2Z, q4Dot1x3Z, q4Dot1x4Z, q4Dot1x5Z, q4Dot1x6Z, q4Dot1x7Z, q4Dot1x8Z},
 		}
 	}
 	return k

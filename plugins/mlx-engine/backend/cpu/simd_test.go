@@ -131,6 +131,28 @@ func testStoredKernelsAreExact(t *testing.T, k kernelPath) {
 					t.Fatalf("out %d in parts: %v, want %v", o, part[o], want[o])
 				}
 			}
+			// Batched decode (1 to storedVecRows rows, and past it): every row's outputs are its
+			// unbatched ones, over the whole matrix and in odd ranges of rows.
+			const maxRows = storedVecRows + 1
+			xs := randVec(r, maxRows*in)
+			copy(xs, x)
+			single := make([]float32, maxRows*out)
+			for row := range maxRows {
+				matmulRows(k, single[row*out:(row+1)*out], xs[row*in:(row+1)*in], expanded, 1, in, out, 0, out)
+			}
+			for rows := 1; rows <= maxRows; rows++ {
+				for _, step := range []int{out, 3} {
+					batch := make([]float32, rows*out)
+					for o0 := 0; o0 < out; o0 += step {
+						s.vecRowsBatch(k, batch, xs, rows, in, out, o0, min(o0+step, out))
+					}
+					for i, v := range batch {
+						if math.Float32bits(v) != math.Float32bits(single[i]) {
+							t.Fatalf("%d rows, %d outputs at a time: row %d out %d: %v, unbatched %v", rows, step, i/out, i%out, v, single[i])
+						}
+					}
+				}
+			}
 		})
 	}
 }

@@ -96,6 +96,19 @@ func (s *storedMatrix) vecRows(k kernelPath, y, x []float32, in, o0, o1 int) {
 	s.vecRowsGo(y, x, in, o0, o1)
 }
 
+// vecRowsBatch computes y[r][o] = Σ_k x[r][k]·W[o][k] for rows r < rows (x is [rows, in], y [rows, out]) and
+// o in [o0, o1) with path k's decode kernels (vecOK must hold). On a vector path each weight is read once for
+// all the rows; every output has the bits vecRows gives it.
+func (s *storedMatrix) vecRowsBatch(k kernelPath, y, x []float32, rows, in, out, o0, o1 int) {
+	if v := k.simd(in); v != nil {
+		v.vecRowsBatch(s, y, x, rows, in, out, o0, o1)
+		return
+	}
+	for r := range rows {
+		s.vecRowsGo(y[r*out:(r+1)*out], x[r*in:(r+1)*in], in, o0, o1)
+	}
+}
+
 // vecRowsGo is the Go decode kernel: four outputs at a time (independent accumulators hide the add latency),
 // the rest one at a time.
 func (s *storedMatrix) vecRowsGo(y, x []float32, in, o0, o1 int) {

@@ -58,6 +58,13 @@ func main() {
 	}
 	quant(avx2, 4)
 	quant4Z()
+	for _, v := range []vec{avx2, avx512} {
+		for _, kind := range []string{"bf16", "f16", "q8", "q4"} {
+			for xr := 1; xr <= 8; xr++ {
+				storedBatch(v, kind, xr)
+			}
+		}
+	}
 	axpy(avx2, 4)
 	axpy(avx2, 1)
 	axpy(avx512, 2)
@@ -232,12 +239,8 @@ func quant(v vec, bits int) {
 	var mask, shifts VecVirtual
 	if bits == 4 {
 		mask, shifts = v.reg(), v.reg()
-		VPBROADCASTD(ConstData("nibble", U32(15)), mask)
-		sh := GLOBL("nibbleShifts", RODATA|NOPTR)
-		for j := range 8 {
-			DATA(4*j, U32(4*j))
-		}
-		VMOVDQU(sh, shifts)
+		VPBROADCASTD(nibbleMask(), mask)
+		VMOVDQU(nibbleShifts(), shifts)
 	}
 	k := GP64() // index of the next 8 weights
 	XORQ(k, k)
@@ -398,16 +401,8 @@ func quant4Z() {
 		VXORPS(acc[o], acc[o], acc[o])
 	}
 	iota, ctrl := ZMM(), ZMM()
-	io := GLOBL("nibbleValues", RODATA|NOPTR)
-	for j := range 16 {
-		DATA(4*j, U32(math.Float32bits(float32(j)))) // as bits: avo prints F32(1) as $(1), an integer
-	}
-	VMOVUPS(io, iota)
-	cm := GLOBL("nibbleSelect", RODATA|NOPTR)
-	for j := range 16 {
-		DATA(4*j, U32(4*j)) // lane j's low byte takes the 8 bits from bit 4j of its 64-bit word
-	}
-	VMOVDQU32(cm, ctrl)
+	VMOVUPS(nibbleValues(), iota)
+	VMOVDQU32(nibbleSelect(), ctrl)
 	k := GP64()
 	XORQ(k, k)
 	end := GP64()
@@ -447,6 +442,218 @@ func quant4Z() {
 	y := Load(Param("y"), GP64())
 	for o := range 4 {
 		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// The constants of the 4-bit kernels, each defined once however many kernels use it.
+var globals = map[string]Mem{}
+
+func global(name string, define func() Mem) Mem {
+	if m, ok := globals[name]; ok {
+		return m
+	}
+	m := define()
+	globals[name] = m
+	return m
+}
+
+// nibbleMask is 15, broadcast by the AVX2 4-bit kernels.
+func nibbleMask() Mem {
+	return global("nibble", func() Mem { return ConstData("nibble", U32(15)) })
+}
+
+// nibbleShifts shifts lane j of a broadcast 32-bit word right by 4j: its nibble j to the low bits.
+func nibbleShifts() Mem {
+	return global("nibbleShifts", func() Mem {
+		sh := GLOBL("nibbleShifts", RODATA|NOPTR)
+		for j := range 8 {
+			DATA(4*j, U32(4*j))
+		}
+		return sh
+	})
+}
+
+// nibbleValues is 0, 1, ..., 15 as float32: the AVX-512 4-bit kernels' table is scale·q + bias over it.
+func nibbleValues() Mem {
+	return global("nibbleValues", func() Mem {
+		io := GLOBL("nibbleValues", RODATA|NOPTR)
+		for j := range 16 {
+			DATA(4*j, U32(math.Float32bits(float32(j)))) // as bits: avo prints F32(1) as $(1), an integer
+		}
+		return io
+	})
+}
+
+// nibbleSelect is VPMULTISHIFTQB's control: lane j's low byte takes the 8 bits from bit 4j of its 64-bit word.
+func nibbleSelect() Mem {
+	return global("nibbleSelect", func() Mem {
+		cm := GLOBL("nibbleSelect", RODATA|NOPTR)
+		for j := range 16 {
+			DATA(4*j, U32(4*j))
+		}
+		return cm
+	})
+}
+
+// storedBatch writes <kind>Dot1x<xr>: y[r*ys] = Σ_k x[r*n+k]·w[k] for one stored weight row w (bf16, f16,
+// or MLX 8- or 4-bit groups) and xr input rows, the batched decode of a stored matrix. Each register of
+// weights is widened or dequantized once, exactly as the four-row kernels do it (half, quant, quant4Z), and
+// multiplied into every input row's accumulator, so every output has the bits those kernels give it: batched
+// decode reads each weight group once per step and still equals unbatched decode. The input rows are memory
+// operands (they stay in L1 across the matrix's rows); a row r is at base[r/3] + (r%3)·stride.
+func storedBatch(v vec, kind string, xr int) {
+	name := fmt.Sprintf("%sDot1x%d%s", kind, xr, v.suffix)
+	quantized := kind == "q8" || kind == "q4"
+	if quantized {
+		TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)")
+		Doc(fmt.Sprintf("%s computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one %s-bit row q (its groups' scales and biases at scales and biases) and %d input row(s) r.", name, kind[1:], xr))
+	} else {
+		TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, w *byte, n int)")
+		Doc(fmt.Sprintf("%s computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one %s row w and %d input row(s) r.", name, kind, xr))
+	}
+	n := Load(Param("n"), GP64())
+	stride := GP64()
+	MOVQ(n, stride)
+	SHLQ(U8(2), stride)
+	nb := (xr + 2) / 3
+	base := make([]GPVirtual, nb)
+	base[0] = Load(Param("x"), GP64()).(GPVirtual)
+	for b := 1; b < nb; b++ {
+		base[b] = GP64()
+		LEAQ(Mem{Base: base[b-1], Index: stride, Scale: 2}, base[b])
+		ADDQ(stride, base[b])
+	}
+	xm := func(r int) Mem {
+		b, j := r/3, r%3
+		if j == 0 {
+			return Mem{Base: base[b]}
+		}
+		return Mem{Base: base[b], Index: stride, Scale: uint8(j)}
+	}
+	var wp GPVirtual
+	if quantized {
+		wp = Load(Param("q"), GP64()).(GPVirtual)
+	} else {
+		wp = Load(Param("w"), GP64()).(GPVirtual)
+	}
+	acc := make([]VecVirtual, xr)
+	for r := range acc {
+		acc[r] = v.reg()
+		VXORPS(acc[r], acc[r], acc[r])
+	}
+	k := GP64() // index of the next register of weights
+	XORQ(k, k)
+	// widen puts the next register of weights, as float32, in a new register and advances wp past them.
+	var widen func() VecVirtual
+	var group, end, sp, bp GPVirtual
+	if quantized {
+		group = Load(Param("group"), GP64()).(GPVirtual)
+		sp = Load(Param("scales"), GP64()).(GPVirtual)
+		bp = Load(Param("biases"), GP64()).(GPVirtual)
+		end = GP64()
+	}
+	// Per group (quantized): the scale and bias, or (4-bit, AVX-512) the table of the group's 16 values.
+	var sc, bi, table, iota VecVirtual
+	switch {
+	case kind == "bf16":
+		widen = func() VecVirtual {
+			t := v.reg()
+			VPMOVZXWD(Mem{Base: wp}, t)
+			VPSLLD(U8(16), t, t)
+			ADDQ(U8(2*v.lanes), wp)
+			return t
+		}
+	case kind == "f16":
+		widen = func() VecVirtual {
+			t := v.reg()
+			VCVTPH2PS(Mem{Base: wp}, t)
+			ADDQ(U8(2*v.lanes), wp)
+			return t
+		}
+	case kind == "q8":
+		widen = func() VecVirtual {
+			t := v.reg()
+			VPMOVZXBD(Mem{Base: wp}, t)
+			VCVTDQ2PS(t, t)
+			VMULPS(sc, t, t)
+			VADDPS(bi, t, t)
+			ADDQ(U8(v.lanes), wp)
+			return t
+		}
+	case v.lanes == 8: // q4, AVX2
+		mask, shifts := v.reg(), v.reg()
+		VPBROADCASTD(nibbleMask(), mask)
+		VMOVDQU(nibbleShifts(), shifts)
+		widen = func() VecVirtual {
+			t := v.reg()
+			VPBROADCASTD(Mem{Base: wp}, t)
+			VPSRLVD(shifts, t, t)
+			VPAND(mask, t, t)
+			VCVTDQ2PS(t, t)
+			VMULPS(sc, t, t)
+			VADDPS(bi, t, t)
+			ADDQ(U8(4), wp)
+			return t
+		}
+	default: // q4, AVX-512
+		iota = ZMM()
+		ctrl := ZMM()
+		VMOVUPS(nibbleValues(), iota)
+		VMOVDQU32(nibbleSelect(), ctrl)
+		widen = func() VecVirtual {
+			t := ZMM()
+			VPMULTISHIFTQB_BCST(Mem{Base: wp}, ctrl, t)
+			VPERMPS(table, t, t)
+			ADDQ(U8(8), wp)
+			return t
+		}
+	}
+	Label(name + "_group")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	if quantized {
+		if kind == "q4" && v.lanes == 16 {
+			table = ZMM()
+			b := ZMM()
+			VBROADCASTSS(Mem{Base: sp}, table)
+			VMULPS(iota, table, table) // scale·q, rounded
+			VBROADCASTSS(Mem{Base: bp}, b)
+			VADDPS(b, table, table) // + bias, rounded
+		} else {
+			sc, bi = v.reg(), v.reg()
+			VBROADCASTSS(Mem{Base: sp}, sc)
+			VBROADCASTSS(Mem{Base: bp}, bi)
+		}
+		ADDQ(U8(4), sp)
+		ADDQ(U8(4), bp)
+		MOVQ(k, end)
+		ADDQ(group, end)
+	} else {
+		end = n.(GPVirtual)
+	}
+	Label(name + "_loop")
+	t := widen()
+	for r := range xr {
+		VFMADD231PS(xm(r), t, acc[r])
+	}
+	for b := range base {
+		ADDQ(U8(v.bytes()), base[b])
+	}
+	ADDQ(U8(v.lanes), k)
+	CMPQ(k, end)
+	JL(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	ys := Load(Param("ys"), GP64())
+	SHLQ(U8(2), ys)
+	for r := range xr {
+		hsum(acc[r], Mem{Base: y})
+		if r+1 < xr {
+			ADDQ(ys, y)
+		}
 	}
 	VZEROUPPER()
 	RET()
