@@ -3,11 +3,14 @@ package grammar
 import (
 	"errors"
 	"testing"
-	"time"
 )
 
 // FuzzJSONSchema feeds arbitrary documents to the schema compiler: it must never panic, every refusal must be
-// an error, work must stay bounded, and whatever compiles must be a usable grammar.
+// an error, work must stay bounded, and whatever compiles must be a usable grammar. Work is bounded by counts,
+// not by the clock: the schema's expansion (maxSchemaWork), the NFA (maxNFAStates), determinizing
+// (maxDeterminizeWork) and the automaton (MaxStates) each refuse with ErrTooLarge past their budget, so the
+// check is that a compiled grammar is within MaxStates. (A wall-clock bound here failed CI: the largest seed
+// compiles in 2 s, and in 28 s under the race detector beside other packages; a hang is go test's timeout.)
 func FuzzJSONSchema(f *testing.F) {
 	for _, name := range schemaNames(f) {
 		f.Add(readSchema(f, name))
@@ -24,7 +27,6 @@ func FuzzJSONSchema(f *testing.F) {
 	}
 	idx := syntheticIndex(f)
 	f.Fuzz(func(t *testing.T, schema []byte) {
-		start := time.Now()
 		n, err := JSONSchema(schema, Options{})
 		if err != nil {
 			return
@@ -38,9 +40,6 @@ func FuzzJSONSchema(f *testing.F) {
 		}
 		if g.States() > MaxStates {
 			t.Fatalf("%d states", g.States())
-		}
-		if d := time.Since(start); d > 20*time.Second {
-			t.Fatalf("compiling took %v", d)
 		}
 		m, err := g.NewMatcher(idx)
 		if err != nil {
