@@ -1745,38 +1745,41 @@ f32Dot4x2Z_done:
 	RET
 
 // func bf16Dot4x1(y *float32, x *float32, w *byte, ws int, n int)
-// Requires: AVX, AVX2, FMA3
+// Requires: AVX, AVX2, FMA3, MMX+
 TEXT ·bf16Dot4x1(SB), NOSPLIT, $0-40
 	MOVQ   x+8(FP), AX
 	MOVQ   ws+24(FP), CX
 	MOVQ   w+16(FP), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
-	LEAQ   (SI)(CX*1), CX
-	MOVQ   n+32(FP), DI
+	LEAQ   (SI)(CX*1), DI
+	MOVQ   n+32(FP), R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	XORQ   R8, R8
+	LEAQ   (DX)(CX*8), CX
+	XORQ   R9, R9
 
 bf16Dot4x1_loop:
-	CMPQ        R8, DI
+	CMPQ        R9, R8
 	JGE         bf16Dot4x1_done
-	VMOVUPS     (AX)(R8*4), Y4
-	VPMOVZXWD   (DX)(R8*2), Y5
+	PREFETCHT0  (CX)
+	ADDQ        $0x40, CX
+	VMOVUPS     (AX)(R9*4), Y4
+	VPMOVZXWD   (DX)(R9*2), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y4, Y0
-	VPMOVZXWD   (BX)(R8*2), Y5
+	VPMOVZXWD   (BX)(R9*2), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y4, Y1
-	VPMOVZXWD   (SI)(R8*2), Y5
+	VPMOVZXWD   (SI)(R9*2), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y4, Y2
-	VPMOVZXWD   (CX)(R8*2), Y5
+	VPMOVZXWD   (DI)(R9*2), Y5
 	VPSLLD      $0x10, Y5, Y5
 	VFMADD231PS Y5, Y4, Y3
-	ADDQ        $0x08, R8
+	ADDQ        $0x08, R9
 	JMP         bf16Dot4x1_loop
 
 bf16Dot4x1_done:
@@ -1813,34 +1816,37 @@ bf16Dot4x1_done:
 	RET
 
 // func f16Dot4x1(y *float32, x *float32, w *byte, ws int, n int)
-// Requires: AVX, F16C, FMA3
+// Requires: AVX, F16C, FMA3, MMX+
 TEXT ·f16Dot4x1(SB), NOSPLIT, $0-40
 	MOVQ   x+8(FP), AX
 	MOVQ   ws+24(FP), CX
 	MOVQ   w+16(FP), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
-	LEAQ   (SI)(CX*1), CX
-	MOVQ   n+32(FP), DI
+	LEAQ   (SI)(CX*1), DI
+	MOVQ   n+32(FP), R8
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	XORQ   R8, R8
+	LEAQ   (DX)(CX*8), CX
+	XORQ   R9, R9
 
 f16Dot4x1_loop:
-	CMPQ        R8, DI
+	CMPQ        R9, R8
 	JGE         f16Dot4x1_done
-	VMOVUPS     (AX)(R8*4), Y4
-	VCVTPH2PS   (DX)(R8*2), Y5
+	PREFETCHT0  (CX)
+	ADDQ        $0x40, CX
+	VMOVUPS     (AX)(R9*4), Y4
+	VCVTPH2PS   (DX)(R9*2), Y5
 	VFMADD231PS Y5, Y4, Y0
-	VCVTPH2PS   (BX)(R8*2), Y5
+	VCVTPH2PS   (BX)(R9*2), Y5
 	VFMADD231PS Y5, Y4, Y1
-	VCVTPH2PS   (SI)(R8*2), Y5
+	VCVTPH2PS   (SI)(R9*2), Y5
 	VFMADD231PS Y5, Y4, Y2
-	VCVTPH2PS   (CX)(R8*2), Y5
+	VCVTPH2PS   (DI)(R9*2), Y5
 	VFMADD231PS Y5, Y4, Y3
-	ADDQ        $0x08, R8
+	ADDQ        $0x08, R9
 	JMP         f16Dot4x1_loop
 
 f16Dot4x1_done:
@@ -1877,66 +1883,74 @@ f16Dot4x1_done:
 	RET
 
 // func q8Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·q8Dot4x1(SB), NOSPLIT, $0-72
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·q8Dot4x1(SB), NOSPLIT, $8-72
 	MOVQ   x+8(FP), AX
 	MOVQ   qs+24(FP), CX
 	MOVQ   q+16(FP), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
-	LEAQ   (SI)(CX*1), CX
-	MOVQ   ss+48(FP), DI
-	MOVQ   scales+32(FP), R8
-	MOVQ   biases+40(FP), R9
-	LEAQ   (DI)(DI*2), R10
-	MOVQ   n+56(FP), R11
-	MOVQ   group+64(FP), R12
+	LEAQ   (SI)(CX*1), DI
+	MOVQ   ss+48(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+	LEAQ   (R8)(R8*2), R11
+	MOVQ   n+56(FP), R12
+	MOVQ   group+64(FP), R13
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
 	VXORPS Y2, Y2, Y2
 	VXORPS Y3, Y3, Y3
-	XORQ   R13, R13
+	LEAQ   (DX)(CX*8), CX
+	MOVQ   R13, R14
+	SHLQ   $0x02, R14
+	XORQ   R15, R15
 
 q8Dot4x1_group:
-	CMPQ         R13, R11
+	CMPQ         R15, R12
 	JGE          q8Dot4x1_done
-	VBROADCASTSS (R8), Y4
-	VBROADCASTSS (R9), Y5
-	VBROADCASTSS (R8)(DI*1), Y6
-	VBROADCASTSS (R9)(DI*1), Y7
-	VBROADCASTSS (R8)(DI*2), Y8
-	VBROADCASTSS (R9)(DI*2), Y9
-	VBROADCASTSS (R8)(R10*1), Y10
-	VBROADCASTSS (R9)(R10*1), Y11
-	ADDQ         $0x04, R8
+	PREFETCHT0   (CX)
+	PREFETCHT0   64(CX)
+	PREFETCHT0   128(CX)
+	PREFETCHT0   192(CX)
+	ADDQ         R14, CX
+	VBROADCASTSS (R9), Y4
+	VBROADCASTSS (R10), Y5
+	VBROADCASTSS (R9)(R8*1), Y6
+	VBROADCASTSS (R10)(R8*1), Y7
+	VBROADCASTSS (R9)(R8*2), Y8
+	VBROADCASTSS (R10)(R8*2), Y9
+	VBROADCASTSS (R9)(R11*1), Y10
+	VBROADCASTSS (R10)(R11*1), Y11
 	ADDQ         $0x04, R9
-	MOVQ         R13, R14
-	ADDQ         R12, R14
+	ADDQ         $0x04, R10
+	MOVQ         R15, BP
+	ADDQ         R13, BP
 
 q8Dot4x1_loop:
-	VMOVUPS     (AX)(R13*4), Y12
-	VPMOVZXBD   (DX)(R13*1), Y13
+	VMOVUPS     (AX)(R15*4), Y12
+	VPMOVZXBD   (DX)(R15*1), Y13
 	VCVTDQ2PS   Y13, Y13
 	VMULPS      Y4, Y13, Y13
 	VADDPS      Y5, Y13, Y13
 	VFMADD231PS Y13, Y12, Y0
-	VPMOVZXBD   (BX)(R13*1), Y13
+	VPMOVZXBD   (BX)(R15*1), Y13
 	VCVTDQ2PS   Y13, Y13
 	VMULPS      Y6, Y13, Y13
 	VADDPS      Y7, Y13, Y13
 	VFMADD231PS Y13, Y12, Y1
-	VPMOVZXBD   (SI)(R13*1), Y13
+	VPMOVZXBD   (SI)(R15*1), Y13
 	VCVTDQ2PS   Y13, Y13
 	VMULPS      Y8, Y13, Y13
 	VADDPS      Y9, Y13, Y13
 	VFMADD231PS Y13, Y12, Y2
-	VPMOVZXBD   (CX)(R13*1), Y13
+	VPMOVZXBD   (DI)(R15*1), Y13
 	VCVTDQ2PS   Y13, Y13
 	VMULPS      Y10, Y13, Y13
 	VADDPS      Y11, Y13, Y13
 	VFMADD231PS Y13, Y12, Y3
-	ADDQ        $0x08, R13
-	CMPQ        R13, R14
+	ADDQ        $0x08, R15
+	CMPQ        R15, BP
 	JL          q8Dot4x1_loop
 	JMP         q8Dot4x1_group
 
@@ -1974,38 +1988,42 @@ q8Dot4x1_done:
 	RET
 
 // func bf16Dot4x1Z(y *float32, x *float32, w *byte, ws int, n int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·bf16Dot4x1Z(SB), NOSPLIT, $0-40
 	MOVQ   x+8(FP), AX
 	MOVQ   ws+24(FP), CX
 	MOVQ   w+16(FP), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
-	LEAQ   (SI)(CX*1), CX
-	MOVQ   n+32(FP), DI
+	LEAQ   (SI)(CX*1), DI
+	MOVQ   n+32(FP), R8
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
 	VXORPS Z3, Z3, Z3
-	XORQ   R8, R8
+	LEAQ   (DX)(CX*8), CX
+	XORQ   R9, R9
 
 bf16Dot4x1Z_loop:
-	CMPQ        R8, DI
+	CMPQ        R9, R8
 	JGE         bf16Dot4x1Z_done
-	VMOVUPS     (AX)(R8*4), Z4
-	VPMOVZXWD   (DX)(R8*2), Z5
+	PREFETCHT0  (CX)
+	PREFETCHT0  64(CX)
+	ADDQ        $0x80, CX
+	VMOVUPS     (AX)(R9*4), Z4
+	VPMOVZXWD   (DX)(R9*2), Z5
 	VPSLLD      $0x10, Z5, Z5
 	VFMADD231PS Z5, Z4, Z0
-	VPMOVZXWD   (BX)(R8*2), Z5
+	VPMOVZXWD   (BX)(R9*2), Z5
 	VPSLLD      $0x10, Z5, Z5
 	VFMADD231PS Z5, Z4, Z1
-	VPMOVZXWD   (SI)(R8*2), Z5
+	VPMOVZXWD   (SI)(R9*2), Z5
 	VPSLLD      $0x10, Z5, Z5
 	VFMADD231PS Z5, Z4, Z2
-	VPMOVZXWD   (CX)(R8*2), Z5
+	VPMOVZXWD   (DI)(R9*2), Z5
 	VPSLLD      $0x10, Z5, Z5
 	VFMADD231PS Z5, Z4, Z3
-	ADDQ        $0x10, R8
+	ADDQ        $0x10, R9
 	JMP         bf16Dot4x1Z_loop
 
 bf16Dot4x1Z_done:
@@ -2050,34 +2068,38 @@ bf16Dot4x1Z_done:
 	RET
 
 // func f16Dot4x1Z(y *float32, x *float32, w *byte, ws int, n int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
 TEXT ·f16Dot4x1Z(SB), NOSPLIT, $0-40
 	MOVQ   x+8(FP), AX
 	MOVQ   ws+24(FP), CX
 	MOVQ   w+16(FP), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
-	LEAQ   (SI)(CX*1), CX
-	MOVQ   n+32(FP), DI
+	LEAQ   (SI)(CX*1), DI
+	MOVQ   n+32(FP), R8
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
 	VXORPS Z3, Z3, Z3
-	XORQ   R8, R8
+	LEAQ   (DX)(CX*8), CX
+	XORQ   R9, R9
 
 f16Dot4x1Z_loop:
-	CMPQ        R8, DI
+	CMPQ        R9, R8
 	JGE         f16Dot4x1Z_done
-	VMOVUPS     (AX)(R8*4), Z4
-	VCVTPH2PS   (DX)(R8*2), Z5
+	PREFETCHT0  (CX)
+	PREFETCHT0  64(CX)
+	ADDQ        $0x80, CX
+	VMOVUPS     (AX)(R9*4), Z4
+	VCVTPH2PS   (DX)(R9*2), Z5
 	VFMADD231PS Z5, Z4, Z0
-	VCVTPH2PS   (BX)(R8*2), Z5
+	VCVTPH2PS   (BX)(R9*2), Z5
 	VFMADD231PS Z5, Z4, Z1
-	VCVTPH2PS   (SI)(R8*2), Z5
+	VCVTPH2PS   (SI)(R9*2), Z5
 	VFMADD231PS Z5, Z4, Z2
-	VCVTPH2PS   (CX)(R8*2), Z5
+	VCVTPH2PS   (DI)(R9*2), Z5
 	VFMADD231PS Z5, Z4, Z3
-	ADDQ        $0x10, R8
+	ADDQ        $0x10, R9
 	JMP         f16Dot4x1Z_loop
 
 f16Dot4x1Z_done:
@@ -2122,66 +2144,74 @@ f16Dot4x1Z_done:
 	RET
 
 // func q8Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VL
-TEXT ·q8Dot4x1Z(SB), NOSPLIT, $0-72
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
+TEXT ·q8Dot4x1Z(SB), NOSPLIT, $8-72
 	MOVQ   x+8(FP), AX
 	MOVQ   qs+24(FP), CX
 	MOVQ   q+16(FP), DX
 	LEAQ   (DX)(CX*1), BX
 	LEAQ   (BX)(CX*1), SI
-	LEAQ   (SI)(CX*1), CX
-	MOVQ   ss+48(FP), DI
-	MOVQ   scales+32(FP), R8
-	MOVQ   biases+40(FP), R9
-	LEAQ   (DI)(DI*2), R10
-	MOVQ   n+56(FP), R11
-	MOVQ   group+64(FP), R12
+	LEAQ   (SI)(CX*1), DI
+	MOVQ   ss+48(FP), R8
+	MOVQ   scales+32(FP), R9
+	MOVQ   biases+40(FP), R10
+	LEAQ   (R8)(R8*2), R11
+	MOVQ   n+56(FP), R12
+	MOVQ   group+64(FP), R13
 	VXORPS Z0, Z0, Z0
 	VXORPS Z1, Z1, Z1
 	VXORPS Z2, Z2, Z2
 	VXORPS Z3, Z3, Z3
-	XORQ   R13, R13
+	LEAQ   (DX)(CX*8), CX
+	MOVQ   R13, R14
+	SHLQ   $0x02, R14
+	XORQ   R15, R15
 
 q8Dot4x1Z_group:
-	CMPQ         R13, R11
+	CMPQ         R15, R12
 	JGE          q8Dot4x1Z_done
-	VBROADCASTSS (R8), Z4
-	VBROADCASTSS (R9), Z5
-	VBROADCASTSS (R8)(DI*1), Z6
-	VBROADCASTSS (R9)(DI*1), Z7
-	VBROADCASTSS (R8)(DI*2), Z8
-	VBROADCASTSS (R9)(DI*2), Z9
-	VBROADCASTSS (R8)(R10*1), Z10
-	VBROADCASTSS (R9)(R10*1), Z11
-	ADDQ         $0x04, R8
+	PREFETCHT0   (CX)
+	PREFETCHT0   64(CX)
+	PREFETCHT0   128(CX)
+	PREFETCHT0   192(CX)
+	ADDQ         R14, CX
+	VBROADCASTSS (R9), Z4
+	VBROADCASTSS (R10), Z5
+	VBROADCASTSS (R9)(R8*1), Z6
+	VBROADCASTSS (R10)(R8*1), Z7
+	VBROADCASTSS (R9)(R8*2), Z8
+	VBROADCASTSS (R10)(R8*2), Z9
+	VBROADCASTSS (R9)(R11*1), Z10
+	VBROADCASTSS (R10)(R11*1), Z11
 	ADDQ         $0x04, R9
-	MOVQ         R13, R14
-	ADDQ         R12, R14
+	ADDQ         $0x04, R10
+	MOVQ         R15, BP
+	ADDQ         R13, BP
 
 q8Dot4x1Z_loop:
-	VMOVUPS     (AX)(R13*4), Z12
-	VPMOVZXBD   (DX)(R13*1), Z13
+	VMOVUPS     (AX)(R15*4), Z12
+	VPMOVZXBD   (DX)(R15*1), Z13
 	VCVTDQ2PS   Z13, Z13
 	VMULPS      Z4, Z13, Z13
 	VADDPS      Z5, Z13, Z13
 	VFMADD231PS Z13, Z12, Z0
-	VPMOVZXBD   (BX)(R13*1), Z13
+	VPMOVZXBD   (BX)(R15*1), Z13
 	VCVTDQ2PS   Z13, Z13
 	VMULPS      Z6, Z13, Z13
 	VADDPS      Z7, Z13, Z13
 	VFMADD231PS Z13, Z12, Z1
-	VPMOVZXBD   (SI)(R13*1), Z13
+	VPMOVZXBD   (SI)(R15*1), Z13
 	VCVTDQ2PS   Z13, Z13
 	VMULPS      Z8, Z13, Z13
 	VADDPS      Z9, Z13, Z13
 	VFMADD231PS Z13, Z12, Z2
-	VPMOVZXBD   (CX)(R13*1), Z13
+	VPMOVZXBD   (DI)(R15*1), Z13
 	VCVTDQ2PS   Z13, Z13
 	VMULPS      Z10, Z13, Z13
 	VADDPS      Z11, Z13, Z13
 	VFMADD231PS Z13, Z12, Z3
-	ADDQ        $0x10, R13
-	CMPQ        R13, R14
+	ADDQ        $0x10, R15
+	CMPQ        R15, BP
 	JL          q8Dot4x1Z_loop
 	JMP         q8Dot4x1Z_group
 
@@ -2227,46 +2257,52 @@ q8Dot4x1Z_done:
 	RET
 
 // func q4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
-// Requires: AVX, AVX2, FMA3
-TEXT ·q4Dot4x1(SB), NOSPLIT, $0-72
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·q4Dot4x1(SB), NOSPLIT, $8-72
 	MOVQ         x+8(FP), AX
 	MOVQ         qs+24(FP), CX
 	MOVQ         q+16(FP), DX
 	LEAQ         (DX)(CX*1), BX
 	LEAQ         (BX)(CX*1), SI
-	LEAQ         (SI)(CX*1), CX
-	MOVQ         ss+48(FP), DI
-	MOVQ         scales+32(FP), R8
-	MOVQ         biases+40(FP), R9
-	LEAQ         (DI)(DI*2), R10
-	MOVQ         n+56(FP), R11
-	MOVQ         group+64(FP), R12
+	LEAQ         (SI)(CX*1), DI
+	MOVQ         ss+48(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	LEAQ         (R8)(R8*2), R11
+	MOVQ         n+56(FP), R12
+	MOVQ         group+64(FP), R13
 	VXORPS       Y0, Y0, Y0
 	VXORPS       Y1, Y1, Y1
 	VXORPS       Y2, Y2, Y2
 	VXORPS       Y3, Y3, Y3
 	VPBROADCASTD nibble<>+0(SB), Y4
 	VMOVDQU      nibbleShifts<>+0(SB), Y5
-	XORQ         R13, R13
+	LEAQ         (DX)(CX*8), CX
+	MOVQ         R13, R14
+	SHLQ         $0x01, R14
+	XORQ         R15, R15
 
 q4Dot4x1_group:
-	CMPQ         R13, R11
+	CMPQ         R15, R12
 	JGE          q4Dot4x1_done
-	VBROADCASTSS (R8), Y6
-	VBROADCASTSS (R9), Y7
-	VBROADCASTSS (R8)(DI*1), Y8
-	VBROADCASTSS (R9)(DI*1), Y9
-	VBROADCASTSS (R8)(DI*2), Y10
-	VBROADCASTSS (R9)(DI*2), Y11
-	VBROADCASTSS (R8)(R10*1), Y12
-	VBROADCASTSS (R9)(R10*1), Y13
-	ADDQ         $0x04, R8
+	PREFETCHT0   (CX)
+	PREFETCHT0   64(CX)
+	ADDQ         R14, CX
+	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R10), Y7
+	VBROADCASTSS (R9)(R8*1), Y8
+	VBROADCASTSS (R10)(R8*1), Y9
+	VBROADCASTSS (R9)(R8*2), Y10
+	VBROADCASTSS (R10)(R8*2), Y11
+	VBROADCASTSS (R9)(R11*1), Y12
+	VBROADCASTSS (R10)(R11*1), Y13
 	ADDQ         $0x04, R9
-	MOVQ         R13, R14
-	ADDQ         R12, R14
+	ADDQ         $0x04, R10
+	MOVQ         R15, BP
+	ADDQ         R13, BP
 
 q4Dot4x1_loop:
-	VMOVUPS      (AX)(R13*4), Y14
+	VMOVUPS      (AX)(R15*4), Y14
 	VPBROADCASTD (DX), Y15
 	VPSRLVD      Y5, Y15, Y15
 	VPAND        Y4, Y15, Y15
@@ -2288,7 +2324,7 @@ q4Dot4x1_loop:
 	VMULPS       Y10, Y15, Y15
 	VADDPS       Y11, Y15, Y15
 	VFMADD231PS  Y15, Y14, Y2
-	VPBROADCASTD (CX), Y15
+	VPBROADCASTD (DI), Y15
 	VPSRLVD      Y5, Y15, Y15
 	VPAND        Y4, Y15, Y15
 	VCVTDQ2PS    Y15, Y15
@@ -2298,9 +2334,9 @@ q4Dot4x1_loop:
 	ADDQ         $0x04, DX
 	ADDQ         $0x04, BX
 	ADDQ         $0x04, SI
-	ADDQ         $0x04, CX
-	ADDQ         $0x08, R13
-	CMPQ         R13, R14
+	ADDQ         $0x04, DI
+	ADDQ         $0x08, R15
+	CMPQ         R15, BP
 	JL           q4Dot4x1_loop
 	JMP          q4Dot4x1_group
 
@@ -2351,54 +2387,60 @@ DATA nibbleShifts<>+28(SB)/4, $0x0000001c
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 
 // func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
-TEXT ·q4Dot4x1Z(SB), NOSPLIT, $0-72
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·q4Dot4x1Z(SB), NOSPLIT, $8-72
 	MOVQ      x+8(FP), AX
 	MOVQ      qs+24(FP), CX
 	MOVQ      q+16(FP), DX
 	LEAQ      (DX)(CX*1), BX
 	LEAQ      (BX)(CX*1), SI
-	LEAQ      (SI)(CX*1), CX
-	MOVQ      ss+48(FP), DI
-	MOVQ      scales+32(FP), R8
-	MOVQ      biases+40(FP), R9
-	LEAQ      (DI)(DI*2), R10
-	MOVQ      n+56(FP), R11
-	MOVQ      group+64(FP), R12
+	LEAQ      (SI)(CX*1), DI
+	MOVQ      ss+48(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	LEAQ      (R8)(R8*2), R11
+	MOVQ      n+56(FP), R12
+	MOVQ      group+64(FP), R13
 	VXORPS    Z0, Z0, Z0
 	VXORPS    Z1, Z1, Z1
 	VXORPS    Z2, Z2, Z2
 	VXORPS    Z3, Z3, Z3
 	VMOVUPS   nibbleValues<>+0(SB), Z4
 	VMOVDQU32 nibbleSelect<>+0(SB), Z5
-	XORQ      R13, R13
+	LEAQ      (DX)(CX*8), CX
+	MOVQ      R13, R14
+	SHLQ      $0x01, R14
+	XORQ      R15, R15
 
 q4Dot4x1Z_group:
-	CMPQ         R13, R11
+	CMPQ         R15, R12
 	JGE          q4Dot4x1Z_done
-	VBROADCASTSS (R8), Z6
+	PREFETCHT0   (CX)
+	PREFETCHT0   64(CX)
+	ADDQ         R14, CX
+	VBROADCASTSS (R9), Z6
 	VMULPS       Z4, Z6, Z6
-	VBROADCASTSS (R9), Z7
+	VBROADCASTSS (R10), Z7
 	VADDPS       Z7, Z6, Z6
-	VBROADCASTSS (R8)(DI*1), Z7
+	VBROADCASTSS (R9)(R8*1), Z7
 	VMULPS       Z4, Z7, Z7
-	VBROADCASTSS (R9)(DI*1), Z8
+	VBROADCASTSS (R10)(R8*1), Z8
 	VADDPS       Z8, Z7, Z7
-	VBROADCASTSS (R8)(DI*2), Z8
+	VBROADCASTSS (R9)(R8*2), Z8
 	VMULPS       Z4, Z8, Z8
-	VBROADCASTSS (R9)(DI*2), Z9
+	VBROADCASTSS (R10)(R8*2), Z9
 	VADDPS       Z9, Z8, Z8
-	VBROADCASTSS (R8)(R10*1), Z9
+	VBROADCASTSS (R9)(R11*1), Z9
 	VMULPS       Z4, Z9, Z9
-	VBROADCASTSS (R9)(R10*1), Z10
+	VBROADCASTSS (R10)(R11*1), Z10
 	VADDPS       Z10, Z9, Z9
-	ADDQ         $0x04, R8
 	ADDQ         $0x04, R9
-	MOVQ         R13, R14
-	ADDQ         R12, R14
+	ADDQ         $0x04, R10
+	MOVQ         R15, BP
+	ADDQ         R13, BP
 
 q4Dot4x1Z_loop:
-	VMOVUPS             (AX)(R13*4), Z10
+	VMOVUPS             (AX)(R15*4), Z10
 	VPMULTISHIFTQB.BCST (DX), Z5, Z11
 	VPERMPS             Z6, Z11, Z11
 	VFMADD231PS         Z11, Z10, Z0
@@ -2411,12 +2453,12 @@ q4Dot4x1Z_loop:
 	VPERMPS             Z8, Z11, Z11
 	VFMADD231PS         Z11, Z10, Z2
 	ADDQ                $0x08, SI
-	VPMULTISHIFTQB.BCST (CX), Z5, Z11
+	VPMULTISHIFTQB.BCST (DI), Z5, Z11
 	VPERMPS             Z9, Z11, Z11
 	VFMADD231PS         Z11, Z10, Z3
-	ADDQ                $0x08, CX
-	ADDQ                $0x10, R13
-	CMPQ                R13, R14
+	ADDQ                $0x08, DI
+	ADDQ                $0x10, R15
+	CMPQ                R15, BP
 	JL                  q4Dot4x1Z_loop
 	JMP                 q4Dot4x1Z_group
 

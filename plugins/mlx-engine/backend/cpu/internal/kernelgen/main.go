@@ -186,11 +186,18 @@ func half(v vec, kind string, widen func(m Mem, dst VecVirtual)) {
 		acc[o] = v.reg()
 		VXORPS(acc[o], acc[o], acc[o])
 	}
+	// pf walks the rows two calls ahead (as prefetcher does), the 4·lanes·2 bytes an iteration reads.
+	pf := GP64()
+	LEAQ(Mem{Base: wp[0], Index: ws, Scale: 8}, pf)
 	k := GP64() // index of the next 8 weights; x advances 4 bytes per weight, w 2
 	XORQ(k, k)
 	Label(name + "_loop")
 	CMPQ(k, n)
 	JGE(LabelRef(name + "_done"))
+	for l := 0; l < 8*v.lanes; l += 64 {
+		PREFETCHT0(Mem{Base: pf, Disp: l})
+	}
+	ADDQ(U8(8*v.lanes), pf)
 	xv := v.reg()
 	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
 	for o := range 4 {
@@ -242,12 +249,14 @@ func quant(v vec, bits int) {
 		VPBROADCASTD(nibbleMask(), mask)
 		VMOVDQU(nibbleShifts(), shifts)
 	}
+	pf := prefetcher(qp[0], qs, group, bits)
 	k := GP64() // index of the next 8 weights
 	XORQ(k, k)
 	end := GP64() // end of the current group
 	Label(name + "_group")
 	CMPQ(k, n)
 	JGE(LabelRef(name + "_done"))
+	pf.next()
 	sc, bi := make([]VecVirtual, 4), make([]VecVirtual, 4)
 	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
 	boffs := []Mem{{Base: bp}, {Base: bp, Index: ss, Scale: 1}, {Base: bp, Index: ss, Scale: 2}, {Base: bp, Index: ss3, Scale: 1}}
@@ -403,12 +412,14 @@ func quant4Z() {
 	iota, ctrl := ZMM(), ZMM()
 	VMOVUPS(nibbleValues(), iota)
 	VMOVDQU32(nibbleSelect(), ctrl)
+	pf := prefetcher(qp[0], qs, group, 4)
 	k := GP64()
 	XORQ(k, k)
 	end := GP64()
 	Label(name + "_group")
 	CMPQ(k, n)
 	JGE(LabelRef(name + "_done"))
+	pf.next()
 	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
 	boffs := []Mem{{Base: bp}, {Base: bp, Index: ss, Scale: 1}, {Base: bp, Index: ss, Scale: 2}, {Base: bp, Index: ss3, Scale: 1}}
 	table := make([]VecVirtual, 4)
@@ -657,4 +668,31 @@ func storedBatch(v vec, kind string, xr int) {
 	}
 	VZEROUPPER()
 	RET()
+}
+
+// prefetch walks the rows of a four-row quantized kernel two calls ahead: rows o+8..o+11, contiguous after
+// the four being read (o+4..o+7 are the next call's, which the hardware prefetcher already has under way).
+// Without it the kernel waits on memory between its bursts of compute: at one thread the 4-bit decode of the
+// 100M model went from 0.60–0.64 to 0.90–0.92 of the read bound.
+type prefetch struct {
+	pf, step GPVirtual
+	lines    int
+}
+
+// prefetcher starts a prefetch for the rows at q, qs bytes apart, of bits-bit weights in groups of group.
+func prefetcher(q, qs, group Register, bits int) prefetch {
+	p := prefetch{pf: GP64(), step: GP64(), lines: bits / 2}
+	LEAQ(Mem{Base: q, Index: qs, Scale: 8}, p.pf)
+	MOVQ(group, p.step) // 4 rows × group × bits/8 bytes
+	SHLQ(U8(map[int]uint8{4: 1, 8: 2}[bits]), p.step)
+	return p
+}
+
+// next prefetches the cache lines one group of the four rows takes at group size 64 (bits/2 of them: larger
+// groups are covered in part, the hardware prefetcher doing the rest) and moves on by one group.
+func (p prefetch) next() {
+	for l := range p.lines {
+		PREFETCHT0(Mem{Base: p.pf, Disp: 64 * l})
+	}
+	ADDQ(p.step, p.pf)
 }
