@@ -31,6 +31,11 @@ func TestClusterPDAuto(t *testing.T) {
 			} `json:"prefill_tokens_per_second"`
 			DecodeTPS float64 `json:"decode_tokens_per_second"`
 			Samples   int64   `json:"samples"`
+			Ingress   []struct {
+				From           string  `json:"from_node"`
+				BytesPerSecond float64 `json:"bytes_per_second"`
+				RTTMs          float64 `json:"rtt_ms"`
+			} `json:"kv_ingress"`
 		} `json:"speed"`
 	}
 	// Each node's speed as the other sees it, through gossip (a gateway shows its own instances' figures from
@@ -60,6 +65,27 @@ func TestClusterPDAuto(t *testing.T) {
 	if speeds[id1] < 1.5*speeds[id2] {
 		t.Fatalf("node 1 measured at %.0f tok/s, node 2 at %.0f: the slowdown did not show", speeds[id1], speeds[id2])
 	}
+
+	// Before any request crossed it, node 2 probed the link from node 1 into its instance (a timed download
+	// from node 1's gateway over the hop), so the router has a measured goodput and round trip for it.
+	waitFor(t, time.Minute, "node 2's link from node 1 probed", func() bool {
+		var out struct {
+			Instances []speedInfo `json:"instances"`
+		}
+		n2.api(t, "GET", "/v1/instances", nil, &out)
+		for _, in := range out.Instances {
+			if in.Node != id2 || in.Speed == nil {
+				continue
+			}
+			for _, l := range in.Speed.Ingress {
+				if l.From == id1 && l.BytesPerSecond > 0 && l.RTTMs > 0 {
+					t.Logf("probed link %s→%s: %.0f MB/s, RTT %.3f ms", id1, id2, l.BytesPerSecond/1e6, l.RTTMs)
+					return true
+				}
+			}
+		}
+		return false
+	})
 
 	prompt := strings.Repeat("A slow tide turned the pebbles over and over along the shore at dusk. ", 40)
 	a := n2.chat(t, prompt, 8)

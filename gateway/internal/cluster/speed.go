@@ -93,6 +93,7 @@ type ingressLink struct {
 	remote  [router.PrefillBands]ewma // prompt tokens per second of whole remote prefills (request to last byte), by band
 	rtt     time.Duration
 	at      time.Time
+	probed  bool // goodput is from probes only (ObserveProbe), until a real transfer replaces it
 }
 
 // NewSpeeds returns an empty book; publish (when not nil) receives each instance's figures when they change.
@@ -165,28 +166,93 @@ func (s *Speeds) Observe(sm Sample) {
 }
 
 func (l *learned) observeIngress(from serfcluster.NodeID, goodput, tps float64, tokens int, rtt time.Duration) {
-	i := slices.IndexFunc(l.ingress, func(x ingressLink) bool { return x.from == from })
-	if i < 0 {
-		if len(l.ingress) == serfcluster.MaxSpeedIngress {
-			// Forget the link measured longest ago.
-			oldest := 0
-			for j, x := range l.ingress {
-				if x.at.Before(l.ingress[oldest].at) {
-					oldest = j
-				}
-			}
-			l.ingress = slices.Delete(l.ingress, oldest, oldest+1)
-		}
-		l.ingress = append(l.ingress, ingressLink{from: from})
-		i = len(l.ingress) - 1
+	x := l.link(from)
+	if x.probed {
+		// A real transfer replaces what probes said: KV streams as it is computed, so its goodput is what a
+		// remote prefill gets, where a probe's is the bare link's.
+		x.goodput, x.probed = ewma{}, false
 	}
-	x := &l.ingress[i]
 	x.goodput.add(goodput)
 	x.remote[router.PrefillBand(tokens)].add(tps)
 	if rtt > 0 {
 		x.rtt = rtt
 	}
 	x.at = time.Now()
+}
+
+// link is the ingress link from a node, added (forgetting the one measured longest ago when there are
+// serfcluster.MaxSpeedIngress) when it is new.
+func (l *learned) link(from serfcluster.NodeID) *ingressLink {
+	i := slices.IndexFunc(l.ingress, func(x ingressLink) bool { return x.from == from })
+	if i >= 0 {
+		return &l.ingress[i]
+	}
+	if len(l.ingress) == serfcluster.MaxSpeedIngress {
+		oldest := 0
+		for j, x := range l.ingress {
+			if x.at.Before(l.ingress[oldest].at) {
+				oldest = j
+			}
+		}
+		l.ingress = slices.Delete(l.ingress, oldest, oldest+1)
+	}
+	l.ingress = append(l.ingress, ingressLink{from: from})
+	return &l.ingress[len(l.ingress)-1]
+}
+
+// ObserveProbe learns the link from a node into an instance from a probe: a timed transfer between the two
+// gateways (not a prefill), made before any KV crossed the link, so that the router sees a slow link before
+// a request pays for it. The probe's goodput seeds the link until the first real transfer replaces it.
+func (s *Speeds) ObserveProbe(instance string, from serfcluster.NodeID, goodput float64, rtt time.Duration) {
+	if !(goodput > 0) || math.IsInf(goodput, 0) {
+		return
+	}
+	s.mu.Lock()
+	l := s.by[instance]
+	if l == nil {
+		l = &learned{}
+		s.by[instance] = l
+	}
+	x := l.link(from)
+	if x.goodput.n > 0 && !x.probed {
+		s.mu.Unlock()
+		return // a real transfer measured it meanwhile
+	}
+	x.probed = true
+	x.goodput.add(goodput)
+	if rtt > 0 {
+		x.rtt = rtt
+	}
+	x.at = time.Now()
+	sp, changed := l.speed()
+	s.mu.Unlock()
+	if changed && s.publish != nil {
+		s.publish(instance, sp)
+	}
+}
+
+// NeedsProbe reports whether the link from a node into an instance wants a probe: no real transfer measured
+// it, and no probe did within maxAge.
+func (s *Speeds) NeedsProbe(instance string, from serfcluster.NodeID, maxAge time.Duration) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	l := s.by[instance]
+	if l == nil {
+		return true
+	}
+	i := slices.IndexFunc(l.ingress, func(x ingressLink) bool { return x.from == from })
+	if i < 0 {
+		return true
+	}
+	x := &l.ingress[i]
+	switch {
+	case x.goodput.n == 0:
+		return true
+	case !x.probed:
+		return false
+	default:
+		return time.Since(x.at) >= maxAge
+	}
 }
 
 // speed is the instance's figures, and whether they moved enough since the last publication to publish

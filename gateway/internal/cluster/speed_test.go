@@ -80,3 +80,49 @@ func TestEstimateErrors(t *testing.T) {
 		t.Errorf("hook got %v", hooked)
 	}
 }
+
+// TestSpeedsProbe: a probe seeds an unmeasured link (published like any figure) and is wanted again only once
+// it is older than the interval; the first real transfer replaces the probe's goodput rather than averaging
+// with it, and from then on no probe is wanted nor taken.
+func TestSpeedsProbe(t *testing.T) {
+	t.Parallel()
+	published := 0
+	s := NewSpeeds(func(string, serfcluster.Speed) { published++ })
+	const every = time.Minute
+	if !s.NeedsProbe("i", "n2", every) {
+		t.Fatal("an unknown instance's link does not want a probe")
+	}
+	for _, bad := range []float64{0, -1, math.Inf(1), math.NaN()} {
+		s.ObserveProbe("i", "n2", bad, time.Millisecond)
+	}
+	if !s.NeedsProbe("i", "n2", every) || published != 0 {
+		t.Fatalf("a bad goodput counted (published %d)", published)
+	}
+	s.ObserveProbe("i", "n2", 12.5e6, 800*time.Microsecond) // 100 Mbit/s
+	sp, _ := s.Speed("i")
+	if len(sp.Ingress) != 1 || sp.Ingress[0].From != "n2" || sp.Ingress[0].BytesPerSecond != 12.5e6 || sp.Ingress[0].RTT != 800*time.Microsecond ||
+		sp.Ingress[0].Samples != 1 || published != 1 {
+		t.Fatalf("after a probe: %+v (published %d)", sp.Ingress, published)
+	}
+	if s.NeedsProbe("i", "n2", every) || !s.NeedsProbe("i", "n2", 0) || !s.NeedsProbe("i", "n3", every) {
+		t.Error("a fresh probe is wanted again, or a stale one or another node's is not")
+	}
+	s.ObserveProbe("i", "n2", 25e6, 0) // a second probe averages with the first; no RTT keeps the last
+	if sp, _ = s.Speed("i"); sp.Ingress[0].BytesPerSecond != 12.5e6+alpha*12.5e6 || sp.Ingress[0].RTT != 800*time.Microsecond {
+		t.Errorf("after two probes: %+v", sp.Ingress)
+	}
+
+	kv := engine.KVLayout{NumLayers: 2, NumKVHeads: 2, HeadDim: 64, DType: "bfloat16"}
+	s.Observe(Sample{Instance: "i", KV: kv, Usage: engine.Usage{PromptTokens: 2000, CompletionTokens: 1},
+		Timings: engine.Timings{Prefill: 3 * time.Second, PrefillSource: engine.PrefillRemote,
+			Remote: &engine.RemotePrefill{Tokens: 2000, Bytes: 10 << 20, Wait: time.Second, Transfer: 3 * time.Second}},
+		PrefillNode: "n2"})
+	sp, _ = s.Speed("i")
+	if sp.Ingress[0].BytesPerSecond != float64(10<<20)/2 || sp.Ingress[0].Samples != 1 {
+		t.Errorf("a real transfer after probes: %+v, want its own goodput alone", sp.Ingress)
+	}
+	s.ObserveProbe("i", "n2", 1e9, 0)
+	if sp, _ = s.Speed("i"); sp.Ingress[0].BytesPerSecond != float64(10<<20)/2 || s.NeedsProbe("i", "n2", 0) {
+		t.Errorf("a probe after a real transfer counted, or one is wanted: %+v", sp.Ingress)
+	}
+}

@@ -60,7 +60,10 @@ type Config struct {
 	// TokenizeMinBytes: prompts of at least this many bytes are tokenized for the router (exact length, prefix
 	// hashes for affinity); shorter ones are estimated from their bytes, at no cost.
 	TokenizeMinBytes int
-	Logger           *slog.Logger
+	// LinkProbeEvery is how often a link into this node's instances that no KV transfer measured yet is
+	// probed (a timed download from the peer's gateway; see linkprobe.go); 0: never.
+	LinkProbeEvery time.Duration
+	Logger         *slog.Logger
 }
 
 // DefaultConfig returns the defaults the duet flags start from.
@@ -78,6 +81,7 @@ func DefaultConfig() Config {
 		MaxQueue:             1024,
 		QueueTimeout:         30 * time.Second,
 		Heartbeat:            10 * time.Second,
+		LinkProbeEvery:       DefaultLinkProbeEvery,
 	}
 }
 
@@ -113,6 +117,7 @@ type Server struct {
 	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
+	probe     linkProber
 }
 
 // RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
@@ -183,8 +188,13 @@ func New(cfg Config, d Deps) *Server {
 // App exposes the fiber app, for tests that call app.Test.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown.
-func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
+// Serve serves on ln until Shutdown; in a cluster it probes unmeasured links meanwhile.
+func (s *Server) Serve(ln net.Listener) error {
+	if s.snaps.agent != nil && s.fwd != nil && s.cfg.LinkProbeEvery > 0 {
+		s.probe.start.Do(func() { go s.probeLinks() }) // once, whatever listeners it serves
+	}
+	return s.app.Listener(ln)
+}
 
 // Shutdown stops accepting connections and waits for requests in flight, up to ctx's deadline.
 func (s *Server) Shutdown(ctx context.Context) error {
@@ -230,6 +240,8 @@ func (s *Server) routes() {
 	s.app.Get("/state", s.auth, s.state)
 	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop)
 	admin.Get("/status", s.adminStatus)
+	admin.Get(strings.TrimPrefix(linkProbePath, "/admin/v1"), s.linkProbe)
+	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
 	admin.Put("/router", s.adminOnly, s.putRouter)
 	admin.Get("/router", s.getRouter)
 	admin.Get("/cluster/keys", s.adminOnly, s.listKeys)
