@@ -10,7 +10,9 @@ import (
 // (the engine's slowdown option: every forward pass sleeps three times its duration, so the nodes differ by
 // the factor and not by contention, also under the race detector). Each node calibrates its instance when
 // it loads and gossips the speeds; a long prompt sent to the slow node is then not prefilled there: the
-// router either forwards it to node 1 or has node 1 prefill it, whichever it estimates faster.
+// router either forwards it to node 1 or has node 1 prefill it, whichever it estimates faster. Each node
+// probes its link from the other before any request, so the router weighs both splits; the answer's
+// timings.route carries its reason, and the node that ran it records the estimate's error.
 func TestClusterPDAuto(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a two-node cluster")
@@ -66,25 +68,28 @@ func TestClusterPDAuto(t *testing.T) {
 		t.Fatalf("node 1 measured at %.0f tok/s, node 2 at %.0f: the slowdown did not show", speeds[id1], speeds[id2])
 	}
 
-	// Before any request crossed it, node 2 probed the link from node 1 into its instance (a timed download
-	// from node 1's gateway over the hop), so the router has a measured goodput and round trip for it.
-	waitFor(t, time.Minute, "node 2's link from node 1 probed", func() bool {
+	// Before any request crossed them, each node probed the link from the other into its instance (a timed
+	// download from the peer's gateway over the hop), so the router has a measured goodput and round trip.
+	probed := func(g *node, from, into string) bool {
 		var out struct {
 			Instances []speedInfo `json:"instances"`
 		}
-		n2.api(t, "GET", "/v1/instances", nil, &out)
+		g.api(t, "GET", "/v1/instances", nil, &out)
 		for _, in := range out.Instances {
-			if in.Node != id2 || in.Speed == nil {
+			if in.Node != into || in.Speed == nil {
 				continue
 			}
 			for _, l := range in.Speed.Ingress {
-				if l.From == id1 && l.BytesPerSecond > 0 && l.RTTMs > 0 {
-					t.Logf("probed link %s→%s: %.0f MB/s, RTT %.3f ms", id1, id2, l.BytesPerSecond/1e6, l.RTTMs)
+				if l.From == from && l.BytesPerSecond > 0 && l.RTTMs > 0 {
+					t.Logf("probed link %s→%s: %.0f MB/s, RTT %.3f ms", from, into, l.BytesPerSecond/1e6, l.RTTMs)
 					return true
 				}
 			}
 		}
 		return false
+	}
+	waitFor(t, time.Minute, "each node's link from the other probed", func() bool {
+		return probed(n2, id1, id2) && probed(n1, id2, id1)
 	})
 
 	prompt := strings.Repeat("A slow tide turned the pebbles over and over along the shore at dusk. ", 40)
@@ -104,6 +109,10 @@ func TestClusterPDAuto(t *testing.T) {
 	// by the hop when node 1 ran it).
 	if !strings.Contains(r.Reason, "auto: ") {
 		t.Errorf("timings.route.reason %q has no auto estimate", r.Reason)
+	}
+	// With both links probed, every prefill candidate the router weighed could be estimated.
+	if strings.Contains(r.Reason, "no prefill candidate measured") {
+		t.Errorf("timings.route.reason %q: a probed link still counts as unmeasured", r.Reason)
 	}
 	// The node that ran it compared the estimate with what happened: node 2, which decided, or node 1, which
 	// got the estimate with the forwarded decision.
