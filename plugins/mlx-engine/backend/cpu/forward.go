@@ -167,10 +167,7 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 				g, u := s.gate[r*inter:(r+1)*inter], s.up[r*inter:(r+1)*inter]
 				addBias(g, L.gate.bias)
 				addBias(u, L.up.bias)
-				u = u[:len(g)]
-				for i, gv := range g {
-					g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
-				}
+				siluMul(m.kern, g, u)
 			}
 		})
 		m.matmul(s.gate, rows, mm{s.tmp, &L.down})

@@ -8179,6 +8179,366 @@ q4Dot1x8Z_done:
 	VZEROUPPER
 	RET
 
+// func f32SiLU(gate *float32, up *float32, n int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·f32SiLU(SB), NOSPLIT, $0-24
+	MOVQ gate+0(FP), AX
+	MOVQ up+8(FP), CX
+	MOVQ n+16(FP), DX
+	XORQ BX, BX
+
+f32SiLU_loop:
+	CMPQ         BX, DX
+	JGE          f32SiLU_done
+	VMOVUPS      (AX)(BX*4), Y0
+	VXORPS       signBit<>+0(SB), Y0, Y1
+	VMOVUPS      expHi<>+0(SB), Y2
+	VMINPS       Y1, Y2, Y4
+	VMOVUPS      expLo<>+0(SB), Y2
+	VMAXPS       Y4, Y2, Y4
+	VMOVUPS      expMagic<>+0(SB), Y2
+	VFMADD231PS  log2e<>+0(SB), Y4, Y2
+	VSUBPS       expMagic<>+0(SB), Y2, Y3
+	VFNMADD231PS ln2hi<>+0(SB), Y3, Y4
+	VFNMADD231PS ln2lo<>+0(SB), Y3, Y4
+	VMOVUPS      expP0<>+0(SB), Y1
+	VFMADD213PS  expP1<>+0(SB), Y4, Y1
+	VFMADD213PS  expP2<>+0(SB), Y4, Y1
+	VFMADD213PS  expP3<>+0(SB), Y4, Y1
+	VFMADD213PS  expP4<>+0(SB), Y4, Y1
+	VFMADD213PS  expP5<>+0(SB), Y4, Y1
+	VMULPS       Y4, Y4, Y3
+	VFMADD213PS  Y4, Y3, Y1
+	VADDPS       one<>+0(SB), Y1, Y1
+	VPADDD       expBias<>+0(SB), Y2, Y2
+	VPSLLD       $0x17, Y2, Y2
+	VMULPS       Y2, Y1, Y1
+	VADDPS       one<>+0(SB), Y1, Y1
+	VDIVPS       Y1, Y0, Y0
+	VMULPS       (CX)(BX*4), Y0, Y0
+	VMOVUPS      Y0, (AX)(BX*4)
+	ADDQ         $0x08, BX
+	JMP          f32SiLU_loop
+
+f32SiLU_done:
+	VZEROUPPER
+	RET
+
+DATA signBit<>+0(SB)/4, $0x80000000
+DATA signBit<>+4(SB)/4, $0x80000000
+DATA signBit<>+8(SB)/4, $0x80000000
+DATA signBit<>+12(SB)/4, $0x80000000
+DATA signBit<>+16(SB)/4, $0x80000000
+DATA signBit<>+20(SB)/4, $0x80000000
+DATA signBit<>+24(SB)/4, $0x80000000
+DATA signBit<>+28(SB)/4, $0x80000000
+DATA signBit<>+32(SB)/4, $0x80000000
+DATA signBit<>+36(SB)/4, $0x80000000
+DATA signBit<>+40(SB)/4, $0x80000000
+DATA signBit<>+44(SB)/4, $0x80000000
+DATA signBit<>+48(SB)/4, $0x80000000
+DATA signBit<>+52(SB)/4, $0x80000000
+DATA signBit<>+56(SB)/4, $0x80000000
+DATA signBit<>+60(SB)/4, $0x80000000
+GLOBL signBit<>(SB), RODATA|NOPTR, $64
+
+DATA expHi<>+0(SB)/4, $0x42b20000
+DATA expHi<>+4(SB)/4, $0x42b20000
+DATA expHi<>+8(SB)/4, $0x42b20000
+DATA expHi<>+12(SB)/4, $0x42b20000
+DATA expHi<>+16(SB)/4, $0x42b20000
+DATA expHi<>+20(SB)/4, $0x42b20000
+DATA expHi<>+24(SB)/4, $0x42b20000
+DATA expHi<>+28(SB)/4, $0x42b20000
+DATA expHi<>+32(SB)/4, $0x42b20000
+DATA expHi<>+36(SB)/4, $0x42b20000
+DATA expHi<>+40(SB)/4, $0x42b20000
+DATA expHi<>+44(SB)/4, $0x42b20000
+DATA expHi<>+48(SB)/4, $0x42b20000
+DATA expHi<>+52(SB)/4, $0x42b20000
+DATA expHi<>+56(SB)/4, $0x42b20000
+DATA expHi<>+60(SB)/4, $0x42b20000
+GLOBL expHi<>(SB), RODATA|NOPTR, $64
+
+DATA expLo<>+0(SB)/4, $0xc2b0c0a5
+DATA expLo<>+4(SB)/4, $0xc2b0c0a5
+DATA expLo<>+8(SB)/4, $0xc2b0c0a5
+DATA expLo<>+12(SB)/4, $0xc2b0c0a5
+DATA expLo<>+16(SB)/4, $0xc2b0c0a5
+DATA expLo<>+20(SB)/4, $0xc2b0c0a5
+DATA expLo<>+24(SB)/4, $0xc2b0c0a5
+DATA expLo<>+28(SB)/4, $0xc2b0c0a5
+DATA expLo<>+32(SB)/4, $0xc2b0c0a5
+DATA expLo<>+36(SB)/4, $0xc2b0c0a5
+DATA expLo<>+40(SB)/4, $0xc2b0c0a5
+DATA expLo<>+44(SB)/4, $0xc2b0c0a5
+DATA expLo<>+48(SB)/4, $0xc2b0c0a5
+DATA expLo<>+52(SB)/4, $0xc2b0c0a5
+DATA expLo<>+56(SB)/4, $0xc2b0c0a5
+DATA expLo<>+60(SB)/4, $0xc2b0c0a5
+GLOBL expLo<>(SB), RODATA|NOPTR, $64
+
+DATA expMagic<>+0(SB)/4, $0x4b400000
+DATA expMagic<>+4(SB)/4, $0x4b400000
+DATA expMagic<>+8(SB)/4, $0x4b400000
+DATA expMagic<>+12(SB)/4, $0x4b400000
+DATA expMagic<>+16(SB)/4, $0x4b400000
+DATA expMagic<>+20(SB)/4, $0x4b400000
+DATA expMagic<>+24(SB)/4, $0x4b400000
+DATA expMagic<>+28(SB)/4, $0x4b400000
+DATA expMagic<>+32(SB)/4, $0x4b400000
+DATA expMagic<>+36(SB)/4, $0x4b400000
+DATA expMagic<>+40(SB)/4, $0x4b400000
+DATA expMagic<>+44(SB)/4, $0x4b400000
+DATA expMagic<>+48(SB)/4, $0x4b400000
+DATA expMagic<>+52(SB)/4, $0x4b400000
+DATA expMagic<>+56(SB)/4, $0x4b400000
+DATA expMagic<>+60(SB)/4, $0x4b400000
+GLOBL expMagic<>(SB), RODATA|NOPTR, $64
+
+DATA log2e<>+0(SB)/4, $0x3fb8aa3b
+DATA log2e<>+4(SB)/4, $0x3fb8aa3b
+DATA log2e<>+8(SB)/4, $0x3fb8aa3b
+DATA log2e<>+12(SB)/4, $0x3fb8aa3b
+DATA log2e<>+16(SB)/4, $0x3fb8aa3b
+DATA log2e<>+20(SB)/4, $0x3fb8aa3b
+DATA log2e<>+24(SB)/4, $0x3fb8aa3b
+DATA log2e<>+28(SB)/4, $0x3fb8aa3b
+DATA log2e<>+32(SB)/4, $0x3fb8aa3b
+DATA log2e<>+36(SB)/4, $0x3fb8aa3b
+DATA log2e<>+40(SB)/4, $0x3fb8aa3b
+DATA log2e<>+44(SB)/4, $0x3fb8aa3b
+DATA log2e<>+48(SB)/4, $0x3fb8aa3b
+DATA log2e<>+52(SB)/4, $0x3fb8aa3b
+DATA log2e<>+56(SB)/4, $0x3fb8aa3b
+DATA log2e<>+60(SB)/4, $0x3fb8aa3b
+GLOBL log2e<>(SB), RODATA|NOPTR, $64
+
+DATA ln2hi<>+0(SB)/4, $0x3f318000
+DATA ln2hi<>+4(SB)/4, $0x3f318000
+DATA ln2hi<>+8(SB)/4, $0x3f318000
+DATA ln2hi<>+12(SB)/4, $0x3f318000
+DATA ln2hi<>+16(SB)/4, $0x3f318000
+DATA ln2hi<>+20(SB)/4, $0x3f318000
+DATA ln2hi<>+24(SB)/4, $0x3f318000
+DATA ln2hi<>+28(SB)/4, $0x3f318000
+DATA ln2hi<>+32(SB)/4, $0x3f318000
+DATA ln2hi<>+36(SB)/4, $0x3f318000
+DATA ln2hi<>+40(SB)/4, $0x3f318000
+DATA ln2hi<>+44(SB)/4, $0x3f318000
+DATA ln2hi<>+48(SB)/4, $0x3f318000
+DATA ln2hi<>+52(SB)/4, $0x3f318000
+DATA ln2hi<>+56(SB)/4, $0x3f318000
+DATA ln2hi<>+60(SB)/4, $0x3f318000
+GLOBL ln2hi<>(SB), RODATA|NOPTR, $64
+
+DATA ln2lo<>+0(SB)/4, $0xb95e8083
+DATA ln2lo<>+4(SB)/4, $0xb95e8083
+DATA ln2lo<>+8(SB)/4, $0xb95e8083
+DATA ln2lo<>+12(SB)/4, $0xb95e8083
+DATA ln2lo<>+16(SB)/4, $0xb95e8083
+DATA ln2lo<>+20(SB)/4, $0xb95e8083
+DATA ln2lo<>+24(SB)/4, $0xb95e8083
+DATA ln2lo<>+28(SB)/4, $0xb95e8083
+DATA ln2lo<>+32(SB)/4, $0xb95e8083
+DATA ln2lo<>+36(SB)/4, $0xb95e8083
+DATA ln2lo<>+40(SB)/4, $0xb95e8083
+DATA ln2lo<>+44(SB)/4, $0xb95e8083
+DATA ln2lo<>+48(SB)/4, $0xb95e8083
+DATA ln2lo<>+52(SB)/4, $0xb95e8083
+DATA ln2lo<>+56(SB)/4, $0xb95e8083
+DATA ln2lo<>+60(SB)/4, $0xb95e8083
+GLOBL ln2lo<>(SB), RODATA|NOPTR, $64
+
+DATA expP0<>+0(SB)/4, $0x39506967
+DATA expP0<>+4(SB)/4, $0x39506967
+DATA expP0<>+8(SB)/4, $0x39506967
+DATA expP0<>+12(SB)/4, $0x39506967
+DATA expP0<>+16(SB)/4, $0x39506967
+DATA expP0<>+20(SB)/4, $0x39506967
+DATA expP0<>+24(SB)/4, $0x39506967
+DATA expP0<>+28(SB)/4, $0x39506967
+DATA expP0<>+32(SB)/4, $0x39506967
+DATA expP0<>+36(SB)/4, $0x39506967
+DATA expP0<>+40(SB)/4, $0x39506967
+DATA expP0<>+44(SB)/4, $0x39506967
+DATA expP0<>+48(SB)/4, $0x39506967
+DATA expP0<>+52(SB)/4, $0x39506967
+DATA expP0<>+56(SB)/4, $0x39506967
+DATA expP0<>+60(SB)/4, $0x39506967
+GLOBL expP0<>(SB), RODATA|NOPTR, $64
+
+DATA expP1<>+0(SB)/4, $0x3ab743ce
+DATA expP1<>+4(SB)/4, $0x3ab743ce
+DATA expP1<>+8(SB)/4, $0x3ab743ce
+DATA expP1<>+12(SB)/4, $0x3ab743ce
+DATA expP1<>+16(SB)/4, $0x3ab743ce
+DATA expP1<>+20(SB)/4, $0x3ab743ce
+DATA expP1<>+24(SB)/4, $0x3ab743ce
+DATA expP1<>+28(SB)/4, $0x3ab743ce
+DATA expP1<>+32(SB)/4, $0x3ab743ce
+DATA expP1<>+36(SB)/4, $0x3ab743ce
+DATA expP1<>+40(SB)/4, $0x3ab743ce
+DATA expP1<>+44(SB)/4, $0x3ab743ce
+DATA expP1<>+48(SB)/4, $0x3ab743ce
+DATA expP1<>+52(SB)/4, $0x3ab743ce
+DATA expP1<>+56(SB)/4, $0x3ab743ce
+DATA expP1<>+60(SB)/4, $0x3ab743ce
+GLOBL expP1<>(SB), RODATA|NOPTR, $64
+
+DATA expP2<>+0(SB)/4, $0x3c088908
+DATA expP2<>+4(SB)/4, $0x3c088908
+DATA expP2<>+8(SB)/4, $0x3c088908
+DATA expP2<>+12(SB)/4, $0x3c088908
+DATA expP2<>+16(SB)/4, $0x3c088908
+DATA expP2<>+20(SB)/4, $0x3c088908
+DATA expP2<>+24(SB)/4, $0x3c088908
+DATA expP2<>+28(SB)/4, $0x3c088908
+DATA expP2<>+32(SB)/4, $0x3c088908
+DATA expP2<>+36(SB)/4, $0x3c088908
+DATA expP2<>+40(SB)/4, $0x3c088908
+DATA expP2<>+44(SB)/4, $0x3c088908
+DATA expP2<>+48(SB)/4, $0x3c088908
+DATA expP2<>+52(SB)/4, $0x3c088908
+DATA expP2<>+56(SB)/4, $0x3c088908
+DATA expP2<>+60(SB)/4, $0x3c088908
+GLOBL expP2<>(SB), RODATA|NOPTR, $64
+
+DATA expP3<>+0(SB)/4, $0x3d2aa9c1
+DATA expP3<>+4(SB)/4, $0x3d2aa9c1
+DATA expP3<>+8(SB)/4, $0x3d2aa9c1
+DATA expP3<>+12(SB)/4, $0x3d2aa9c1
+DATA expP3<>+16(SB)/4, $0x3d2aa9c1
+DATA expP3<>+20(SB)/4, $0x3d2aa9c1
+DATA expP3<>+24(SB)/4, $0x3d2aa9c1
+DATA expP3<>+28(SB)/4, $0x3d2aa9c1
+DATA expP3<>+32(SB)/4, $0x3d2aa9c1
+DATA expP3<>+36(SB)/4, $0x3d2aa9c1
+DATA expP3<>+40(SB)/4, $0x3d2aa9c1
+DATA expP3<>+44(SB)/4, $0x3d2aa9c1
+DATA expP3<>+48(SB)/4, $0x3d2aa9c1
+DATA expP3<>+52(SB)/4, $0x3d2aa9c1
+DATA expP3<>+56(SB)/4, $0x3d2aa9c1
+DATA expP3<>+60(SB)/4, $0x3d2aa9c1
+GLOBL expP3<>(SB), RODATA|NOPTR, $64
+
+DATA expP4<>+0(SB)/4, $0x3e2aaaaa
+DATA expP4<>+4(SB)/4, $0x3e2aaaaa
+DATA expP4<>+8(SB)/4, $0x3e2aaaaa
+DATA expP4<>+12(SB)/4, $0x3e2aaaaa
+DATA expP4<>+16(SB)/4, $0x3e2aaaaa
+DATA expP4<>+20(SB)/4, $0x3e2aaaaa
+DATA expP4<>+24(SB)/4, $0x3e2aaaaa
+DATA expP4<>+28(SB)/4, $0x3e2aaaaa
+DATA expP4<>+32(SB)/4, $0x3e2aaaaa
+DATA expP4<>+36(SB)/4, $0x3e2aaaaa
+DATA expP4<>+40(SB)/4, $0x3e2aaaaa
+DATA expP4<>+44(SB)/4, $0x3e2aaaaa
+DATA expP4<>+48(SB)/4, $0x3e2aaaaa
+DATA expP4<>+52(SB)/4, $0x3e2aaaaa
+DATA expP4<>+56(SB)/4, $0x3e2aaaaa
+DATA expP4<>+60(SB)/4, $0x3e2aaaaa
+GLOBL expP4<>(SB), RODATA|NOPTR, $64
+
+DATA expP5<>+0(SB)/4, $0x3f000000
+DATA expP5<>+4(SB)/4, $0x3f000000
+DATA expP5<>+8(SB)/4, $0x3f000000
+DATA expP5<>+12(SB)/4, $0x3f000000
+DATA expP5<>+16(SB)/4, $0x3f000000
+DATA expP5<>+20(SB)/4, $0x3f000000
+DATA expP5<>+24(SB)/4, $0x3f000000
+DATA expP5<>+28(SB)/4, $0x3f000000
+DATA expP5<>+32(SB)/4, $0x3f000000
+DATA expP5<>+36(SB)/4, $0x3f000000
+DATA expP5<>+40(SB)/4, $0x3f000000
+DATA expP5<>+44(SB)/4, $0x3f000000
+DATA expP5<>+48(SB)/4, $0x3f000000
+DATA expP5<>+52(SB)/4, $0x3f000000
+DATA expP5<>+56(SB)/4, $0x3f000000
+DATA expP5<>+60(SB)/4, $0x3f000000
+GLOBL expP5<>(SB), RODATA|NOPTR, $64
+
+DATA one<>+0(SB)/4, $0x3f800000
+DATA one<>+4(SB)/4, $0x3f800000
+DATA one<>+8(SB)/4, $0x3f800000
+DATA one<>+12(SB)/4, $0x3f800000
+DATA one<>+16(SB)/4, $0x3f800000
+DATA one<>+20(SB)/4, $0x3f800000
+DATA one<>+24(SB)/4, $0x3f800000
+DATA one<>+28(SB)/4, $0x3f800000
+DATA one<>+32(SB)/4, $0x3f800000
+DATA one<>+36(SB)/4, $0x3f800000
+DATA one<>+40(SB)/4, $0x3f800000
+DATA one<>+44(SB)/4, $0x3f800000
+DATA one<>+48(SB)/4, $0x3f800000
+DATA one<>+52(SB)/4, $0x3f800000
+DATA one<>+56(SB)/4, $0x3f800000
+DATA one<>+60(SB)/4, $0x3f800000
+GLOBL one<>(SB), RODATA|NOPTR, $64
+
+DATA expBias<>+0(SB)/4, $0xb4c0007f
+DATA expBias<>+4(SB)/4, $0xb4c0007f
+DATA expBias<>+8(SB)/4, $0xb4c0007f
+DATA expBias<>+12(SB)/4, $0xb4c0007f
+DATA expBias<>+16(SB)/4, $0xb4c0007f
+DATA expBias<>+20(SB)/4, $0xb4c0007f
+DATA expBias<>+24(SB)/4, $0xb4c0007f
+DATA expBias<>+28(SB)/4, $0xb4c0007f
+DATA expBias<>+32(SB)/4, $0xb4c0007f
+DATA expBias<>+36(SB)/4, $0xb4c0007f
+DATA expBias<>+40(SB)/4, $0xb4c0007f
+DATA expBias<>+44(SB)/4, $0xb4c0007f
+DATA expBias<>+48(SB)/4, $0xb4c0007f
+DATA expBias<>+52(SB)/4, $0xb4c0007f
+DATA expBias<>+56(SB)/4, $0xb4c0007f
+DATA expBias<>+60(SB)/4, $0xb4c0007f
+GLOBL expBias<>(SB), RODATA|NOPTR, $64
+
+// func f32SiLUZ(gate *float32, up *float32, n int)
+// Requires: AVX, AVX512F
+TEXT ·f32SiLUZ(SB), NOSPLIT, $0-24
+	MOVQ gate+0(FP), AX
+	MOVQ up+8(FP), CX
+	MOVQ n+16(FP), DX
+	XORQ BX, BX
+
+f32SiLUZ_loop:
+	CMPQ         BX, DX
+	JGE          f32SiLUZ_done
+	VMOVUPS      (AX)(BX*4), Z0
+	VPXORD       signBit<>+0(SB), Z0, Z1
+	VMOVUPS      expHi<>+0(SB), Z2
+	VMINPS       Z1, Z2, Z4
+	VMOVUPS      expLo<>+0(SB), Z2
+	VMAXPS       Z4, Z2, Z4
+	VMOVUPS      expMagic<>+0(SB), Z2
+	VFMADD231PS  log2e<>+0(SB), Z4, Z2
+	VSUBPS       expMagic<>+0(SB), Z2, Z3
+	VFNMADD231PS ln2hi<>+0(SB), Z3, Z4
+	VFNMADD231PS ln2lo<>+0(SB), Z3, Z4
+	VMOVUPS      expP0<>+0(SB), Z1
+	VFMADD213PS  expP1<>+0(SB), Z4, Z1
+	VFMADD213PS  expP2<>+0(SB), Z4, Z1
+	VFMADD213PS  expP3<>+0(SB), Z4, Z1
+	VFMADD213PS  expP4<>+0(SB), Z4, Z1
+	VFMADD213PS  expP5<>+0(SB), Z4, Z1
+	VMULPS       Z4, Z4, Z3
+	VFMADD213PS  Z4, Z3, Z1
+	VADDPS       one<>+0(SB), Z1, Z1
+	VPADDD       expBias<>+0(SB), Z2, Z2
+	VPSLLD       $0x17, Z2, Z2
+	VMULPS       Z2, Z1, Z1
+	VADDPS       one<>+0(SB), Z1, Z1
+	VDIVPS       Z1, Z0, Z0
+	VMULPS       (CX)(BX*4), Z0, Z0
+	VMOVUPS      Z0, (AX)(BX*4)
+	ADDQ         $0x10, BX
+	JMP          f32SiLUZ_loop
+
+f32SiLUZ_done:
+	VZEROUPPER
+	RET
+
 // func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·f32Axpy32(SB), NOSPLIT, $0-40

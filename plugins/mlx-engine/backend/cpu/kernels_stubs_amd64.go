@@ -257,6 +257,12 @@ func q4Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases 
 // q4Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
 func q4Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
 
+// f32SiLU computes gate[i] = gate[i]/(1+exp(-gate[i]))·up[i] for i < n (a multiple of the lanes), exp to about 2 ulp.
+func f32SiLU(gate *float32, up *float32, n int)
+
+// f32SiLUZ computes gate[i] = gate[i]/(1+exp(-gate[i]))·up[i] for i < n (a multiple of the lanes), exp to about 2 ulp.
+func f32SiLUZ(gate *float32, up *float32, n int)
+
 // f32Axpy32 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 32 over n positions, in position order.
 func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 

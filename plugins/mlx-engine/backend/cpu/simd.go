@@ -84,6 +84,8 @@ type simdSet struct {
 	// Batched decode of stored rows: [xr-1] computes one weight row × xr input rows (xr ≤ storedVecRows).
 	bf16x, f16x []func(y *float32, ys int, x *float32, w *byte, n int)
 	q8x, q4x    []func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+	// silu: g[i] = g[i]/(1+exp(-g[i]))·u[i] for i < n, a multiple of lanes (f32SiLU).
+	silu func(g, u *float32, n int)
 	// axpy: out[d] = Σ_i w[i]·v[i*vs+d] for d < axpyWide (wide) or lanes (narrow).
 	axpyWide     int
 	wide, narrow func(out *float32, v *float32, vs int, w *float32, n int)
@@ -282,6 +284,23 @@ func (s *simdSet) attendHead(out, q, k, v, scores []float32, scale float32) {
 	}
 	for ; d < hd; d += s.lanes {
 		s.narrow(&out[d], &v[d], hd, &scores[0], n)
+	}
+}
+
+// siluMul sets g[i] = g[i]/(1+exp(−g[i]))·u[i] (len(u) ≥ len(g)): on a vector path with its exp (within about
+// 2 ulp of the rounded one; the last len(g) mod lanes elements as on the Go path), on the Go path with
+// math.Exp. Element by element, so a token's result never depends on the others in the step.
+func siluMul(k kernelPath, g, u []float32) {
+	u = u[:len(g)]
+	i := 0
+	if s := &simdKernels[k]; k != pathGo && s.lanes > 0 {
+		if i = len(g) &^ (s.lanes - 1); i > 0 {
+			s.silu(&g[0], &u[0], i)
+		}
+	}
+	for ; i < len(g); i++ {
+		gv := g[i]
+		g[i] = gv / (1 + float32(math.Exp(float64(-gv)))) * u[i]
 	}
 }
 

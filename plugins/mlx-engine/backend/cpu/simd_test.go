@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
@@ -214,5 +215,33 @@ func TestKernelPathsAgree(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestSiLUCloseToGo(t *testing.T) { forPaths(t, testSiLUCloseToGo) }
+
+// testSiLUCloseToGo checks a path's SiLU (its vector exp) against math.Exp's, over the activations a model
+// sees and the ends of exp's range; the length is no multiple of the lanes, so the Go tail runs too.
+func testSiLUCloseToGo(t *testing.T, k kernelPath) {
+	r := rand.New(rand.NewPCG(5, 6))
+	g := randVec(r, 1003)
+	for i := range g[:300] {
+		g[i] *= 8
+	}
+	copy(g[300:], []float32{0, float32(math.Copysign(0, -1)), 88, -88, 88.5, -88.5, 100, -100, 1e30, -1e30, 1e-30, -1e-30, 20, -20})
+	u := randVec(r, len(g))
+	got, want := slices.Clone(g), slices.Clone(g)
+	siluMul(k, got, u)
+	siluMul(pathGo, want, u)
+	for i := range got {
+		d := math.Abs(float64(got[i]) - float64(want[i]))
+		if d > 4e-7*math.Abs(float64(want[i]))+1e-35 || math.IsNaN(float64(got[i])) {
+			t.Fatalf("silu(%v)·%v: %v, Go %v", g[i], u[i], got[i], want[i])
+		}
+	}
+	nan := []float32{float32(math.NaN()), 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}
+	siluMul(k, nan, slices.Repeat([]float32{1}, len(nan)))
+	if !math.IsNaN(float64(nan[0])) {
+		t.Fatalf("silu(NaN) = %v", nan[0])
 	}
 }

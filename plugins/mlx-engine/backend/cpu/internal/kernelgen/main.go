@@ -65,6 +65,8 @@ func main() {
 			}
 		}
 	}
+	silu(avx2)
+	silu(avx512)
 	axpy(avx2, 4)
 	axpy(avx2, 1)
 	axpy(avx512, 2)
@@ -695,4 +697,83 @@ func (p prefetch) next() {
 		PREFETCHT0(Mem{Base: p.pf, Disp: 64 * l})
 	}
 	ADDQ(p.step, p.pf)
+}
+
+// splat returns a read-only vector of 16 copies of the 32-bit pattern bits, for memory operands of either
+// width.
+func splat(name string, bits uint32) Mem {
+	return global(name, func() Mem {
+		m := GLOBL(name, RODATA|NOPTR)
+		for j := range 16 {
+			DATA(4*j, U32(bits))
+		}
+		return m
+	})
+}
+
+func splatF(name string, f float32) Mem { return splat(name, math.Float32bits(f)) }
+
+// expInto sets e to exp(x) lane by lane (x is kept), Cephes' expf: x clamped to [−88.376, 89] (below, the
+// result flushes to 0; from 88.38 up, n reaches 128, whose 2ⁿ is +Inf, so exp overflows as it should, a
+// little early), n = round(x·log2 e) by the 1.5·2²³ trick (which leaves n in the
+// low bits of the sum), r = x − n·ln 2 in two parts, exp(r) by a degree-5 polynomial, times 2ⁿ built in the
+// exponent bits. Within about 2 ulp of the rounded exp.
+func expInto(v vec, x, e VecVirtual) {
+	t, n, r := v.reg(), v.reg(), v.reg()
+	// Clamp with x the second source: a NaN x passes through (MINPS and MAXPS return that operand).
+	VMOVUPS(splatF("expHi", 89), t)
+	VMINPS(x, t, r)
+	VMOVUPS(splatF("expLo", -88.3762626647949), t)
+	VMAXPS(r, t, r)
+	VMOVUPS(splatF("expMagic", 12582912), t) // 1.5·2²³
+	VFMADD231PS(splatF("log2e", 1.44269504088896341), r, t)
+	VSUBPS(splatF("expMagic", 12582912), t, n)          // n = round(r·log2 e)
+	VFNMADD231PS(splatF("ln2hi", 0.693359375), n, r)    // r −= n·ln2hi
+	VFNMADD231PS(splatF("ln2lo", -2.12194440e-4), n, r) // r −= n·ln2lo
+	VMOVUPS(splatF("expP0", 1.9875691500e-4), e)
+	VFMADD213PS(splatF("expP1", 1.3981999507e-3), r, e)
+	VFMADD213PS(splatF("expP2", 8.3334519073e-3), r, e)
+	VFMADD213PS(splatF("expP3", 4.1665795894e-2), r, e)
+	VFMADD213PS(splatF("expP4", 1.6666665459e-1), r, e)
+	VFMADD213PS(splatF("expP5", 5.0000001201e-1), r, e)
+	VMULPS(r, r, n)                // n is done with as a float: its integer is in t's low bits
+	VFMADD213PS(r, n, e)           // e = p·r² + r
+	VADDPS(splatF("one", 1), e, e) // + 1
+	VPADDD(splat("expBias", 127-math.Float32bits(12582912)), t, t)
+	VPSLLD(U8(23), t, t) // 2ⁿ
+	VMULPS(t, e, e)
+}
+
+// silu writes f32SiLU: g[i] = g[i] / (1 + exp(−g[i])) · u[i] for i < n (a multiple of the lanes), the
+// gated MLP's activation, with expInto's exp.
+func silu(v vec) {
+	name := "f32SiLU" + v.suffix
+	// Not g: the Go assembler's name of the goroutine register.
+	TEXT(name, NOSPLIT, "func(gate *float32, up *float32, n int)")
+	Doc(name + " computes gate[i] = gate[i]/(1+exp(-gate[i]))·up[i] for i < n (a multiple of the lanes), exp to about 2 ulp.")
+	g := Load(Param("gate"), GP64())
+	u := Load(Param("up"), GP64())
+	n := Load(Param("n"), GP64())
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_loop")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	gv, x, e := v.reg(), v.reg(), v.reg()
+	VMOVUPS(Mem{Base: g, Index: k, Scale: 4}, gv)
+	if v.lanes == 16 {
+		VPXORD(splat("signBit", 0x80000000), gv, x) // −g (VXORPS on zmm would need AVX-512 DQ)
+	} else {
+		VXORPS(splat("signBit", 0x80000000), gv, x)
+	}
+	expInto(v, x, e)
+	VADDPS(splatF("one", 1), e, e)
+	VDIVPS(e, gv, gv)
+	VMULPS(Mem{Base: u, Index: k, Scale: 4}, gv, gv)
+	VMOVUPS(gv, Mem{Base: g, Index: k, Scale: 4})
+	ADDQ(U8(v.lanes), k)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
 }
