@@ -8539,6 +8539,92 @@ f32SiLUZ_done:
 	VZEROUPPER
 	RET
 
+// func f32ExpShift(s *float32, mx float32, n int)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·f32ExpShift(SB), NOSPLIT, $0-24
+	MOVQ         s+0(FP), AX
+	MOVSS        mx+8(FP), X0
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS X0, Y0
+	XORQ         DX, DX
+
+f32ExpShift_loop:
+	CMPQ         DX, CX
+	JGE          f32ExpShift_done
+	VMOVUPS      (AX)(DX*4), Y1
+	VSUBPS       Y0, Y1, Y1
+	VMOVUPS      expHi<>+0(SB), Y2
+	VMINPS       Y1, Y2, Y4
+	VMOVUPS      expLo<>+0(SB), Y2
+	VMAXPS       Y4, Y2, Y4
+	VMOVUPS      expMagic<>+0(SB), Y2
+	VFMADD231PS  log2e<>+0(SB), Y4, Y2
+	VSUBPS       expMagic<>+0(SB), Y2, Y3
+	VFNMADD231PS ln2hi<>+0(SB), Y3, Y4
+	VFNMADD231PS ln2lo<>+0(SB), Y3, Y4
+	VMOVUPS      expP0<>+0(SB), Y1
+	VFMADD213PS  expP1<>+0(SB), Y4, Y1
+	VFMADD213PS  expP2<>+0(SB), Y4, Y1
+	VFMADD213PS  expP3<>+0(SB), Y4, Y1
+	VFMADD213PS  expP4<>+0(SB), Y4, Y1
+	VFMADD213PS  expP5<>+0(SB), Y4, Y1
+	VMULPS       Y4, Y4, Y3
+	VFMADD213PS  Y4, Y3, Y1
+	VADDPS       one<>+0(SB), Y1, Y1
+	VPADDD       expBias<>+0(SB), Y2, Y2
+	VPSLLD       $0x17, Y2, Y2
+	VMULPS       Y2, Y1, Y1
+	VMOVUPS      Y1, (AX)(DX*4)
+	ADDQ         $0x08, DX
+	JMP          f32ExpShift_loop
+
+f32ExpShift_done:
+	VZEROUPPER
+	RET
+
+// func f32ExpShiftZ(s *float32, mx float32, n int)
+// Requires: AVX, AVX512F, SSE
+TEXT ·f32ExpShiftZ(SB), NOSPLIT, $0-24
+	MOVQ         s+0(FP), AX
+	MOVSS        mx+8(FP), X0
+	MOVQ         n+16(FP), CX
+	VBROADCASTSS X0, Z0
+	XORQ         DX, DX
+
+f32ExpShiftZ_loop:
+	CMPQ         DX, CX
+	JGE          f32ExpShiftZ_done
+	VMOVUPS      (AX)(DX*4), Z1
+	VSUBPS       Z0, Z1, Z1
+	VMOVUPS      expHi<>+0(SB), Z2
+	VMINPS       Z1, Z2, Z4
+	VMOVUPS      expLo<>+0(SB), Z2
+	VMAXPS       Z4, Z2, Z4
+	VMOVUPS      expMagic<>+0(SB), Z2
+	VFMADD231PS  log2e<>+0(SB), Z4, Z2
+	VSUBPS       expMagic<>+0(SB), Z2, Z3
+	VFNMADD231PS ln2hi<>+0(SB), Z3, Z4
+	VFNMADD231PS ln2lo<>+0(SB), Z3, Z4
+	VMOVUPS      expP0<>+0(SB), Z1
+	VFMADD213PS  expP1<>+0(SB), Z4, Z1
+	VFMADD213PS  expP2<>+0(SB), Z4, Z1
+	VFMADD213PS  expP3<>+0(SB), Z4, Z1
+	VFMADD213PS  expP4<>+0(SB), Z4, Z1
+	VFMADD213PS  expP5<>+0(SB), Z4, Z1
+	VMULPS       Z4, Z4, Z3
+	VFMADD213PS  Z4, Z3, Z1
+	VADDPS       one<>+0(SB), Z1, Z1
+	VPADDD       expBias<>+0(SB), Z2, Z2
+	VPSLLD       $0x17, Z2, Z2
+	VMULPS       Z2, Z1, Z1
+	VMOVUPS      Z1, (AX)(DX*4)
+	ADDQ         $0x10, DX
+	JMP          f32ExpShiftZ_loop
+
+f32ExpShiftZ_done:
+	VZEROUPPER
+	RET
+
 // func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 // Requires: AVX, FMA3
 TEXT ·f32Axpy32(SB), NOSPLIT, $0-40

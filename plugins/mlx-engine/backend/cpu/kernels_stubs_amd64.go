@@ -263,6 +263,12 @@ func f32SiLU(gate *float32, up *float32, n int)
 // f32SiLUZ computes gate[i] = gate[i]/(1+exp(-gate[i]))·up[i] for i < n (a multiple of the lanes), exp to about 2 ulp.
 func f32SiLUZ(gate *float32, up *float32, n int)
 
+// f32ExpShift computes s[i] = exp(s[i]-mx) for i < n (a multiple of the lanes), exp to about 2 ulp.
+func f32ExpShift(s *float32, mx float32, n int)
+
+// f32ExpShiftZ computes s[i] = exp(s[i]-mx) for i < n (a multiple of the lanes), exp to about 2 ulp.
+func f32ExpShiftZ(s *float32, mx float32, n int)
+
 // f32Axpy32 computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 32 over n positions, in position order.
 func f32Axpy32(out *float32, v *float32, vs int, w *float32, n int)
 

@@ -86,6 +86,8 @@ type simdSet struct {
 	q8x, q4x    []func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
 	// silu: g[i] = g[i]/(1+exp(-g[i]))·u[i] for i < n, a multiple of lanes (f32SiLU).
 	silu func(g, u *float32, n int)
+	// exp: s[i] = exp(s[i]-mx) for i < n, a multiple of lanes (f32ExpShift).
+	exp func(s *float32, mx float32, n int)
 	// axpy: out[d] = Σ_i w[i]·v[i*vs+d] for d < axpyWide (wide) or lanes (narrow).
 	axpyWide     int
 	wide, narrow func(out *float32, v *float32, vs int, w *float32, n int)
@@ -266,10 +268,16 @@ func (s *simdSet) attendHead(out, q, k, v, scores []float32, scale float32) {
 		scores[i] *= scale
 		mx = max(mx, scores[i])
 	}
+	// The exponentials with the path's exp (the last n mod lanes with math.Exp), summed in position order.
+	i := n &^ (s.lanes - 1)
+	if i > 0 {
+		s.exp(&scores[0], mx, i)
+	}
+	for ; i < n; i++ {
+		scores[i] = float32(math.Exp(float64(scores[i] - mx)))
+	}
 	var sum float32
-	for i, sc := range scores {
-		e := float32(math.Exp(float64(sc - mx)))
-		scores[i] = e
+	for _, e := range scores {
 		sum += e
 	}
 	inv := 1 / sum

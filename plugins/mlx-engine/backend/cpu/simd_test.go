@@ -245,3 +245,27 @@ func testSiLUCloseToGo(t *testing.T, k kernelPath) {
 		t.Fatalf("silu(NaN) = %v", nan[0])
 	}
 }
+
+// TestExpShiftCloseToGo checks each vector path's softmax exponentials, exp(s − mx), against math.Exp's over
+// the scores attention sees (s ≤ mx) and beyond.
+func TestExpShiftCloseToGo(t *testing.T) {
+	for _, k := range kernelPaths()[1:] {
+		t.Run(k.String(), func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, 8))
+			s := randVec(r, 4096)
+			for i := range s {
+				s[i] *= 30
+			}
+			copy(s, []float32{0, 3, -3, 90, -90, -200, 1e-30})
+			got := slices.Clone(s)
+			const mx = 3
+			simdKernels[k].exp(&got[0], mx, len(got))
+			for i, v := range s {
+				want := math.Exp(float64(v - mx))
+				if d := math.Abs(float64(got[i]) - float64(float32(want))); d > 4e-7*want+1e-37 {
+					t.Fatalf("exp(%v - %v) = %v, math.Exp %v", v, mx, got[i], float32(want))
+				}
+			}
+		})
+	}
+}

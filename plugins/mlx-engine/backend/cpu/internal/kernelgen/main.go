@@ -67,6 +67,8 @@ func main() {
 	}
 	silu(avx2)
 	silu(avx512)
+	expShift(avx2)
+	expShift(avx512)
 	axpy(avx2, 4)
 	axpy(avx2, 1)
 	axpy(avx512, 2)
@@ -771,6 +773,34 @@ func silu(v vec) {
 	VDIVPS(e, gv, gv)
 	VMULPS(Mem{Base: u, Index: k, Scale: 4}, gv, gv)
 	VMOVUPS(gv, Mem{Base: g, Index: k, Scale: 4})
+	ADDQ(U8(v.lanes), k)
+	JMP(LabelRef(name + "_loop"))
+	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// expShift writes f32ExpShift: s[i] = exp(s[i] − mx) for i < n (a multiple of the lanes), the softmax's
+// exponentials, with expInto's exp.
+func expShift(v vec) {
+	name := "f32ExpShift" + v.suffix
+	TEXT(name, NOSPLIT, "func(s *float32, mx float32, n int)")
+	Doc(name + " computes s[i] = exp(s[i]-mx) for i < n (a multiple of the lanes), exp to about 2 ulp.")
+	sp := Load(Param("s"), GP64())
+	m := Load(Param("mx"), XMM())
+	n := Load(Param("n"), GP64())
+	mv := v.reg()
+	VBROADCASTSS(m, mv)
+	k := GP64()
+	XORQ(k, k)
+	Label(name + "_loop")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	x, e := v.reg(), v.reg()
+	VMOVUPS(Mem{Base: sp, Index: k, Scale: 4}, x)
+	VSUBPS(mv, x, x)
+	expInto(v, x, e)
+	VMOVUPS(e, Mem{Base: sp, Index: k, Scale: 4})
 	ADDQ(U8(v.lanes), k)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
