@@ -15,8 +15,10 @@
 //   - Kernel paths (simd.go): the pure-Go kernels are the fallback and the reference; on amd64, AVX2+FMA and
 //     AVX-512 kernels generated with avo (internal/kernelgen, kernels_amd64.s) run the matrix products of decode
 //     and prefill, the stored bf16/f16/8-bit/4-bit decode products (widened or dequantized in registers to the
-//     bits model.Affine gives) and attention's dot products and weighted sums. The fastest path the CPU has is
-//     chosen at load; DUET_CPU_KERNELS=go|avx2|avx512 forces one.
+//     bits model.Affine gives; the rows two calls ahead prefetched), attention's dot products and weighted
+//     sums, and the exponentials of SiLU and of attention's softmax (Cephes' expf in registers, within 4e-7 of
+//     math.Exp's; the Go path keeps math.Exp). The fastest path the CPU has is chosen at load;
+//     DUET_CPU_KERNELS=go|avx2|avx512 forces one.
 //   - Within a path every kernel sums an output the same way, whatever tile computes it: the Go kernels in one
 //     accumulator in index order, products rounded before they are added; the vector paths in 8 (AVX2) or 16
 //     (AVX-512) lanes with fused multiply-adds, reduced by one fixed tree. So a token's result does not depend
