@@ -191,16 +191,9 @@ func (r *Router) autoEndpoints(v *view.View, a *autoChoice, dec *view.Instance) 
 		if len(out) == n {
 			break
 		}
-		p := o.p
-		var pathAddr string
-		if path, ok := v.PathBetween(dec, p); ok {
-			pathAddr = path.Address
+		if ep, ok := prefillEndpoint(v, o.p, dec); ok {
+			out = append(out, ep)
 		}
-		addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, pathAddr)
-		if err != nil {
-			continue // the kv-endpoint filter keeps only dialable endpoints; this is a guard
-		}
-		out = append(out, router.PrefillEndpoint{InstanceID: p.ID, Node: p.Node, Address: addr, Approximate: !view.ExactKV(p, dec)})
 	}
 	return out
 }

@@ -206,18 +206,9 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 			d.PrefillEndpoints = make([]router.PrefillEndpoint, 0, len(pres.Ranked))
 		}
 		for _, rk := range pres.Ranked {
-			p := rk.Instance
-			var pathAddr string
-			if path, ok := v.PathBetween(dec, p); ok {
-				pathAddr = path.Address
+			if ep, ok := prefillEndpoint(v, rk.Instance, dec); ok {
+				d.PrefillEndpoints = append(d.PrefillEndpoints, ep)
 			}
-			addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, pathAddr)
-			if err != nil {
-				continue // the kv-endpoint filter keeps only dialable endpoints; this is a guard
-			}
-			d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{
-				InstanceID: p.ID, Node: p.Node, Address: addr, Approximate: !view.ExactKV(p, dec),
-			})
 		}
 		if len(pres.Ranked) > 0 {
 			best := pres.Ranked[0]
@@ -296,4 +287,18 @@ func (r *Router) Stats() Stats {
 		Plugins:         append(r.decode.Stats(), r.prefill.Stats()...),
 		AffinityEntries: r.affinity.Len(),
 	}
+}
+
+// prefillEndpoint is how decode instance dec reaches prefill instance p's KV: over the best path between their
+// nodes, marked approximate when their KV is not the same model's.
+func prefillEndpoint(v *view.View, p, dec *view.Instance) (router.PrefillEndpoint, bool) {
+	var pathAddr string
+	if path, ok := v.PathBetween(dec, p); ok {
+		pathAddr = path.Address
+	}
+	addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, pathAddr)
+	if err != nil {
+		return router.PrefillEndpoint{}, false // the kv-endpoint filter keeps only dialable endpoints; this is a guard
+	}
+	return router.PrefillEndpoint{InstanceID: p.ID, Node: p.Node, Address: addr, Approximate: !view.ExactKV(p, dec)}, true
 }
