@@ -65,22 +65,17 @@ func (p *progress) addTotal(n int) {
 
 // step starts a step; it counts toward the bar when it is done.
 func (p *progress) step(format string, args ...any) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.label = fmt.Sprintf(format, args...)
-	if p.quiet {
-		return
-	}
-	if p.tty {
-		p.draw()
-		return
-	}
-	fmt.Fprintf(p.w, "[%d/%d] %s\n", p.done+1, p.total, p.label)
+	p.show(func() string { return fmt.Sprintf("[%d/%d] ", p.done+1, p.total) }, format, args...)
 }
 
 // note says what the benchmark is doing between counted steps (starting a node, linking): the label on a
 // terminal, a line elsewhere.
 func (p *progress) note(format string, args ...any) {
+	p.show(func() string { return "  · " }, format, args...)
+}
+
+// show sets the label and draws it: the bar on a terminal, else a line after prefix (which runs with p.mu held).
+func (p *progress) show(prefix func() string, format string, args ...any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.label = fmt.Sprintf(format, args...)
@@ -91,7 +86,7 @@ func (p *progress) note(format string, args ...any) {
 		p.draw()
 		return
 	}
-	fmt.Fprintf(p.w, "  · %s\n", p.label)
+	fmt.Fprintf(p.w, "%s%s\n", prefix(), p.label)
 }
 
 // update changes the label of the current step on a terminal; elsewhere it prints nothing (for labels that
