@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,10 @@ func TestClusterPDAuto(t *testing.T) {
 
 	// Before any request crossed them, each node probed the link from the other into its instance (a timed
 	// download from the peer's gateway over the hop), so the router has a measured goodput and round trip.
+	// What a router weighs is the other node's figures as gossip brought them (at most every SpeedInterval),
+	// so each node must see the link into the other's instance from itself: the one a request it decides
+	// would use to prefill here for a decode there.
+	links := map[string]string{} // from→into → what was measured
 	probed := func(g *node, from, into string) bool {
 		var out struct {
 			Instances []speedInfo `json:"instances"`
@@ -81,7 +86,7 @@ func TestClusterPDAuto(t *testing.T) {
 			}
 			for _, l := range in.Speed.Ingress {
 				if l.From == from && l.BytesPerSecond > 0 && l.RTTMs > 0 {
-					t.Logf("probed link %s→%s: %.0f MB/s, RTT %.3f ms", from, into, l.BytesPerSecond/1e6, l.RTTMs)
+					links[from+"→"+into] = fmt.Sprintf("%.0f MB/s, RTT %.3f ms", l.BytesPerSecond/1e6, l.RTTMs)
 					return true
 				}
 			}
@@ -89,8 +94,9 @@ func TestClusterPDAuto(t *testing.T) {
 		return false
 	}
 	waitFor(t, time.Minute, "each node's link from the other probed", func() bool {
-		return probed(n2, id1, id2) && probed(n1, id2, id1)
+		return probed(n2, id2, id1) && probed(n1, id1, id2)
 	})
+	t.Logf("probed links, as the other node sees them: %v", links)
 
 	prompt := strings.Repeat("A slow tide turned the pebbles over and over along the shore at dusk. ", 40)
 	a := n2.chat(t, prompt, 8)
