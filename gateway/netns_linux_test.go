@@ -66,11 +66,20 @@ func TestClusterNetns(t *testing.T) {
 		return d1 != "" && d1 == d2 && d2 == d3 && n3.statusOf(t, ready[id2].ID) == "ready"
 	})
 	t.Logf("converged %v after the link came back", time.Since(healed).Round(time.Millisecond))
-	// A prompt node 2 has not seen (it holds the first one's prefix in cache, which keeps its prefill local).
-	fresh := strings.Repeat("Gulls circled over the harbour as the boats came in. ", 25)
-	if a := n3.chat(t, fresh, 8); a.Timings.Route.DecodeNode != id2 || a.Timings.PrefillSource != "remote" {
-		t.Errorf("after the link came back: %+v", a.Timings)
-	}
+	// The tables agree, but the router on node 3 may still hold node 2's member as not alive until the next
+	// gossip round (CI once routed the first request after convergence to node 3's own instance), so it
+	// must serve as before within a few rounds, not at the first request. Each prompt is one neither node
+	// has seen (node 2 holds the first one's prefix in cache, which keeps its prefill local; a prompt node 3
+	// decoded would draw the next to it).
+	var last chatAnswer
+	tries := 0
+	waitFor(t, 15*time.Second, "node 2 to decode with a remote prefill again", func() bool {
+		tries++
+		fresh := strings.Repeat(fmt.Sprintf("Gulls circled over harbour %d as the boats came in. ", tries), 25)
+		last = n3.chat(t, fresh, 8)
+		return last.Timings.Route.DecodeNode == id2 && last.Timings.PrefillSource == "remote"
+	})
+	t.Logf("served as before the cut at request %d after convergence: %+v", tries, last.Timings.Route)
 }
 
 // digest is the digest of the cluster tables a node holds.
