@@ -273,28 +273,11 @@ func decode(body []byte, v any) *openai.Error {
 		// encoding/json names a field of an embedded struct with the struct's Go name first; the client
 		// knows only the JSON key.
 		field := strings.TrimPrefix(typeErr.Field, "commonBody.")
-		return openai.BadRequest(field, "invalid type for %q: expected %s, got %s", field, jsonType(typeErr.Type.String()), typeErr.Value)
+		return openai.BadRequest(field, "invalid type for %q: expected %s, got %s", field, openai.JSONTypeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return openai.BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	default:
 		return openai.BadRequest("", "the request body is not valid JSON: %v", err)
-	}
-}
-
-func jsonType(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.Contains(goType, "int"):
-		return "an integer"
-	case strings.Contains(goType, "float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	default:
-		return "an object"
 	}
 }
 

@@ -338,7 +338,7 @@ func decode(body []byte, v any) *Error {
 		// encoding/json names a field of an embedded struct with the struct's Go name first; the client knows
 		// only the JSON key.
 		field := strings.TrimPrefix(typeErr.Field, "commonBody.")
-		return BadRequest(field, "invalid type for '%s': expected %s, got %s", field, jsonTypeName(typeErr.Type.String()), typeErr.Value)
+		return BadRequest(field, "invalid type for '%s': expected %s, got %s", field, JSONTypeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
 		return BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	default:
@@ -346,7 +346,9 @@ func decode(body []byte, v any) *Error {
 	}
 }
 
-func jsonTypeName(goType string) string {
+// JSONTypeName is how a client names the JSON type a Go type decodes from ("an integer" for int64), for
+// errors about a field of the wrong type.
+func JSONTypeName(goType string) string {
 	switch {
 	case strings.HasPrefix(goType, "[]"):
 		return "an array"
