@@ -1,5 +1,6 @@
 // Package testnode gives Go tests access to the Node.js reference implementations and real model files that
-// testdata/node/package.json pins (tokenizers, Jinja, msgpack, the OpenAI client, Playwright).
+// testdata/node/package.json pins (tokenizers, Jinja, msgpack, the OpenAI client, Playwright), and to the coding
+// agents testdata/agents/package.json pins (Codex CLI, Claude Code).
 //
 // The fixtures are installed by .ci/run with `npm ci`. Where they are missing a test skips with a message saying
 // how to install them, unless DUET_REQUIRE_FIXTURES=1 (set by CI), in which case it fails: CI must never pass by
@@ -58,6 +59,23 @@ func Run(t testing.TB, script string, stdin []byte, args ...string) []byte {
 		t.Fatalf("node %s: %v\n%s", filepath.Base(script), err, stderr.String())
 	}
 	return stdout.Bytes()
+}
+
+// Agent returns the path of a coding agent's executable that testdata/agents/package.json pins: "codex"
+// (npm @openai/codex) or "claude" (npm @anthropic-ai/claude-code). They live apart from the other fixtures
+// because they are large (native binaries of several hundred MiB) and only the agent tests need them.
+func Agent(t testing.TB, name string) string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		missing(t, "cannot find the repository root: "+err.Error())
+	}
+	dir := filepath.Join(root, "testdata", "agents")
+	bin := filepath.Join(dir, "node_modules", ".bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		missing(t, "coding agent "+name+" is not installed; run: (cd "+dir+" && npm ci)")
+	}
+	return bin
 }
 
 func missing(t testing.TB, why string) {
