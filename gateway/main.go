@@ -9,6 +9,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -120,6 +121,10 @@ func run(ctx context.Context, cfg config.Config) error {
 	if err != nil {
 		return err
 	}
+	engineCatalog, routerCatalog, err := catalogs(cfg)
+	if err != nil {
+		return err
+	}
 
 	// The API's listener first: its port is what peers are told.
 	ln, err := net.Listen("tcp", cfg.Server.Listen)
@@ -209,8 +214,12 @@ func run(ctx context.Context, cfg config.Config) error {
 			return err
 		}
 	}
-	routers := &routerSwapper{log: log, sockets: sockets, logLevel: cfg.LogLevel, subprocess: cfg.RouterSubprocess}
-	initial, err := routers.start(ctx, cfg.Router, cfg.RouterSHA256)
+	routers := &routerSwapper{log: log, sockets: sockets, logLevel: cfg.LogLevel, subprocess: cfg.RouterSubprocess, catalog: routerCatalog}
+	initialRouter, err := routerCatalog.Lookup(pluginName(cfg.Router))
+	if err != nil {
+		return err
+	}
+	initial, err := routers.start(ctx, initialRouter)
 	if err != nil {
 		return err
 	}
@@ -275,7 +284,11 @@ func run(ctx context.Context, cfg config.Config) error {
 		log.Info("serving metrics", "url", "http://"+mln.Addr().String()+"/metrics")
 	}
 
-	engineCmd, err := pluginCommand("engine", cfg.Engine, builtin.Engines, cfg.EngineSHA256)
+	enginePlugin, err := engineCatalog.Lookup(pluginName(cfg.Engine))
+	if err != nil {
+		return err
+	}
+	engineCmd, err := pluginCommand("engine", enginePlugin)
 	if err != nil {
 		return err
 	}
@@ -284,7 +297,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		Command:      engineCmd,
 		ClientConfig: engine.ClientConfig,
 		Connect:      engine.Connect,
-		Checksum:     cfg.EngineSHA256,
+		Checksum:     enginePlugin.SHA256,
 		SocketDir:    sockets,
 		Env:          pluginEnv(secrets),
 		Ready:        reg.LoadAll,
@@ -499,23 +512,92 @@ func peerTLS(certFile string) (*tls.Config, error) {
 	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
-// routerSwapper starts routers (built-in by name or external by path) as supervised plugins, and swaps the one
-// in use.
+// catalogs registers the plugins a request may name: the built-ins, the --engine and --router paths (pinned by
+// their --*-sha256, or by their SHA-256 now) and the executables of --plugin-dir (pinned by their SHA-256
+// now). Nothing else is ever started.
+func catalogs(cfg config.Config) (engines, routers *pluginhost.Catalog, err error) {
+	engines, routers = pluginhost.NewCatalog("engine"), pluginhost.NewCatalog("router")
+	for name := range builtin.Engines {
+		engines.AddBuiltin(name)
+	}
+	for name := range builtin.Routers {
+		routers.AddBuiltin(name)
+	}
+	if cfg.PluginDir != "" {
+		if err := engines.AddDir(cfg.PluginDir); err != nil {
+			return nil, nil, fmt.Errorf("--plugin-dir: %w", err)
+		}
+		if err := routers.AddDir(cfg.PluginDir); err != nil {
+			return nil, nil, fmt.Errorf("--plugin-dir: %w", err)
+		}
+	}
+	add := func(c *pluginhost.Catalog, kind, name string, pin []byte) error {
+		if _, ok := builtinOf(kind, name); ok {
+			if pin != nil {
+				return fmt.Errorf("--%s-sha256 pins an external plugin binary, but %s %q is built into duet", kind, kind, name)
+			}
+			return nil
+		}
+		if !strings.ContainsRune(name, filepath.Separator) {
+			p, err := c.Lookup(name) // a file of --plugin-dir, by its name
+			if err != nil {
+				return fmt.Errorf("%s %q is neither a built-in %s, a file of --plugin-dir, nor a path to a plugin binary", kind, name, kind)
+			}
+			if pin != nil && !bytes.Equal(pin, p.SHA256) {
+				return fmt.Errorf("%s plugin %s has SHA-256 %x, but %x is pinned; it was not run", kind, p.Path, p.SHA256, pin)
+			}
+			return nil
+		}
+		_, err := c.AddFile(name, pin)
+		return err
+	}
+	if err := add(engines, "engine", cfg.Engine, cfg.EngineSHA256); err != nil {
+		return nil, nil, err
+	}
+	if err := add(routers, "router", cfg.Router, cfg.RouterSHA256); err != nil {
+		return nil, nil, err
+	}
+	return engines, routers, nil
+}
+
+func builtinOf(kind, name string) (struct{}, bool) {
+	var ok bool
+	switch kind {
+	case "engine":
+		_, ok = builtin.Engines[name]
+	case "router":
+		_, ok = builtin.Routers[name]
+	}
+	return struct{}{}, ok
+}
+
+// pluginName is the catalog name of a plugin given on the command line: a path registers under its file
+// name.
+func pluginName(nameOrPath string) string {
+	if strings.ContainsRune(nameOrPath, filepath.Separator) {
+		if abs, err := filepath.Abs(nameOrPath); err == nil {
+			return filepath.Base(abs)
+		}
+	}
+	return nameOrPath
+}
+
+// routerSwapper starts the routers of its catalog (built-in ones in process unless --router-subprocess,
+// external ones as supervised plugins pinned by their SHA-256), and swaps the one in use.
 type routerSwapper struct {
 	log        *slog.Logger
 	sockets    string
 	logLevel   string
 	subprocess bool // built-in routers as plugins too
+	catalog    *pluginhost.Catalog
 	sw         *server.RouterSwitch
 
 	cur atomic.Pointer[pluginhost.Supervisor[router.Router]]
 }
 
-func (r *routerSwapper) start(ctx context.Context, name string, checksum []byte) (*server.RouterHandle, error) {
-	if mk, ok := builtin.InProcessRouters[name]; ok && !r.subprocess {
-		if checksum != nil {
-			return nil, fmt.Errorf("--router-sha256 pins an external plugin binary, but router %q is built into duet", name)
-		}
+func (r *routerSwapper) start(ctx context.Context, p pluginhost.Plugin) (*server.RouterHandle, error) {
+	name := p.Name
+	if mk, ok := builtin.InProcessRouters[name]; ok && p.Builtin() && !r.subprocess {
 		rt, err := mk()
 		if err != nil {
 			return nil, fmt.Errorf("router %s: %w", name, err)
@@ -524,7 +606,7 @@ func (r *routerSwapper) start(ctx context.Context, name string, checksum []byte)
 		r.log.Info("router ready", "router", name, "in_process", true)
 		return &server.RouterHandle{Name: name, Get: func() (router.Router, error) { return rt, nil }}, nil
 	}
-	cmd, err := pluginCommand("router", name, builtin.Routers, checksum)
+	cmd, err := pluginCommand("router", p)
 	if err != nil {
 		return nil, err
 	}
@@ -533,7 +615,7 @@ func (r *routerSwapper) start(ctx context.Context, name string, checksum []byte)
 		Command:      cmd,
 		ClientConfig: router.ClientConfig,
 		Connect:      router.Connect,
-		Checksum:     checksum,
+		Checksum:     p.SHA256,
 		SocketDir:    r.sockets,
 		Logger:       r.log,
 		PluginLog:    os.Stderr,
@@ -550,9 +632,22 @@ func (r *routerSwapper) start(ctx context.Context, name string, checksum []byte)
 	}, nil
 }
 
-// SwapRouter implements server.RouterSwapper.
+// SwapRouter implements server.RouterSwapper: only a registered name starts, and a pin given with the
+// request must be the registered one.
 func (r *routerSwapper) SwapRouter(ctx context.Context, name string, checksum []byte) error {
-	h, err := r.start(ctx, name, checksum)
+	p, err := r.catalog.Lookup(name)
+	if err != nil {
+		return fmt.Errorf("%w: %v", server.ErrRouterRefused, err)
+	}
+	if checksum != nil {
+		if p.Builtin() {
+			return fmt.Errorf("%w: sha256 pins an external plugin binary, but router %q is built into duet", server.ErrRouterRefused, name)
+		}
+		if !bytes.Equal(checksum, p.SHA256) {
+			return fmt.Errorf("%w: sha256 is not the SHA-256 registered for router %q at start", server.ErrRouterRefused, name)
+		}
+	}
+	h, err := r.start(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -562,6 +657,9 @@ func (r *routerSwapper) SwapRouter(ctx context.Context, name string, checksum []
 
 func (r *routerSwapper) Current() string { return r.sw.Current() }
 
+// Available implements server.RouterSwapper.
+func (r *routerSwapper) Available() []string { return r.catalog.Names() }
+
 func (r *routerSwapper) status() pluginhost.Status {
 	if s := r.cur.Load(); s != nil {
 		return s.Status()
@@ -569,28 +667,16 @@ func (r *routerSwapper) status() pluginhost.Status {
 	return pluginhost.Status{Name: "router " + r.sw.Current() + " (in process)", State: pluginhost.StateRunning}
 }
 
-// pluginCommand returns how to start a plugin: a built-in one by re-executing this binary, an external one by
-// its path.
-func pluginCommand[T any](kind, name string, builtins map[string]T, checksum []byte) (func() *exec.Cmd, error) {
-	if _, ok := builtins[name]; ok {
-		if checksum != nil {
-			return nil, fmt.Errorf("--%s-sha256 pins an external plugin binary, but %s %q is built into duet", kind, kind, name)
-		}
+// pluginCommand returns how to start a registered plugin: a built-in one by re-executing this binary, an
+// external one by its path.
+func pluginCommand(kind string, p pluginhost.Plugin) (func() *exec.Cmd, error) {
+	if p.Builtin() {
 		exe, err := os.Executable()
 		if err != nil {
-			return nil, fmt.Errorf("find the duet binary to start built-in %s %q: %w", kind, name, err)
+			return nil, fmt.Errorf("find the duet binary to start built-in %s %q: %w", kind, p.Name, err)
 		}
-		return func() *exec.Cmd { return exec.Command(exe, "plugin", kind, name) }, nil
+		return func() *exec.Cmd { return exec.Command(exe, "plugin", kind, p.Name) }, nil
 	}
-	if !strings.ContainsRune(name, filepath.Separator) {
-		return nil, fmt.Errorf("%s %q is neither a built-in %s nor a path to a plugin binary", kind, name, kind)
-	}
-	path, err := filepath.Abs(name)
-	if err != nil {
-		return nil, err
-	}
-	if st, err := os.Stat(path); err != nil || st.IsDir() {
-		return nil, fmt.Errorf("%s plugin %s: not an executable file", kind, path)
-	}
+	path := p.Path
 	return func() *exec.Cmd { return exec.Command(path) }, nil
 }

@@ -29,6 +29,10 @@ type Config struct {
 	// EngineSHA256 and RouterSHA256, when set, pin the SHA-256 of an external plugin binary: the gateway checks
 	// it before every start (go-plugin's SecureConfig), so a replaced binary is refused.
 	EngineSHA256, RouterSHA256 []byte
+	// PluginDir, when set, holds executables registered as plugins at start, each by its file name and pinned
+	// by its SHA-256 then: with the built-ins and the --engine/--router paths, the only plugins that a
+	// request (PUT /admin/v1/router) may name.
+	PluginDir string
 	// RouterSubprocess runs a built-in router as a plugin subprocess, like an external one, instead of in the
 	// gateway's process.
 	RouterSubprocess bool
@@ -158,13 +162,14 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	intVar(&c.Server.TokenizeMinBytes, "tokenize-min-bytes", "DUET_TOKENIZE_MIN_BYTES", "prompts of at least this many bytes are tokenized for the router; shorter ones are estimated")
 	fs.StringVar(&apiKey, "api-key", env("DUET_API_KEY", ""), "API key clients must send as a Bearer token; comma-separated for several [DUET_API_KEY]")
 	fs.StringVar(&apiKeyFile, "api-key-file", env("DUET_API_KEY_FILE", ""), "file with one API key per line [DUET_API_KEY_FILE]")
-	fs.StringVar(&c.Engine, "engine", env("DUET_ENGINE", DefaultEngine), "engine plugin: a built-in name or a path to a plugin binary [DUET_ENGINE]")
+	fs.StringVar(&c.Engine, "engine", env("DUET_ENGINE", DefaultEngine), "engine plugin: a built-in name, a file of --plugin-dir or a path to a plugin binary (pinned by its SHA-256 at start) [DUET_ENGINE]")
 	fs.StringVar(&engineOpts, "engine-opt", env("DUET_ENGINE_OPTS", ""), "engine load options, comma-separated key=value pairs [DUET_ENGINE_OPTS]")
 	fs.StringVar(&prefill, "prefill", env("DUET_PREFILL", ""), "KV wire endpoints (host:port, comma-separated, in order) of engines that prefill long prompts for this gateway's instances, until cluster routing provides them [DUET_PREFILL]")
 	fs.StringVar(&engineSum, "engine-sha256", env("DUET_ENGINE_SHA256", ""), "SHA-256 (hex) the engine plugin binary must have; checked before every start [DUET_ENGINE_SHA256]")
 	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
 	fs.BoolVar(&c.RouterSubprocess, "router-subprocess", env("DUET_ROUTER_SUBPROCESS", "") == "true", "run a built-in router as a plugin subprocess rather than in the gateway's process [DUET_ROUTER_SUBPROCESS]")
-	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name or a path to a plugin binary [DUET_ROUTER]")
+	fs.StringVar(&c.PluginDir, "plugin-dir", env("DUET_PLUGIN_DIR", ""), "directory of plugin executables a router swap (PUT /admin/v1/router) may name, by file name; each is pinned by its SHA-256 at start [DUET_PLUGIN_DIR]")
+	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name, a file of --plugin-dir or a path to a plugin binary (pinned by its SHA-256 at start) [DUET_ROUTER]")
 	fs.StringVar(&c.PD, "pd", env("DUET_PD", ""), "where long prompts are prefilled: threshold (remote from 1000 uncached tokens, as exo) or auto (by estimated time from measured speeds) [DUET_PD]")
 	calibrate := -1 // unset: by --pd
 	calibrateSet := func(s string) error {

@@ -94,7 +94,9 @@ type Status struct {
 	PID       int       `json:"pid,omitempty"`
 	Restarts  int       `json:"restarts"`
 	StartedAt time.Time `json:"started_at,omitzero"`
-	LastError string    `json:"last_error,omitempty"`
+	// LastError says what went wrong last, in the gateway's own words: a plugin's output (its stderr, a
+	// handshake line it printed) goes to the gateway's log only, never to a client.
+	LastError string `json:"last_error,omitempty"`
 }
 
 // Supervisor keeps one plugin process running.
@@ -109,7 +111,8 @@ type Supervisor[T any] struct {
 	state     State
 	startedAt time.Time
 	restarts  int
-	lastErr   string
+	lastErr   string        // with the plugin's stderr, for the log and Get's error (which callers log)
+	lastState string        // lastErr without anything the plugin wrote, for Status
 	lastWords string        // a short version of lastErr's stderr, for the log
 	exited    chan struct{} // closed when the current process is seen to exit, after OnExit ran
 	sockDir   string        // the current process's socket directory
@@ -245,6 +248,7 @@ func (s *Supervisor[T]) watch() {
 				backoff = s.spec.MinBackoff
 			}
 			s.lastErr = "plugin exited unexpectedly"
+			s.lastState = s.lastErr
 			s.lastWords = s.tail.Summary(512)
 			if last := s.tail.Summary(2048); last != "" {
 				s.lastErr += ": " + last
@@ -287,6 +291,7 @@ func (s *Supervisor[T]) watch() {
 		if err != nil {
 			s.mu.Lock()
 			s.lastErr = err.Error()
+			s.lastState = "plugin restart failed (the gateway's log has why)"
 			s.mu.Unlock()
 			s.spec.Logger.Error("plugin restart failed", "plugin", s.spec.Name, "error", err)
 		}
@@ -336,7 +341,7 @@ func (s *Supervisor[T]) Explain(gen uint64) (died bool, lastWords string) {
 func (s *Supervisor[T]) Status() Status {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Status{Name: s.spec.Name, State: s.state, Restarts: s.restarts, StartedAt: s.startedAt, LastError: s.lastErr}
+	st := Status{Name: s.spec.Name, State: s.state, Restarts: s.restarts, StartedAt: s.startedAt, LastError: s.lastState}
 	if s.pc != nil {
 		st.PID = pid(s.pc)
 	}

@@ -434,12 +434,16 @@ func (s *Server) featureFlags(c *fiber.Ctx) error {
 func (s *Server) state(c *fiber.Ctx) error { return c.JSON(s.snaps.agent.Snapshot()) }
 
 func (s *Server) getRouter(c *fiber.Ctx) error {
-	name := ""
+	name, available := "", []string{}
 	if s.swap != nil {
-		name = s.swap.Current()
+		name, available = s.swap.Current(), s.swap.Available()
 	}
-	return c.JSON(fiber.Map{"router": name})
+	return c.JSON(fiber.Map{"router": name, "available": available})
 }
+
+// ErrRouterRefused wraps a router swap refused before anything started (a path, a name the operator did not
+// register, a pin that is not the registered one): its message is the gateway's own, for the client.
+var ErrRouterRefused = errors.New("router refused")
 
 // putRouter starts another router and routes new requests to it once it is ready; the old one is stopped
 // after its calls returned. A router that fails to start leaves the old one in place.
@@ -452,7 +456,7 @@ func (s *Server) putRouter(c *fiber.Ctx) error {
 		SHA256 string `json:"sha256"`
 	}
 	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Router == "" {
-		return openai.BadRequest("router", "the body must be {\"router\": name or path, \"sha256\"?: hex}")
+		return openai.BadRequest("router", "the body must be {\"router\": name, \"sha256\"?: hex}")
 	}
 	var sum []byte
 	if b.SHA256 != "" {
@@ -464,7 +468,12 @@ func (s *Server) putRouter(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := s.swap.SwapRouter(ctx, b.Router, sum); err != nil {
-		return openai.BadRequest("router", "the router was not swapped: %v", err)
+		if errors.Is(err, ErrRouterRefused) {
+			return openai.BadRequest("router", "the router was not swapped: %s", strings.TrimPrefix(err.Error(), ErrRouterRefused.Error()+": "))
+		}
+		// What a plugin printed (its stderr, a handshake line on its stdout) is for the operator's log only.
+		s.log.Warn("router swap failed", "request_id", requestIDOf(c), "router", b.Router, "error", err)
+		return openai.BadRequest("router", "the router was not swapped: router %q did not start; the gateway's log says why (request id %s)", b.Router, requestIDOf(c))
 	}
 	s.log.Info("router swapped", "router", s.swap.Current())
 	return c.JSON(fiber.Map{"router": s.swap.Current(), "message": "new requests use this router"})

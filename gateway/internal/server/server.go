@@ -120,11 +120,14 @@ type Server struct {
 	probe     linkProber
 }
 
-// RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
-// disables swapping.
+// RouterSwapper starts a router the operator registered, by name, and makes it the one in use
+// (PUT /admin/v1/router); nil disables swapping. An error wrapping ErrRouterRefused started nothing and says
+// why to the client; any other is logged, and the client gets a generic message.
 type RouterSwapper interface {
-	SwapRouter(ctx context.Context, nameOrPath string, sha256 []byte) error
+	SwapRouter(ctx context.Context, name string, sha256 []byte) error
 	Current() string
+	// Available are the names SwapRouter accepts.
+	Available() []string
 }
 
 // Deps are what the server runs on.

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// rawCall sends a JSON body (no key) and returns the status and the body as text.
+func rawCall(t *testing.T, g *gateway, method, path string, body any) (int, string) {
+	t.Helper()
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(method, g.url+path, rd)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.http.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+func writeScript(t *testing.T, path, body string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("#!/bin/sh\n"+body), 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// TestRouterSwapOnlyRegistered: PUT /admin/v1/router starts only what the operator registered at start, by
+// name. A path to any executable is refused before it runs (its marker file never appears), a registered
+// plugin of --plugin-dir swaps in and serves, one whose binary changed after start is refused before it
+// runs, and what a plugin prints never reaches the client (the gateway's log has it).
+func TestRouterSwapOnlyRegistered(t *testing.T) {
+	dir := t.TempDir()
+	plugins := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(plugins, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(dir, "ran")
+	// A real router plugin: the built-in round robin, as an external binary of the plugin directory.
+	writeScript(t, filepath.Join(plugins, "myrouter"), "exec "+duetBin+" plugin router roundrobin\n")
+	// A registered plugin that fails its handshake, loudly.
+	writeScript(t, filepath.Join(plugins, "noisy"), "echo NOISY-STDOUT-abc123\necho NOISY-STDERR-abc123 >&2\nexit 3\n")
+	// What an attacker names: any executable on the machine.
+	evil := filepath.Join(dir, "evil")
+	writeScript(t, evil, "touch "+marker+"\necho EVIL-STDOUT-uid=0\necho EVIL-STDERR-secret >&2\nexit 1\n")
+
+	g := startGateway(t, "--plugin-dir", plugins)
+
+	type errBody struct {
+		Error struct{ Message string } `json:"error"`
+	}
+	for _, name := range []string{evil, "../evil", "/usr/bin/id", "unknown-router"} {
+		st, body := rawCall(t, g, "PUT", "/admin/v1/router", map[string]string{"router": name})
+		if st != 400 {
+			t.Errorf("router %q: status %d %s", name, st, body)
+		}
+		var e errBody
+		_ = json.Unmarshal([]byte(body), &e)
+		for _, want := range []string{"not swapped", "myrouter", "noisy", "roundrobin"} {
+			if !strings.Contains(e.Error.Message, want) {
+				t.Errorf("router %q: the refusal does not list %q: %s", name, want, e.Error.Message)
+			}
+		}
+		if strings.Contains(body, "EVIL") || strings.Contains(body, "uid=") {
+			t.Errorf("router %q: the program's output reached the client: %s", name, body)
+		}
+	}
+	if exists(marker) {
+		t.Fatal("a router swap ran a program the operator did not register")
+	}
+
+	// A registered plugin that fails: the client learns that it failed, the log learns what it said.
+	st, body := rawCall(t, g, "PUT", "/admin/v1/router", map[string]string{"router": "noisy"})
+	if st != 400 || !strings.Contains(body, "did not start") || strings.Contains(body, "NOISY") {
+		t.Errorf("a failing plugin: %d %s", st, body)
+	}
+	waitFor(t, 10*time.Second, "the plugin's output in the gateway's log", func() bool { return strings.Contains(g.stderr.String(), "NOISY-") })
+	var status struct {
+		Plugins []struct {
+			LastError string `json:"last_error"`
+		} `json:"plugins"`
+	}
+	if st := g.api(t, "GET", "/admin/v1/status", nil, &status); st != 200 {
+		t.Fatalf("status: %d", st)
+	}
+	if b, _ := json.Marshal(status); strings.Contains(string(b), "NOISY") {
+		t.Errorf("the status shows a plugin's output: %s", b)
+	}
+
+	// The registered one swaps in and serves.
+	var out struct {
+		Router    string   `json:"router"`
+		Available []string `json:"available"`
+	}
+	if st := g.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "myrouter"}, &out); st != 200 || out.Router != "myrouter" {
+		t.Fatalf("swap to the registered plugin: %d %+v\n%s", st, out, g.stderr.String())
+	}
+	c := g.client()
+	if _, err := c.Chat.Completions.New(context.Background(), chatParams("echo", "through an external router")); err != nil {
+		t.Fatal(err)
+	}
+	g.api(t, "GET", "/admin/v1/router", nil, &out)
+	if out.Router != "myrouter" || !slices.Contains(out.Available, "myrouter") || !slices.Contains(out.Available, "router-disagg") {
+		t.Errorf("GET router: %+v", out)
+	}
+
+	// Replaced after start: refused before it runs, whatever the request pins.
+	if st := g.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "roundrobin"}, &out); st != 200 {
+		t.Fatalf("swap back: %d", st)
+	}
+	writeScript(t, filepath.Join(plugins, "myrouter"), "touch "+marker+"\nexec "+duetBin+" plugin router roundrobin\n")
+	st, body = rawCall(t, g, "PUT", "/admin/v1/router", map[string]string{"router": "myrouter"})
+	if st != 400 || strings.Contains(body, "touch") {
+		t.Errorf("a replaced plugin: %d %s", st, body)
+	}
+	if exists(marker) {
+		t.Error("a plugin binary replaced after start ran")
+	}
+	if !strings.Contains(g.stderr.String(), "is pinned") {
+		t.Errorf("the log does not say the binary is not the pinned one:\n%s", g.stderr.String())
+	}
+	g.api(t, "GET", "/admin/v1/router", nil, &out)
+	if out.Router != "roundrobin" {
+		t.Errorf("router %q after refused swaps", out.Router)
+	}
+}
