@@ -510,7 +510,9 @@ func TestClusterRouterSwap(t *testing.T) {
 func TestClusterAPIErrors(t *testing.T) {
 	port := clusterPort(t)
 	secret := writeSecret(t, "the secret of the cluster whose API says no")
-	n1 := startNode(t, "127.0.0.1", port, secret, "")
+	// Node 1 lets the API load models from a directory of its operator's choice (--models-dir).
+	models := t.TempDir()
+	n1 := startNode(t, "127.0.0.1", port, secret, "", "--models-dir", models)
 	// Node 2 runs the echo engine: its instance has no KV server and no KV layout.
 	n2 := startNode(t, "127.0.0.2", port, secret, "127.0.0.1", "--engine", "echo", "--model", "echo")
 	id1, id2 := n1.nodeID(t), n2.nodeID(t)
@@ -518,7 +520,7 @@ func TestClusterAPIErrors(t *testing.T) {
 	e1, e2 := n1.readyOn(t)[id1], n1.readyOn(t)[id2]
 
 	// A second model on node 1 with another shape, loaded through node 2's API (carried to node 1).
-	other := filepath.Join(t.TempDir(), "tiny")
+	other := filepath.Join(models, "tiny")
 	if err := modelgen.Generate(other, modelgen.Tiny()); err != nil {
 		t.Fatal(err)
 	}

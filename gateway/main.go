@@ -188,13 +188,10 @@ func run(ctx context.Context, cfg config.Config) error {
 			agent.Shutdown()
 		}
 	}()
-	if secrets == nil && listenHost != "127.0.0.1" && listenHost != "localhost" && listenHost != "::1" {
-		log.Warn("no cluster secret: gossip is not encrypted, KV requests are not authenticated, and forwarded requests carry API keys; set --cluster-secret-file on every node")
-	}
 
 	reg := server.NewRegistry(server.RegistryConfig{
 		Node: nodeID, Engine: cfg.Engine, Agent: agent, Defaults: cfg.EngineOptions, KVHost: kvHost(listenHost, apiAddr),
-		CalibrateTokens: cfg.CalibrateTokens, Logger: log,
+		CalibrateTokens: cfg.CalibrateTokens, MaxInstances: cfg.MaxInstances, Logger: log,
 	})
 	for _, m := range cfg.Models {
 		reg.AddSpec(server.InstanceSpec{Model: m})
@@ -254,12 +251,19 @@ func run(ctx context.Context, cfg config.Config) error {
 			log.Warn("exporting the last spans", "error", err)
 		}
 	}()
+	cfg.Server.ListensBeyondLoopback = !loopbackOnly(ln.Addr())
+	if ollamaLn != nil && !loopbackOnly(ollamaLn.Addr()) {
+		cfg.Server.ListensBeyondLoopback = true
+	}
 	srv = server.New(cfg.Server, server.Deps{
 		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,
 		Forward: forward.NewClient(hopKey, tlsClient), HopKeys: secrets.HopKeys(),
 		Status:  func() any { return pluginStatus() },
 		Metrics: m, Tracer: tracer,
 	})
+	for _, w := range srv.Exposure() {
+		log.Warn("open to the network: "+w, "listen", ln.Addr().String())
+	}
 	served := make(chan error, 3)
 	go func() { served <- srv.Serve(ln) }()
 	if ollamaLn != nil {
@@ -415,6 +419,12 @@ func pluginEnv(s *cluster.Secrets) []string {
 		env = append(env, e)
 	}
 	return env
+}
+
+// loopbackOnly says a listener takes connections from this machine only.
+func loopbackOnly(a net.Addr) bool {
+	t, ok := a.(*net.TCPAddr)
+	return ok && t.IP.IsLoopback()
 }
 
 // advertisedAPI is how peers reach this API: the listener's address, or for one bound to every interface,

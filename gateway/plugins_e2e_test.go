@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -142,5 +143,103 @@ func TestRouterSwapOnlyRegistered(t *testing.T) {
 	g.api(t, "GET", "/admin/v1/router", nil, &out)
 	if out.Router != "roundrobin" {
 		t.Errorf("router %q after refused swaps", out.Router)
+	}
+}
+
+// TestInstanceLoadPolicy: a load over the API takes a model, a role and tuning options. Options that name an
+// address or a file are the node operator's (refused, named); a local model directory loads only from under
+// --models-dir, and a path that does not exist, one that cannot be read and one outside the directory (by
+// "..", or by a link) get the same answer; loads past --max-instances and models larger than the memory
+// available are refused.
+func TestInstanceLoadPolicy(t *testing.T) {
+	root := t.TempDir()
+	models := filepath.Join(root, "models")
+	for _, d := range []string{filepath.Join(models, "good"), filepath.Join(models, "org", "name"), filepath.Join(root, "outside"), filepath.Join(models, "locked"), filepath.Join(models, "huge")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(d, "config.json"), []byte("{}"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(filepath.Join(root, "outside"), filepath.Join(models, "link-out")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(models, "locked"), 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.Chmod(filepath.Join(models, "locked"), 0o755) })
+	huge, err := os.Create(filepath.Join(models, "huge", "model.safetensors"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sparse := huge.Truncate(1<<50) == nil // 1 PiB, sparse: no machine has that much memory
+	huge.Close()
+
+	g := startGateway(t, "--models-dir", models, "--max-instances", "3")
+	type errBody struct {
+		Error struct{ Message, Code, Param string } `json:"error"`
+	}
+	load := func(body map[string]any) (int, errBody) {
+		t.Helper()
+		var e errBody
+		st, text := rawCall(t, g, "POST", "/v1/instances", body)
+		_ = json.Unmarshal([]byte(text), &e)
+		return st, e
+	}
+
+	for _, opt := range []string{"kv_listen", "kv_advertise", "cluster_secret_file"} {
+		st, e := load(map[string]any{"model": "echo", "options": map[string]string{opt: "/etc/passwd"}})
+		if st != 400 || !strings.Contains(e.Error.Message, opt) || !strings.Contains(e.Error.Message, "operator") {
+			t.Errorf("option %s over the API: %d %+v", opt, st, e)
+		}
+	}
+	if st, e := load(map[string]any{"model": "echo", "options": map[string]string{"nonsense": "1"}}); st != 400 || !strings.Contains(e.Error.Message, `"nonsense"`) {
+		t.Errorf("an unknown option: %d %+v", st, e)
+	}
+
+	// One answer, whatever the file system holds.
+	shape := func(model, msg string) string { return strings.ReplaceAll(msg, model, "MODEL") }
+	var first string
+	refused := []string{
+		"/etc", "/nonexistent/dir", filepath.Join(root, "outside"), filepath.Join(models, "nope"), "../outside",
+		"good/../../outside", "link-out", filepath.Join(models, "good", "config.json"), "~/x",
+	}
+	if os.Geteuid() != 0 { // root reads it anyway
+		refused = append(refused, "locked")
+	}
+	for _, m := range refused {
+		st, e := load(map[string]any{"model": m})
+		got := fmt.Sprintf("%d %s %s", st, e.Error.Code, shape(m, e.Error.Message))
+		if st != 404 {
+			t.Errorf("model %q: %s", m, got)
+		}
+		if first == "" {
+			first = got
+		} else if got != first {
+			t.Errorf("model %q answers otherwise than %q: %s", m, refused[0], got)
+		}
+	}
+
+	// Under --models-dir, by its relative or absolute path; a hub-shaped name found there; and the limit.
+	var created struct{ ID, Model string }
+	if st := g.api(t, "POST", "/v1/instances", map[string]any{"model": "good", "options": map[string]string{"token_delay": "1ms"}}, &created); st != 201 {
+		t.Fatalf("a model under --models-dir: %d", st)
+	}
+	if st := g.api(t, "POST", "/v1/instances", map[string]any{"model": filepath.Join(models, "org", "name")}, &created); st != 201 {
+		t.Fatalf("a model under --models-dir by its absolute path: %d", st)
+	}
+	st, e := load(map[string]any{"model": "echo"})
+	if st != 409 || e.Error.Code != "too_many_instances" || !strings.Contains(e.Error.Message, "--max-instances") {
+		t.Errorf("a fourth instance with --max-instances 3: %d %+v", st, e)
+	}
+	if sparse {
+		if st := g.api(t, "DELETE", "/v1/instances/"+created.ID, nil, nil); st != 200 {
+			t.Fatalf("unload: %d", st)
+		}
+		st, e := load(map[string]any{"model": "huge"})
+		if st != 507 || e.Error.Code != "insufficient_memory" {
+			t.Errorf("a model larger than memory: %d %+v", st, e)
+		}
 	}
 }

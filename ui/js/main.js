@@ -100,6 +100,18 @@ window.addEventListener('hashchange', () => {
   main.focus();
 });
 
+// The exposure banner says what this gateway leaves open to the network (no API key, admin writes, no
+// cluster secret), as duet logs it at start; it stays while that holds.
+const exposure = document.getElementById('exposure');
+let exposureShown = '';
+function showExposure(lines) {
+  const text = lines.join('\n');
+  if (text === exposureShown) return;
+  exposureShown = text;
+  document.getElementById('exposure-text').replaceChildren(...lines.map((l) => h('li', null, l)));
+  exposure.hidden = !lines.length;
+}
+
 const conn = document.getElementById('conn');
 subscribe((what) => {
   if (what === 'error' && store.error) {
@@ -111,6 +123,7 @@ subscribe((what) => {
     const alive = store.nodes.filter((n) => n.status === 'alive').length;
     conn.textContent = `${store.local ? 'node ' + (store.nodes.find((n) => n.id === store.local)?.name || store.local) + ' · ' : ''}${alive} of ${store.nodes.length} nodes alive · updated ${new Date(store.updated).toLocaleTimeString([], { hour12: false })}`;
     if (bannerSource === 'poll') showError(null);
+    showExposure(store.exposure);
   }
   if (current && current.view.update) {
     current.view.update(what);

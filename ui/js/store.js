@@ -9,6 +9,7 @@ const listeners = new Set();
 export const store = {
   local: '', // this gateway's node id
   nodes: [], // /state's members
+  exposure: [], // /state's exposure: what this gateway leaves open to the network, in words
   instances: [], // /v1/instances
   links: [], // /v1/instance-links
   paths: null, // /admin/v1/paths
@@ -63,6 +64,7 @@ export async function refreshCore() {
     ]);
     store.local = state.local || '';
     store.nodes = state.nodes || [];
+    store.exposure = Array.isArray(state.exposure) ? state.exposure : [];
     nodeNames.clear();
     for (const n of store.nodes) if (n.id) nodeNames.set(n.id, n.name || n.id);
     store.instances = (ins && ins.instances) || [];

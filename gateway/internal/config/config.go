@@ -33,6 +33,8 @@ type Config struct {
 	// by its SHA-256 then: with the built-ins and the --engine/--router paths, the only plugins that a
 	// request (PUT /admin/v1/router) may name.
 	PluginDir string
+	// MaxInstances bounds the instances this node serves; loads over the API past it are refused.
+	MaxInstances int
 	// RouterSubprocess runs a built-in router as a plugin subprocess, like an external one, instead of in the
 	// gateway's process.
 	RouterSubprocess bool
@@ -81,11 +83,14 @@ const (
 	DefaultEngine = "mlx-engine"
 	DefaultModel  = "embedded"
 	DefaultRouter = "router-disagg"
+	// DefaultMaxInstances bounds a node's instances unless --max-instances says otherwise.
+	DefaultMaxInstances = 8
 )
 
 // Parse reads args (without the program name) and the environment through getenv.
 func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config, error) {
-	c := Config{Server: server.DefaultConfig(), EngineOptions: map[string]string{}, MetricsStatsInterval: time.Second}
+	c := Config{Server: server.DefaultConfig(), EngineOptions: map[string]string{}, MetricsStatsInterval: time.Second,
+		MaxInstances: DefaultMaxInstances}
 	fs := flag.NewFlagSet("duet", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -150,7 +155,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		models += v
 		return nil
 	})
-	fs.StringVar(&adminKey, "admin-key", env("DUET_ADMIN_KEY", ""), "key the cluster API's writes need (loading models, instance links, the router); comma-separated for several; without one an API key suffices [DUET_ADMIN_KEY]")
+	fs.StringVar(&adminKey, "admin-key", env("DUET_ADMIN_KEY", ""), "key the cluster API's writes need (loading models, instance links, the router); comma-separated for several; without one an API key suffices, from loopback clients only unless --allow-remote-admin [DUET_ADMIN_KEY]")
+	fs.BoolVar(&c.Server.AllowRemoteAdmin, "allow-remote-admin", env("DUET_ALLOW_REMOTE_ADMIN", "") == "true", "without --admin-key, take the cluster API's writes from clients beyond loopback too (by default only this machine may make them: protected mode) [DUET_ALLOW_REMOTE_ADMIN]")
 	home, _ := os.UserHomeDir()
 	fs.StringVar(&c.DataDir, "data-dir", env("DUET_DATA_DIR", filepath.Join(home, ".duet")), "where the node keeps its id, keyring and membership snapshot [DUET_DATA_DIR]")
 	fs.StringVar(&c.ClusterBind, "cluster-bind", env("DUET_CLUSTER_BIND", ""), "gossip address host:port (default: the --listen host, port 7946) [DUET_CLUSTER_BIND]")
@@ -169,6 +175,8 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&routerSum, "router-sha256", env("DUET_ROUTER_SHA256", ""), "SHA-256 (hex) the router plugin binary must have; checked before every start [DUET_ROUTER_SHA256]")
 	fs.BoolVar(&c.RouterSubprocess, "router-subprocess", env("DUET_ROUTER_SUBPROCESS", "") == "true", "run a built-in router as a plugin subprocess rather than in the gateway's process [DUET_ROUTER_SUBPROCESS]")
 	fs.StringVar(&c.PluginDir, "plugin-dir", env("DUET_PLUGIN_DIR", ""), "directory of plugin executables a router swap (PUT /admin/v1/router) may name, by file name; each is pinned by its SHA-256 at start [DUET_PLUGIN_DIR]")
+	fs.StringVar(&c.Server.ModelsDir, "models-dir", env("DUET_MODELS_DIR", ""), "directory under which a load over the API (POST /v1/instances) may name a local model directory; without it the API loads only Hugging Face ids, embedded and the --model models [DUET_MODELS_DIR]")
+	intVar(&c.MaxInstances, "max-instances", "DUET_MAX_INSTANCES", "instances this node serves at most, --model ones included; loads over the API past it are refused")
 	fs.StringVar(&c.Router, "router", env("DUET_ROUTER", DefaultRouter), "router plugin: a built-in name, a file of --plugin-dir or a path to a plugin binary (pinned by its SHA-256 at start) [DUET_ROUTER]")
 	fs.StringVar(&c.PD, "pd", env("DUET_PD", ""), "where long prompts are prefilled: threshold (remote from 1000 uncached tokens, as exo) or auto (by estimated time from measured speeds) [DUET_PD]")
 	calibrate := -1 // unset: by --pd
@@ -225,6 +233,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	if len(c.Models) == 0 {
 		c.Models = []string{DefaultModel}
 	}
+	c.Server.OperatorModels = c.Models
 	c.Join = splitList(join)
 	c.Server.AdminKeys = splitList(adminKey)
 	for _, k := range strings.Split(apiKey, ",") {
@@ -313,6 +322,9 @@ func (c Config) validate() error {
 	}
 	if c.Server.MaxInFlight <= 0 || c.Server.MaxQueue < 0 {
 		errs = append(errs, errors.New("--max-inflight must be positive and --max-queue not negative"))
+	}
+	if c.MaxInstances < 1 {
+		errs = append(errs, errors.New("--max-instances must be at least 1"))
 	}
 	if c.Server.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("--request-timeout must be positive"))

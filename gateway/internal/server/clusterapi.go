@@ -266,8 +266,19 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 				Message: fmt.Sprintf("instance %q exists already", b.ID)}
 		}
 	}
+	if err := checkLoadOptions(b.Options); err != nil {
+		return err
+	}
 	if b.Node != "" && b.Node != s.reg.Node() {
 		return s.forwardAdmin(c, b.Node)
+	}
+	// The node that loads decides what it loads: its --models-dir, its memory, its limit.
+	model, size, err := s.resolveAPIModel(b.Model)
+	if err != nil {
+		return err
+	}
+	if err := checkFits(b.Model, size); err != nil {
+		return err
 	}
 	e, _, err := s.engines.Get()
 	if err != nil {
@@ -276,7 +287,10 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
-	in, err := s.reg.Add(ctx, e, InstanceSpec{ID: b.ID, Model: b.Model, Options: b.Options, Role: role})
+	in, err := s.reg.Add(ctx, e, InstanceSpec{ID: b.ID, Model: model, Options: b.Options, Role: role})
+	if errors.Is(err, ErrTooManyInstances) {
+		return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "too_many_instances", Message: err.Error()[len(ErrTooManyInstances.Error())+2:]}
+	}
 	if err != nil {
 		var ee *engine.Error
 		if errors.As(err, &ee) {
@@ -431,7 +445,13 @@ func (s *Server) featureFlags(c *fiber.Ctx) error {
 }
 
 // state is the cluster snapshot, as exo's /state is its whole state.
-func (s *Server) state(c *fiber.Ctx) error { return c.JSON(s.snaps.agent.Snapshot()) }
+func (s *Server) state(c *fiber.Ctx) error {
+	return c.JSON(struct {
+		*serfcluster.Snapshot
+		// Exposure is what this gateway leaves open to the network (Exposure), for the dashboard's banner.
+		Exposure []string `json:"exposure,omitempty"`
+	}{s.snaps.agent.Snapshot(), s.Exposure()})
+}
 
 func (s *Server) getRouter(c *fiber.Ctx) error {
 	name, available := "", []string{}

@@ -46,6 +46,8 @@ type Registry struct {
 	kvHost   string // where instances serve KV when their options do not say
 	// calibrate is how many prompt tokens a calibration run has after each load (0: none); see calibrate.
 	calibrate int
+	// max bounds the instances Add accepts, counting those loaded at start (0: no bound).
+	max int
 
 	mu        sync.RWMutex
 	specs     []InstanceSpec
@@ -66,7 +68,10 @@ type RegistryConfig struct {
 	// instance once it is loaded, in the background, to seed its measured speeds (cluster.Speeds) before
 	// real requests refine them.
 	CalibrateTokens int
-	Logger          *slog.Logger
+	// MaxInstances, when positive, bounds the instances of this node that Add accepts (those of --model
+	// count, but are never refused).
+	MaxInstances int
+	Logger       *slog.Logger
 }
 
 // NewRegistry returns a registry with no instances.
@@ -75,7 +80,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{node: cfg.Node, engineTag: cfg.Engine, agent: cfg.Agent, log: cfg.Logger, defaults: cfg.Defaults,
-		kvHost: cfg.KVHost, calibrate: cfg.CalibrateTokens, instances: map[string]*Instance{}}
+		kvHost: cfg.KVHost, calibrate: cfg.CalibrateTokens, max: cfg.MaxInstances, instances: map[string]*Instance{}}
 }
 
 // Node is this node's id.
@@ -180,12 +185,19 @@ func (r *Registry) publish(spec InstanceSpec, d engine.Description, status serfc
 	}
 }
 
+// ErrTooManyInstances is Add's refusal past the node's instance limit.
+var ErrTooManyInstances = errors.New("too many instances")
+
 // Add loads a new instance into the running engine and keeps it across engine restarts.
 func (r *Registry) Add(ctx context.Context, e engine.Engine, spec InstanceSpec) (*Instance, error) {
 	r.mu.Lock()
 	if spec.ID != "" && r.hasSpecLocked(spec.ID) {
 		r.mu.Unlock()
 		return nil, fmt.Errorf("instance %q already exists", spec.ID)
+	}
+	if r.max > 0 && len(r.specs) >= r.max {
+		r.mu.Unlock()
+		return nil, fmt.Errorf("%w: node %s serves %d instances, its limit (--max-instances); unload one first", ErrTooManyInstances, r.node, len(r.specs))
 	}
 	spec.ID = r.addSpecLocked(spec)
 	spec = r.specs[len(r.specs)-1]

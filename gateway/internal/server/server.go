@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -55,14 +56,25 @@ type Config struct {
 	// none (the engine decides by prompt length whether to use them).
 	PrefillEndpoints []string
 	// AdminKeys, when any, are required for the writes of the cluster API (loading instances, instance links,
-	// swapping the router); otherwise an API key suffices.
+	// swapping the router); otherwise an API key suffices, and only from loopback unless AllowRemoteAdmin
+	// (protected mode; see protect.go).
 	AdminKeys []string
+	// AllowRemoteAdmin takes the cluster API's writes from clients beyond loopback without an admin key.
+	AllowRemoteAdmin bool
+	// ListensBeyondLoopback says the API is reachable from other machines: Exposure then says what is open.
+	ListensBeyondLoopback bool
 	// TokenizeMinBytes: prompts of at least this many bytes are tokenized for the router (exact length, prefix
 	// hashes for affinity); shorter ones are estimated from their bytes, at no cost.
 	TokenizeMinBytes int
 	// LinkProbeEvery is how often a link into this node's instances that no KV transfer measured yet is
 	// probed (a timed download from the peer's gateway; see linkprobe.go); 0: never.
 	LinkProbeEvery time.Duration
+	// ModelsDir, when set, is the directory under which a load over the API (POST /v1/instances) may name a
+	// local model directory; without it only Hugging Face ids, "embedded" and OperatorModels load over the
+	// API.
+	ModelsDir string
+	// OperatorModels are the models the operator named at start (--model): a load over the API may name them.
+	OperatorModels []string
 	Logger         *slog.Logger
 }
 
@@ -118,6 +130,8 @@ type Server struct {
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
 	probe     linkProber
+	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
+	modelsRoot string
 }
 
 // RouterSwapper starts a router the operator registered, by name, and makes it the one in use
@@ -165,6 +179,14 @@ func New(cfg Config, d Deps) *Server {
 	}
 	if len(d.HopKeys) > 0 {
 		s.hops = forward.NewVerifier(d.HopKeys)
+	}
+	if cfg.ModelsDir != "" {
+		root, err := filepath.EvalSymlinks(cfg.ModelsDir)
+		if abs, aerr := filepath.Abs(root); err == nil && aerr == nil {
+			s.modelsRoot = abs
+		} else {
+			s.log.Warn("--models-dir cannot be read: no local model loads over the API", "dir", cfg.ModelsDir, "error", err)
+		}
 	}
 	for _, k := range cfg.APIKeys {
 		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
@@ -230,12 +252,12 @@ func (s *Server) routes() {
 	v1.Get("/models", s.listModels)
 	v1.Get("/models/+", s.getModel)
 	v1.Get("/instances", s.listInstances)
-	v1.Post("/instances", s.adminOnly, s.createInstance)
-	v1.Delete("/instances/+", s.adminOnly, s.deleteInstance)
+	v1.Post("/instances", s.adminOnly, s.localAdminOnly, s.createInstance)
+	v1.Delete("/instances/+", s.adminOnly, s.localAdminOnly, s.deleteInstance)
 	v1.Get("/instance-links", s.listLinks)
-	v1.Post("/instance-links", s.adminOnly, s.createLink)
-	v1.Put("/instance-links/:id", s.adminOnly, s.updateLink)
-	v1.Delete("/instance-links/:id", s.adminOnly, s.deleteLink)
+	v1.Post("/instance-links", s.adminOnly, s.localAdminOnly, s.createLink)
+	v1.Put("/instance-links/:id", s.adminOnly, s.localAdminOnly, s.updateLink)
+	v1.Delete("/instance-links/:id", s.adminOnly, s.localAdminOnly, s.deleteLink)
 	v1.Get("/feature-flags", s.featureFlags)
 	s.responsesRoutes(v1)
 	s.anthropicRoutes(v1)
@@ -245,10 +267,10 @@ func (s *Server) routes() {
 	admin.Get("/status", s.adminStatus)
 	admin.Get(strings.TrimPrefix(linkProbePath, "/admin/v1"), s.linkProbe)
 	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
-	admin.Put("/router", s.adminOnly, s.putRouter)
+	admin.Put("/router", s.adminOnly, s.localAdminOnly, s.putRouter)
 	admin.Get("/router", s.getRouter)
-	admin.Get("/cluster/keys", s.adminOnly, s.listKeys)
-	admin.Post("/cluster/keys", s.adminOnly, s.changeKeys)
+	admin.Get("/cluster/keys", s.adminOnly, s.localAdminOnly, s.listKeys)
+	admin.Post("/cluster/keys", s.adminOnly, s.localAdminOnly, s.changeKeys)
 	s.dashboardRoutes(admin)
 	s.app.Use(func(c *fiber.Ctx) error {
 		return &openai.Error{

@@ -13,8 +13,8 @@ let ctx = null;
 export function mount(root, c) {
   ctx = c;
   els = { key: h('div'), router: h('div'), flags: h('div'), status: h('div') };
-  const routerInput = h('input', { type: 'text', id: 'router-name', list: 'router-names', placeholder: 'router-disagg, roundrobin or a plugin path', size: 34, required: true });
-  const sha = h('input', { type: 'text', id: 'router-sha', placeholder: 'optional, for a plugin path', size: 30 });
+  const routerInput = h('input', { type: 'text', id: 'router-name', list: 'router-names', placeholder: 'a registered router: router-disagg, roundrobin…', size: 34, required: true });
+  const sha = h('input', { type: 'text', id: 'router-sha', placeholder: 'optional, for an external plugin', size: 30 });
   const routerMsg = h('div', { id: 'router-msg', role: 'status', 'aria-live': 'polite' });
   const theme = localStorage.getItem('duet.theme') || 'auto';
   root.append(
@@ -46,7 +46,7 @@ export function mount(root, c) {
         h('div', { class: 'field' }, h('label', { for: 'router-name' }, 'Swap to'), routerInput),
         h('div', { class: 'field' }, h('label', { for: 'router-sha' }, 'SHA-256'), sha),
         h('button', { type: 'submit', class: 'primary', id: 'router-swap' }, 'Swap router')),
-      h('p', { class: 'muted small' }, 'Only this gateway swaps its router; needs the admin key when one is set.'),
+      h('p', { class: 'muted small' }, 'Only this gateway swaps its router, to one its operator registered at start (built-in, --router, --plugin-dir); needs the admin key when one is set.'),
       routerMsg)),
     h('div', { class: 'grid-2' },
       h('section', { class: 'panel', 'aria-labelledby': 'flags-h' }, h('h2', { id: 'flags-h' }, 'Feature flags'), els.flags),
@@ -83,7 +83,10 @@ function renderKey() {
 async function loadRouter() {
   try {
     const ans = await api('GET', '/admin/v1/router', undefined, { interactive: false });
-    if (els) replace(els.router, h('p', null, 'In use: ', h('b', { id: 'router-current' }, ans.router || 'unknown')));
+    if (!els) return;
+    replace(els.router, h('p', null, 'In use: ', h('b', { id: 'router-current' }, ans.router || 'unknown')));
+    const names = document.getElementById('router-names');
+    if (names && Array.isArray(ans.available)) names.replaceChildren(...ans.available.map((n) => h('option', { value: n })));
   } catch (err) {
     if (els) replace(els.router, h('p', { class: 'error' }, 'The router could not be read: ' + err.message));
   }
