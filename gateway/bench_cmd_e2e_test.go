@@ -167,12 +167,13 @@ func TestBenchPDURL(t *testing.T) {
 		t.Skip("starts a two-node cluster")
 	}
 	secret := writeSecret(t, "the benchmark cluster's secret, long enough")
-	n1 := benchNode(t, "127.0.0.1", secret, "")
-	n2 := benchNode(t, "127.0.0.2", secret, n1.gossip)
+	// The nodes let the API load models from the directory the benchmark's model is made in (--models-dir).
+	dir := t.TempDir()
+	n1 := benchNode(t, "127.0.0.1", secret, "", "--models-dir", dir)
+	n2 := benchNode(t, "127.0.0.2", secret, n1.gossip, "--models-dir", dir)
 	id1, id2 := n1.nodeID(t), n2.nodeID(t)
 	waitFor(t, 20*time.Second, "two ready instances", func() bool { return len(n1.readyOn(t)) == 2 && len(n2.readyOn(t)) == 2 })
 
-	dir := t.TempDir()
 	// A model of the benchmark's own: the cluster serves the embedded one already.
 	model := filepath.Join(dir, "tiny")
 	if err := modelgen.Generate(model, modelgen.Tiny()); err != nil {
@@ -229,7 +230,7 @@ func TestBenchPDURL(t *testing.T) {
 }
 
 // benchNode is startNode with a gossip port of its own (not 7946, which other tests may hold).
-func benchNode(t *testing.T, ip, secret, join string) *benchClusterNode {
+func benchNode(t *testing.T, ip, secret, join string, extra ...string) *benchClusterNode {
 	t.Helper()
 	port, gport := clusterPort(t), clusterPort(t)
 	n := &benchClusterNode{node: &node{ip: ip, dataDir: t.TempDir()}, gossip: net.JoinHostPort(ip, gport)}
@@ -238,6 +239,7 @@ func benchNode(t *testing.T, ip, secret, join string) *benchClusterNode {
 	if join != "" {
 		args = append(args, "--join", join)
 	}
+	args = append(args, extra...)
 	n.gateway = startDuetWith(t, duetOptions{listen: net.JoinHostPort(ip, port), setup: routerEnv}, args...)
 	return n
 }

@@ -322,7 +322,9 @@ func TestUIDashboard(t *testing.T) {
 	testnode.Module(t, "playwright-core")
 	port := clusterPort(t)
 	secret := writeSecret(t, "the two nodes of the dashboard share this secret")
-	keys := []string{"--api-key", uiUserKey, "--admin-key", uiAdminKey}
+	// The page loads a model of its own, from a directory the nodes let the API load from (--models-dir).
+	models := t.TempDir()
+	keys := []string{"--api-key", uiUserKey, "--admin-key", uiAdminKey, "--models-dir", models}
 	// Gossip on ports of their own: other tests on this machine may hold the default one.
 	gossip1, gossip2 := freeAddr(t), "127.0.0.2:"+clusterPort(t)
 	n1 := startNode(t, "127.0.0.1", port, secret, "", append(keys, "--cluster-bind", gossip1)...)
@@ -345,7 +347,7 @@ func TestUIDashboard(t *testing.T) {
 		return len(ready(n1.gateway)) == 2 && len(ready(n2.gateway)) == 2
 	})
 	ins := ready(n1.gateway)
-	tiny := filepath.Join(t.TempDir(), "tiny")
+	tiny := filepath.Join(models, "tiny")
 	if err := modelgen.Generate(tiny, modelgen.Tiny()); err != nil {
 		t.Fatal(err)
 	}

@@ -88,8 +88,11 @@ func (s *Server) resolveAPIModel(model string) (string, int64, error) {
 	return "", 0, modelUnavailable(model)
 }
 
-// underModelsDir resolves a model reference against --models-dir (a relative one from it), symbolic links
-// evaluated: it is a readable directory inside it, or nothing.
+// underModelsDir resolves a model reference against --models-dir (a relative one from it): with symbolic
+// links evaluated it must be a readable directory inside it, or it is nothing. It returns the path as named
+// (made absolute), not the link's target, so that the engine names the model after what was asked for (the
+// MLX engine names a local model by its directory's name); whoever can change links inside --models-dir
+// between this check and the load could point elsewhere, but that is the operator.
 func (s *Server) underModelsDir(model string) (string, bool) {
 	root := s.modelsRoot
 	if root == "" {
@@ -118,7 +121,7 @@ func (s *Server) underModelsDir(model string) (string, bool) {
 	if _, err := f.Readdirnames(1); err != nil {
 		return "", false
 	}
-	return real, true
+	return filepath.Clean(p), true
 }
 
 // dirSize is the bytes of the regular files under dir (0 for what is not a directory), the estimate of what
