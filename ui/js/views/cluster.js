@@ -274,7 +274,7 @@ function refreshNodeSelect() {
 }
 
 function loadForm() {
-  const model = h('input', { type: 'text', id: 'load-model', required: true, placeholder: 'embedded, org/name or /path/to/model', size: 36 });
+  const model = h('input', { type: 'text', id: 'load-model', required: true, placeholder: 'embedded, org/name or a model under --models-dir', size: 36 });
   nodeSelect = h('select', { id: 'load-node' });
   const role = h('select', { id: 'load-role' }, ['both', 'prefill', 'decode'].map((r) => h('option', { value: r }, r)));
   const id = h('input', { type: 'text', id: 'load-id', placeholder: 'optional', size: 12 });
