@@ -22,6 +22,9 @@ type decoder struct {
 	r    mpack.Reader
 	what string // the message being decoded, for errors
 	seen uint32 // bit set of known keys already decoded
+	// reserve, when set, is asked for every allocation the decoder makes outside the frame (string copies,
+	// token IDs) before it is made; its error aborts the decoding.
+	reserve func(bytes int) error
 }
 
 func newDecoder(body []byte, what string) decoder {
@@ -104,6 +107,11 @@ func (d *decoder) str(field string) (string, error) {
 	if err != nil {
 		return "", d.fail(field, err)
 	}
+	if d.reserve != nil && len(b) > 0 {
+		if err := d.reserve(len(b)); err != nil {
+			return "", err
+		}
+	}
 	return string(b), nil
 }
 
@@ -171,8 +179,14 @@ func clip(b []byte) string {
 // exo's msgspec struct; token IDs must be in [0, 2^31). An unknown duet_checksum is ignored; auth fields are
 // decoded but not verified (Server does that).
 func DecodeRequest(body []byte) (Request, error) {
+	return decodeRequest(body, nil)
+}
+
+// decodeRequest is DecodeRequest with reserve asked before every allocation (see decoder.reserve).
+func decodeRequest(body []byte, reserve func(int) error) (Request, error) {
 	var req Request
 	d := newDecoder(body, "request")
+	d.reserve = reserve
 	n, err := d.mapHeader()
 	if err != nil {
 		return req, err
@@ -253,6 +267,11 @@ func (d *decoder) tokenIDs() ([]int32, error) {
 	first := d.r
 	for range n {
 		if _, err := d.intIn(keyTokenIDs, 0, math.MaxInt32); err != nil {
+			return nil, err
+		}
+	}
+	if d.reserve != nil {
+		if err := d.reserve(4 * n); err != nil {
 			return nil, err
 		}
 	}

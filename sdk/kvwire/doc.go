@@ -48,7 +48,9 @@
 //
 // Bytes from the network are decoded by this package's own bounded MessagePack reader, never by a general
 // decoder: frames are capped (Server: 16 MiB requests; Fetch: 1 GiB), a frame's buffer grows with the bytes
-// that actually arrive, every str, bin, array and map length is checked against the bytes left in the frame
+// that actually arrive, what requests hold before their proof is verified is bounded across all connections
+// (ServerConfig.MaxUnauthenticatedBytes), jobs without a proof are limited per client address and in all,
+// every str, bin, array and map length is checked against the bytes left in the frame
 // before anything is allocated or iterated, arrays are validated before their storage is allocated, unknown
 // values are skipped without recursion and nested at most MaxNesting deep, and tensor bytes are aliased, not
 // copied. Decoders accept any key order and integer width and ignore unknown keys; missing or mistyped fields,

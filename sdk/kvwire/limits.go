@@ -3,9 +3,12 @@ package kvwire
 import (
 	"container/list"
 	"context"
+	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -131,4 +134,87 @@ func (r *rateLog) emit(level slog.Level, msg string, args []any) {
 		args = append(args, "suppressed_since_last", suppressed)
 	}
 	r.log.Log(context.Background(), level, msg, args...)
+}
+
+// errUnauthBudget is what a request's read or decode gets when the bytes held by unauthenticated requests
+// across all connections would pass ServerConfig.MaxUnauthenticatedBytes; the server answers it 503.
+var errUnauthBudget = errors.New("kvwire: unauthenticated request memory budget exhausted")
+
+// byteBudget counts the bytes that requests not (yet) authenticated hold, across connections. It never waits:
+// a take that would pass the maximum fails, so a flood of large unauthenticated frames is refused instead of
+// queued.
+type byteBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+func (b *byteBudget) take(n int64) bool {
+	for {
+		u := b.used.Load()
+		if u+n > b.max {
+			return false
+		}
+		if b.used.CompareAndSwap(u, u+n) {
+			return true
+		}
+	}
+}
+
+// hold is one connection's share of a byteBudget. Its methods are called from the connection's goroutine only.
+type hold struct {
+	b *byteBudget
+	n int64
+}
+
+// take reserves n more bytes, or returns errUnauthBudget.
+func (h *hold) take(n int) error {
+	if !h.b.take(int64(n)) {
+		return errUnauthBudget
+	}
+	h.n += int64(n)
+	return nil
+}
+
+// give returns n of the reserved bytes.
+func (h *hold) give(n int) {
+	h.n -= int64(n)
+	h.b.used.Add(-int64(n))
+}
+
+// release returns everything held.
+func (h *hold) release() {
+	h.b.used.Add(-h.n)
+	h.n = 0
+}
+
+// firstRequestBuffer is the first allocation for a request's body; it doubles as bytes arrive.
+const firstRequestBuffer = 4 << 10
+
+// readRequestBody reads a request body of n bytes from r into a buffer that grows only as bytes arrive (it
+// doubles when full, so it is never more than twice what arrived plus 4 KiB), with every allocation reserved
+// in h before it is made.
+func readRequestBody(r io.Reader, n int, h *hold) ([]byte, error) {
+	var buf []byte
+	have := 0
+	for have < n {
+		if have == len(buf) {
+			c := min(n, max(2*len(buf), firstRequestBuffer))
+			if err := h.take(c); err != nil {
+				return nil, err
+			}
+			grown := make([]byte, c)
+			copy(grown, buf[:have])
+			h.give(len(buf))
+			buf = grown
+		}
+		k, err := io.ReadFull(r, buf[have:])
+		have += k
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+	}
+	return buf, nil
 }

@@ -1,9 +1,8 @@
 package kvwire
 
 import (
-	"bufio"
-	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,10 @@ const (
 	DefaultMaxPending          = 256
 	DefaultMaxPendingPerSource = 64
 	DefaultMaxNonces           = 1 << 20
+
+	DefaultMaxUnauthenticatedBytes   = 32 << 20
+	DefaultMaxAnonymousJobs          = 4
+	DefaultMaxAnonymousJobsPerSource = 2
 )
 
 // ServerConfig configures a Server. Only Dispatch is required.
@@ -52,6 +55,15 @@ type ServerConfig struct {
 	MaxJobDuration time.Duration
 	// MaxRequestSize caps the request frame (16 MiB holds millions of token IDs).
 	MaxRequestSize int
+	// MaxUnauthenticatedBytes bounds, across all connections, the memory held by requests that are not
+	// authenticated: the buffers of requests still arriving (which grow only as bytes arrive), their decoded
+	// strings and token IDs, and the token IDs of jobs running without a proof. A request that would pass it is
+	// answered 503 at once; an authenticated request gives its share back once its proof is verified.
+	MaxUnauthenticatedBytes int64
+	// MaxAnonymousJobs caps the jobs in progress without a valid proof (every job, when the server has no
+	// Secrets), and MaxAnonymousJobsPerSource those of one client address; a request beyond either is answered
+	// 503 at once, so unauthenticated peers cannot take the engine's whole compute from its own requests.
+	MaxAnonymousJobs, MaxAnonymousJobsPerSource int
 	// SendBuffer bounds, in tensor bytes, what a job's Writer holds queued and not yet written; the engine
 	// blocks in Writer.Chunk beyond it (backpressure).
 	SendBuffer int64
@@ -111,6 +123,15 @@ func (c *ServerConfig) setDefaults() error {
 	if c.MaxRequestSize <= 0 {
 		c.MaxRequestSize = DefaultMaxRequestSize
 	}
+	if c.MaxUnauthenticatedBytes <= 0 {
+		c.MaxUnauthenticatedBytes = DefaultMaxUnauthenticatedBytes
+	}
+	if c.MaxAnonymousJobs <= 0 {
+		c.MaxAnonymousJobs = DefaultMaxAnonymousJobs
+	}
+	if c.MaxAnonymousJobsPerSource <= 0 {
+		c.MaxAnonymousJobsPerSource = min(DefaultMaxAnonymousJobsPerSource, c.MaxAnonymousJobs)
+	}
 	if c.SendBuffer <= 0 {
 		c.SendBuffer = DefaultSendBuffer
 	}
@@ -145,8 +166,11 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[net.Listener]struct{}
 	conns     map[*serverConn]struct{}
-	pending   pendingConns  // connections still sending their request
-	jobs      int           // connections past their request: job slots in use
+	pending   pendingConns // connections still sending their request
+	jobs      int          // connections past their request: job slots in use
+	anonJobs  int          // of jobs, those without a valid proof
+	anonBySrc map[string]int
+	unauth    byteBudget    // memory held by unauthenticated requests
 	stopping  chan struct{} // closed by Stop and Close: no new jobs; pending ones are answered 503
 	closed    bool
 	wg        sync.WaitGroup
@@ -162,6 +186,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		listeners: make(map[net.Listener]struct{}),
 		conns:     make(map[*serverConn]struct{}),
 		pending:   newPendingConns(),
+		anonBySrc: map[string]int{},
+		unauth:    byteBudget{max: cfg.MaxUnauthenticatedBytes},
 		stopping:  make(chan struct{}),
 		warn:      newRateLog(cfg.Logger, time.Second, 10),
 	}
@@ -367,6 +393,34 @@ type serverConn struct {
 	w       *Writer
 	started atomic.Bool  // its first bytes arrived (the pending list evicts idle connections first)
 	elem    *pendingElem // on the server's pending list; guarded by the server's mutex
+
+	// What the request holds, given back by release (on the connection's goroutine only): its share of the
+	// unauthenticated budget (its body while it arrives and is decoded, then its decoded fields until its
+	// proof is verified or, without one, until its job ends), its job slot, and whether that slot is an
+	// anonymous one.
+	body, fields         hold
+	holdsSlot, anonymous bool
+}
+
+// release gives back what the request holds. It runs before the last frame of an answer is written, so a
+// client that sends its next request as soon as it has read this one's end finds the slot free.
+func (c *serverConn) release() {
+	c.body.release()
+	c.fields.release()
+	if !c.holdsSlot {
+		return
+	}
+	s := c.srv
+	s.mu.Lock()
+	s.jobs--
+	if c.anonymous {
+		s.anonJobs--
+		if s.anonBySrc[c.source]--; s.anonBySrc[c.source] <= 0 {
+			delete(s.anonBySrc, c.source)
+		}
+	}
+	s.mu.Unlock()
+	c.holdsSlot, c.anonymous = false, false
 }
 
 func (c *serverConn) hasStarted() bool { return c.started.Load() }
@@ -401,13 +455,12 @@ func (c *serverConn) abort(cause error) {
 func (c *serverConn) serve() {
 	s := c.srv
 	log := s.cfg.Logger.With("remote", c.conn.RemoteAddr().String())
-	holdsSlot := false
+	c.body, c.fields = hold{b: &s.unauth}, hold{b: &s.unauth}
+	body, fields := &c.body, &c.fields
 	defer func() {
+		c.release()
 		s.mu.Lock()
 		s.pending.remove(c)
-		if holdsSlot {
-			s.jobs--
-		}
 		s.mu.Unlock()
 		c.mu.Lock()
 		watched := c.w != nil
@@ -441,8 +494,7 @@ func (c *serverConn) serve() {
 	c.mu.Unlock()
 	var prefix [4]byte
 	n, err := io.ReadFull(c.conn, prefix[:])
-	var body []byte
-	var br *bufio.Reader
+	var frame []byte
 	if err == nil {
 		c.started.Store(true)
 		c.mu.Lock()
@@ -450,9 +502,14 @@ func (c *serverConn) serve() {
 			c.conn.SetReadDeadline(start.Add(s.cfg.RequestTimeout))
 		}
 		c.mu.Unlock()
-		// The frame's buffer is allocated only now: an idle connection costs no more than its goroutine.
-		br = bufio.NewReaderSize(io.MultiReader(bytes.NewReader(prefix[:]), c.conn), 64<<10)
-		body, err = NewFrameReader(br, s.cfg.MaxRequestSize).Next()
+		// Nothing is allocated before the first bytes (an idle connection costs its goroutine), and then only
+		// as bytes arrive, within the budget of every unauthenticated request together. The body is read
+		// exactly, without read-ahead, so what the client sends after it is the watcher's to see.
+		if size := int(binary.BigEndian.Uint32(prefix[:])); size > s.cfg.MaxRequestSize {
+			err = &FrameTooLargeError{Size: int64(size), Max: int64(s.cfg.MaxRequestSize)}
+		} else {
+			frame, err = readRequestBody(c.conn, size, body)
+		}
 	}
 	c.mu.Lock()
 	c.reading = false
@@ -479,15 +536,24 @@ func (c *serverConn) serve() {
 	}
 	if err != nil {
 		var tooLarge *FrameTooLargeError
-		if errors.As(err, &tooLarge) {
+		switch {
+		case errors.As(err, &tooLarge):
 			log.Info("kvwire: request rejected", "err", err)
 			c.answer(nil, CodeBadRequest, "bad request: "+err.Error())
-		} else if !errors.Is(err, io.EOF) {
+		case errors.Is(err, errUnauthBudget):
+			c.answerBudget()
+		case !errors.Is(err, io.EOF):
 			log.Info("kvwire: reading request failed", "err", err)
 		}
 		return
 	}
-	req, err := DecodeRequest(body)
+	req, err := decodeRequest(frame, fields.take)
+	frame = nil
+	body.release()
+	if errors.Is(err, errUnauthBudget) {
+		c.answerBudget()
+		return
+	}
 	if err != nil {
 		s.warn.Info("kvwire: request rejected", "reason", "decode", "remote", c.conn.RemoteAddr().String(), "err", err)
 		c.answer(nil, CodeBadRequest, "bad request: "+err.Error())
@@ -507,17 +573,33 @@ func (c *serverConn) serve() {
 			return
 		}
 		authenticated = true
+		fields.release()
 	}
 	c.conn.SetReadDeadline(time.Time{})
+	var busy string
 	s.mu.Lock()
-	if s.jobs < s.cfg.MaxConns {
+	switch {
+	case s.jobs >= s.cfg.MaxConns:
+		busy = fmt.Sprintf("server has %d prefill jobs in progress; retry later", s.cfg.MaxConns)
+	case !authenticated && s.anonBySrc[c.source] >= s.cfg.MaxAnonymousJobsPerSource:
+		busy = fmt.Sprintf("%s has %d prefill jobs in progress without authentication, the most one address may; retry later",
+			c.source, s.cfg.MaxAnonymousJobsPerSource)
+	case !authenticated && s.anonJobs >= s.cfg.MaxAnonymousJobs:
+		busy = fmt.Sprintf("server has %d prefill jobs in progress without authentication, the most it takes; retry later",
+			s.cfg.MaxAnonymousJobs)
+	default:
 		s.jobs++
-		holdsSlot = true
+		c.holdsSlot = true
+		if !authenticated {
+			s.anonJobs++
+			s.anonBySrc[c.source]++
+			c.anonymous = true
+		}
 	}
 	s.mu.Unlock()
-	if !holdsSlot {
-		s.warn.Warn("kvwire: too many jobs in progress", "reason", "busy", "remote", c.conn.RemoteAddr().String(), "max", s.cfg.MaxConns)
-		c.answer(&req, CodeBusy, fmt.Sprintf("server has %d prefill jobs in progress; retry later", s.cfg.MaxConns))
+	if !c.holdsSlot {
+		s.warn.Warn("kvwire: too many jobs in progress", "reason", "busy", "remote", c.conn.RemoteAddr().String(), "why", busy)
+		c.answer(&req, CodeBusy, busy)
 		return
 	}
 
@@ -530,6 +612,7 @@ func (c *serverConn) serve() {
 		checksum = req.Checksum
 	}
 	w := newWriter(job, c.conn, cancel, checksum, s.cfg.WriteTimeout, s.cfg.SendBuffer)
+	w.beforeFinal = c.release
 	job.w = w
 	// Publish the writer before looking at s.closed; Close sets closed before it aborts the writers it sees,
 	// so either it aborts this one or this connection sees closed.
@@ -542,7 +625,7 @@ func (c *serverConn) serve() {
 	if closed {
 		return
 	}
-	go w.watchClient(br)
+	go w.watchClient(c.conn)
 
 	if !c.dispatch(job, log) {
 		return
@@ -596,9 +679,19 @@ func (c *serverConn) dispatch(job *Job, log *slog.Logger) (ok bool) {
 	return true
 }
 
+// answerBudget answers a request that would pass the unauthenticated memory budget.
+func (c *serverConn) answerBudget() {
+	s := c.srv
+	s.warn.Warn("kvwire: request refused: unauthenticated requests hold their whole memory budget", "reason", "memory",
+		"remote", c.conn.RemoteAddr().String(), "max_bytes", s.cfg.MaxUnauthenticatedBytes)
+	c.answer(nil, CodeBusy, fmt.Sprintf("server is holding its %d KiB for requests not yet authenticated; retry later",
+		s.cfg.MaxUnauthenticatedBytes>>10))
+}
+
 // answer writes an error response the way exo does, a header with no layers followed by an error message,
 // within one WriteTimeout.
 func (c *serverConn) answer(req *Request, code int, message string) {
+	c.release()
 	h := Header{NumLayers: 0, DType: Float32}
 	if req != nil {
 		h.RequestID, h.ModelID, h.StartPos = req.RequestID, req.ModelID, req.StartPos

@@ -621,14 +621,19 @@ func TestClientWithExtensionsAgainstPlainExo(t *testing.T) {
 	}
 }
 
+// TestConcurrentJobs runs 8 jobs at once from one address. They are signed: without a proof, one address gets
+// only MaxAnonymousJobsPerSource jobs at a time (TestAnonymousJobsLimitedPerSource).
 func TestConcurrentJobs(t *testing.T) {
 	t.Parallel()
-	_, addr := startServer(t, kvwire.ServerConfig{}, func(j *kvwire.Job) { stream(t, j, smallShape, nil) })
+	secret := []byte("kv secret")
+	_, addr := startServer(t, kvwire.ServerConfig{Secrets: [][]byte{secret}, RequireAuth: true},
+		func(j *kvwire.Job) { stream(t, j, smallShape, nil) })
 	var wg sync.WaitGroup
 	for range 8 {
 		wg.Go(func() {
 			rx := newReceiver(t)
-			if _, err := kvwire.Fetch(ctxTimeout(t, 20*time.Second), addr, requestFor(smallShape), nil, rx.handler()); err != nil {
+			opts := &kvwire.FetchOptions{Secret: secret}
+			if _, err := kvwire.Fetch(ctxTimeout(t, 20*time.Second), addr, requestFor(smallShape), opts, rx.handler()); err != nil {
 				t.Error(err)
 				return
 			}

@@ -39,7 +39,9 @@ type Writer struct {
 	limit    int64
 
 	headerSent bool // touched only by the engine's goroutine
-	numLayers  int
+	// beforeFinal, when set, runs on the send loop just before the final frame is written.
+	beforeFinal func()
+	numLayers   int
 
 	mu       sync.Mutex
 	queue    []sendItem
@@ -309,6 +311,9 @@ func (w *Writer) sendLoop() error {
 		w.queue = w.queue[1:]
 		w.mu.Unlock()
 
+		if it.final && w.beforeFinal != nil {
+			w.beforeFinal()
+		}
 		err := w.write(&it)
 		if it.release != nil {
 			it.release(it.chunk)
