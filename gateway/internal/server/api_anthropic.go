@@ -44,7 +44,8 @@ func (s *Server) messages(c *fiber.Ctx) error {
 		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
 			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
 			TemplateVars: req.TemplateVars},
-		promptBytes: scan.PromptBytes,
+		promptBytes:  scan.PromptBytes,
+		fitMaxTokens: true,
 	})
 }
 
