@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/server"
 )
 
@@ -146,6 +147,18 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		models += v
 		return nil
 	})
+	var aliases []string
+	if v := getenv("DUET_MODEL_ALIAS"); v != "" {
+		aliases = splitList(v)
+	}
+	aliasFlag := false
+	fs.Func("model-alias", "NAME=MODEL: answer requests for model NAME (an agent's default, say claude-opus-5-5) with served model MODEL; repeat for several [DUET_MODEL_ALIAS, comma-separated]", func(v string) error {
+		if !aliasFlag {
+			aliases, aliasFlag = nil, true
+		}
+		aliases = append(aliases, v)
+		return nil
+	})
 	fs.StringVar(&adminKey, "admin-key", env("DUET_ADMIN_KEY", ""), "key the cluster API's writes need (loading models, instance links, the router); comma-separated for several; without one an API key suffices [DUET_ADMIN_KEY]")
 	home, _ := os.UserHomeDir()
 	fs.StringVar(&c.DataDir, "data-dir", env("DUET_DATA_DIR", filepath.Join(home, ".duet")), "where the node keeps its id, keyring and membership snapshot [DUET_DATA_DIR]")
@@ -220,6 +233,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	if len(c.Models) == 0 {
 		c.Models = []string{DefaultModel}
 	}
+	var err error
+	if c.Server.ModelAliases, err = alias.Parse(aliases); err != nil {
+		return c, err
+	}
 	c.Join = splitList(join)
 	c.Server.AdminKeys = splitList(adminKey)
 	for _, k := range strings.Split(apiKey, ",") {
@@ -242,7 +259,6 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 			c.Server.PrefillEndpoints = append(c.Server.PrefillEndpoints, ep)
 		}
 	}
-	var err error
 	if c.EngineSHA256, err = parseSHA256("--engine-sha256", engineSum); err != nil {
 		return c, err
 	}

@@ -76,6 +76,7 @@ func (s *Server) refuseScanned(scan openai.PromptScan, param string) error {
 	if scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
 		return nil
 	}
+	scan.Model = s.aliases.Resolve(scan.Model)
 	least, limit := 0, 0
 	for _, in := range s.snaps.agent.Snapshot().Instances {
 		if in.Model != scan.Model {
@@ -201,6 +202,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		}
 	}()
 
+	g.model = s.aliases.Resolve(g.model)
 	var d *decision
 	route := &openai.Route{EntryNode: s.reg.Node()}
 	rec := s.recent.open(c, g, route, s.metrics, s.tracer)

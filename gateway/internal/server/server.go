@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
@@ -63,7 +64,10 @@ type Config struct {
 	// LinkProbeEvery is how often a link into this node's instances that no KV transfer measured yet is
 	// probed (a timed download from the peer's gateway; see linkprobe.go); 0: never.
 	LinkProbeEvery time.Duration
-	Logger         *slog.Logger
+	// ModelAliases map the model names clients ask for onto served models (--model-alias); this node's own,
+	// changed at run time by PUT /admin/v1/model-aliases.
+	ModelAliases map[string]string
+	Logger       *slog.Logger
 }
 
 // DefaultConfig returns the defaults the duet flags start from.
@@ -118,6 +122,7 @@ type Server struct {
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
 	probe     linkProber
+	aliases   *alias.Table
 }
 
 // RouterSwapper starts a router by name or path and makes it the one in use (PUT /admin/v1/router); nil
@@ -159,6 +164,7 @@ func New(cfg Config, d Deps) *Server {
 		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
 		stopLoad: make(chan struct{}),
 		started:  time.Now(),
+		aliases:  alias.New(cfg.ModelAliases),
 	}
 	if len(d.HopKeys) > 0 {
 		s.hops = forward.NewVerifier(d.HopKeys)
@@ -244,6 +250,8 @@ func (s *Server) routes() {
 	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
 	admin.Put("/router", s.adminOnly, s.putRouter)
 	admin.Get("/router", s.getRouter)
+	admin.Get("/model-aliases", s.getModelAliases)
+	admin.Put("/model-aliases", s.adminOnly, s.putModelAliases)
 	admin.Get("/cluster/keys", s.adminOnly, s.listKeys)
 	admin.Post("/cluster/keys", s.adminOnly, s.changeKeys)
 	s.dashboardRoutes(admin)
