@@ -5,6 +5,7 @@
 //	duet [flags]                  serve (see duet -h)
 //	duet plugin <kind> <name>     serve a built-in plugin; the gateway runs this itself
 //	duet bench <benchmark>        benchmark a cluster: pd, gateway, kvwire, load (see duet bench -h)
+//	duet launch claude|codex      run a coding agent pointed at this gateway (see duet launch -h)
 //	duet version
 package main
 
@@ -37,6 +38,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/config"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/launch"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/pluginhost"
 	"github.com/duet-ai/duet/gateway/internal/server"
@@ -66,6 +68,8 @@ func main() {
 			return
 		case "bench":
 			os.Exit(bench.Main(os.Args[2:], version))
+		case "launch":
+			os.Exit(launch.Main(os.Args[2:], os.Getenv, os.Environ(), os.Stdin, os.Stdout, os.Stderr))
 		case "version":
 			fmt.Println("duet", version)
 			return

@@ -11,6 +11,7 @@ import (
 	"hash/fnv"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -51,7 +52,16 @@ func (e *Engine) Load(_ context.Context, req engine.LoadRequest) (engine.Descrip
 		return engine.Description{}, engine.InvalidParam("model", "model is required")
 	}
 	in := &instance{}
+	contextLength := 1 << 20
 	for key, val := range req.Options {
+		if key == "context_length" {
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return engine.Description{}, engine.Errorf(engine.CodeInvalidArgument, "echo engine: option context_length: %q is not a positive integer", val)
+			}
+			contextLength = n
+			continue
+		}
 		d, err := time.ParseDuration(val)
 		switch {
 		case key != "token_delay" && key != "prefill_delay":
@@ -77,7 +87,7 @@ func (e *Engine) Load(_ context.Context, req engine.LoadRequest) (engine.Descrip
 		Backend:       "echo",
 		Fingerprint:   fmt.Sprintf("echo-%016x", h.Sum64()),
 		DType:         "float32",
-		ContextLength: 1 << 20,
+		ContextLength: contextLength,
 		VocabSize:     1 << 31,
 		Capabilities: engine.Capabilities{
 			Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,

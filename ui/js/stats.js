@@ -156,3 +156,24 @@ export function phases(t, routingMS) {
   const total = Math.max(routing + (t.total_ms || 0), ...rows.map((x) => x.start + x.length), 0.001);
   return { rows, total };
 }
+
+// aliasLines writes aliases as the text area shows them, sorted by name.
+export function aliasLines(aliases) {
+  return Object.keys(aliases || {}).sort().map((k) => `${k}=${aliases[k]}`).join('\n');
+}
+
+// parseAliases reads the text area: one NAME=MODEL a line; blank lines are skipped. It throws on a line
+// without a name or a model; the gateway checks the rest.
+export function parseAliases(text) {
+  const out = {};
+  text.split('\n').forEach((line, i) => {
+    line = line.trim();
+    if (!line) return;
+    const eq = line.indexOf('=');
+    const name = eq < 0 ? '' : line.slice(0, eq).trim();
+    const model = eq < 0 ? '' : line.slice(eq + 1).trim();
+    if (!name || !model) throw new Error(`line ${i + 1}: want NAME=MODEL, got "${line}"`);
+    out[name] = model;
+  });
+  return out;
+}

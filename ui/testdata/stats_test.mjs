@@ -1,6 +1,6 @@
 // Table tests of js/stats.js, the dashboard's pure functions (run by ui_test.go through node).
 import assert from 'node:assert/strict';
-import { baseModel, family, figures, phases, routeOf, routeStats, series } from '../js/stats.js';
+import { aliasLines, baseModel, family, figures, parseAliases, phases, routeOf, routeStats, series } from '../js/stats.js';
 
 for (const [model, want] of [
   ['mlx-community/Llama-3.2-1B-Instruct-4bit', 'llama-3.2-1b-instruct'],
@@ -75,3 +75,11 @@ assert.equal(fwd.rows[0].length, 5);
 assert.equal(fwd.rows[1].start, 5);
 assert.equal(routeOf({ route: { routing_ms: 4 }, timings: { route: { routing_ms: 0 } } }).routing_ms, 4);
 console.log('stats: ok');
+
+// Model aliases as the settings' text area shows and reads them.
+assert.equal(aliasLines({ 'claude-opus-5-5': 'embedded', 'a': '/models/llama' }), 'a=/models/llama\nclaude-opus-5-5=embedded');
+assert.equal(aliasLines(undefined), '');
+assert.deepEqual(parseAliases(' a = /models/llama \n\nclaude-opus-5-5=embedded\n'), { a: '/models/llama', 'claude-opus-5-5': 'embedded' });
+assert.deepEqual(parseAliases(''), {});
+assert.throws(() => parseAliases('a=m\nclaude'), /line 2: want NAME=MODEL/);
+assert.throws(() => parseAliases('=m'), /line 1/);

@@ -27,5 +27,14 @@
 //   - thinking.budget_tokens is checked as Anthropic checks it but not enforced: engines have no thinking
 //     budget; max_tokens bounds thinking and answer together.
 //   - A request without thinking turns thinking off (template variable enable_thinking false), as Claude
-//     does not think unless asked.
+//     does not think unless asked. thinking "adaptive" (Claude Code's) turns it on unless output_config.effort
+//     is "low": the template's switch is the only knob an engine has.
+//   - A system message inside messages (Claude Code sends its environment as one) stays where it is, for the
+//     chat template to place; the top-level system comes first.
+//   - A tool with defer_loading is left out of what the model sees: it waits for a tool search, which this
+//     server does not run.
+//   - context_management: clear_thinking_20251015 is applied (the thinking of older assistant turns is
+//     dropped, keep as sent); clear_tool_uses_20250919 is accepted and not applied (its threshold, 100k input
+//     tokens by default, is past the context of the models duet serves).
+//   - Images and documents, in any message or tool result, are refused: the engine contract carries text only.
 package anthropic

@@ -49,12 +49,26 @@ type body struct {
 	Stream        *bool           `json:"stream"`
 	Thinking      *thinkingBody   `json:"thinking"`
 	OutputConfig  *outputConfig   `json:"output_config"`
+	// ContextManagement edits the conversation before the model sees it (Claude Code sends it every turn).
+	ContextManagement *contextManagement `json:"context_management"`
 	// metadata (user_id), service_tier and cache_control are read by nobody: the gateway has no use for them.
+}
+
+type contextManagement struct {
+	Edits []contextEdit `json:"edits"`
+}
+
+// contextEdit is one of context_management.edits; Keep is {"type": ..., "value": n} or "all".
+type contextEdit struct {
+	Type *string         `json:"type"`
+	Keep json.RawMessage `json:"keep"`
 }
 
 type messageBody struct {
 	Role    *string         `json:"role"`
 	Content json.RawMessage `json:"content"`
+	// A system message may carry its own output_config (Claude Code's per-turn effort): it is accepted and
+	// read by nobody, as the request's own effort is what switches thinking.
 }
 
 // blockBody is any content block; Type says which fields belong to it.
@@ -76,6 +90,9 @@ type toolBody struct {
 	Description *string         `json:"description"`
 	InputSchema json.RawMessage `json:"input_schema"`
 	Strict      *bool           `json:"strict"`
+	// DeferLoading keeps a tool out of the model's context until a tool search loads it; this server has no
+	// tool search, so such a tool is left out of what the model sees.
+	DeferLoading *bool `json:"defer_loading"`
 }
 
 type toolChoiceBody struct {
@@ -94,7 +111,9 @@ type outputConfig struct {
 		Type   *string         `json:"type"`
 		Schema json.RawMessage `json:"schema"`
 	} `json:"format"`
-	// effort tunes Claude's thinking; engines have no such knob, so it is accepted and ignored.
+	// Effort tunes how much Claude thinks; engines have only the template's switch, so any effort turns
+	// thinking on when the request does not say otherwise with thinking.
+	Effort *string `json:"effort"`
 }
 
 // ParseMessages parses and validates a POST /v1/messages body.
@@ -162,7 +181,14 @@ func parseBody(data []byte, counting bool) (Request, *openai.Error) {
 	if err = parseTools(&b, &r); err != nil {
 		return r, err
 	}
-	if r.TemplateVars, err = parseThinking(b.Thinking, b.MaxTokens); err != nil {
+	var effort *string
+	if b.OutputConfig != nil {
+		effort = b.OutputConfig.Effort
+	}
+	if r.TemplateVars, err = parseThinking(b.Thinking, effort, b.MaxTokens); err != nil {
+		return r, err
+	}
+	if err = applyContextManagement(b.ContextManagement, r.Messages); err != nil {
 		return r, err
 	}
 	if r.ResponseFormat, err = parseOutputConfig(b.OutputConfig); err != nil {
@@ -220,8 +246,10 @@ func parseSystem(raw json.RawMessage) (string, *openai.Error) {
 
 // parseMessages converts the conversation. A user turn becomes a "tool" message per tool_result (which
 // Anthropic puts first) and a user message of its text; an assistant turn becomes one assistant message with
-// its text, thinking (Reasoning) and tool_use blocks (ToolCalls). Each tool_result must answer a tool_use of
-// the assistant turn just before it, as Anthropic requires: templates pair them by id.
+// its text, thinking (Reasoning) and tool_use blocks (ToolCalls); a system turn (Claude Code sends its
+// environment as one, after the user's first message) becomes a system message where it is, for the chat
+// template to place. Each tool_result must answer a tool_use of the last assistant turn before it, as
+// Anthropic requires: templates pair them by id.
 func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *openai.Error) {
 	var calls map[string]bool // the tool_use ids of the last assistant turn
 	for i, m := range ms {
@@ -254,9 +282,13 @@ func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *o
 			out = append(out, msg)
 			calls = ids
 		case "system":
-			return nil, openai.BadRequest(param+".role", `%s.role: unexpected role "system"; the Messages API takes a top-level system parameter, not a system message`, param)
+			msg, err := systemTurn(blocks)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, msg)
 		default:
-			return nil, openai.BadRequest(param+".role", `%s.role: must be "user" or "assistant", got %q`, param, *m.Role)
+			return nil, openai.BadRequest(param+".role", `%s.role: must be "user", "assistant" or "system", got %q`, param, *m.Role)
 		}
 	}
 	return out, nil
@@ -326,6 +358,21 @@ func unsupported(b block, where string) *openai.Error {
 		return openai.BadRequest(b.param+".type", "%s: a %s block cannot be in %s", b.param, *b.Type, where)
 	}
 	return openai.BadRequest(b.param+".type", "%s: content blocks of type %q are not supported by this server", b.param, *b.Type)
+}
+
+// systemTurn is a system message inside the conversation: text blocks only, as the system parameter.
+func systemTurn(blocks []block) (engine.Message, *openai.Error) {
+	texts := make([]string, 0, len(blocks))
+	for _, b := range blocks {
+		if *b.Type != "text" {
+			return engine.Message{}, unsupported(b, "a system message")
+		}
+		if b.Text == nil {
+			return engine.Message{}, required(b.param + ".text")
+		}
+		texts = append(texts, *b.Text)
+	}
+	return engine.Message{Role: "system", Content: strings.Join(texts, "\n")}, nil
 }
 
 func userTurn(param string, blocks []block, calls map[string]bool) ([]engine.Message, *openai.Error) {
@@ -477,6 +524,9 @@ func parseTools(b *body, r *Request) *openai.Error {
 		if string(bytes.TrimSpace(s.Type)) != `"object"` {
 			return openai.BadRequest(param+".input_schema.type", `%s.input_schema.type: must be "object"`, param)
 		}
+		if t.DeferLoading != nil && *t.DeferLoading {
+			continue
+		}
 		fns = append(fns, openai.Function{Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict, Param: param})
 	}
 	var err *openai.Error
@@ -516,9 +566,17 @@ func parseTools(b *body, r *Request) *openai.Error {
 	return err
 }
 
-// parseThinking turns thinking on or off in the chat template. Without thinking, Claude does not think, so
-// neither does the engine's model.
-func parseThinking(t *thinkingBody, maxTokens *int) (map[string]any, *openai.Error) {
+// efforts are output_config.effort's values.
+var efforts = map[string]bool{"low": true, "medium": true, "high": true, "xhigh": true, "max": true}
+
+// parseThinking turns thinking on or off in the chat template, the one reasoning switch engines have. Without
+// thinking, Claude does not think (whatever the effort), so neither does the engine's model; "enabled" thinks;
+// "adaptive" lets the model decide how much, by the effort: it thinks unless the effort is "low", where Claude
+// mostly answers straight away.
+func parseThinking(t *thinkingBody, effort *string, maxTokens *int) (map[string]any, *openai.Error) {
+	if effort != nil && !efforts[*effort] {
+		return nil, openai.BadRequest("output_config.effort", `output_config.effort: must be "low", "medium", "high", "xhigh" or "max", got %q`, *effort)
+	}
 	if t == nil {
 		return openai.Thinking(false, nil), nil
 	}
@@ -539,7 +597,7 @@ func parseThinking(t *thinkingBody, maxTokens *int) (map[string]any, *openai.Err
 		}
 		return openai.Thinking(true, nil), nil
 	case "adaptive":
-		return openai.Thinking(true, nil), nil
+		return openai.Thinking(effort == nil || *effort != "low", nil), nil
 	case "disabled":
 		return openai.Thinking(false, nil), nil
 	}
@@ -555,4 +613,75 @@ func parseOutputConfig(c *outputConfig) (engine.ResponseFormat, *openai.Error) {
 		return engine.ResponseFormat{}, openai.BadRequest("output_config.format.type", `output_config.format.type: must be "json_schema"`)
 	}
 	return openai.JSONSchemaFormat("", c.Format.Schema, true, "output_config.format")
+}
+
+// Context edits this server knows: clearing old thinking is applied; clearing old tool results waits for a
+// token threshold (100k input tokens by default) that the prompt of a local model does not reach before its
+// context ends, so it is accepted and not applied.
+const (
+	clearThinking = "clear_thinking_20251015"
+	clearToolUses = "clear_tool_uses_20250919"
+)
+
+// applyContextManagement applies context_management.edits to the parsed conversation: clear_thinking drops
+// the thinking of all assistant turns but the last keep.value ones (keep "all" keeps every one; Anthropic's
+// default keeps one).
+func applyContextManagement(c *contextManagement, ms []engine.Message) *openai.Error {
+	if c == nil {
+		return nil
+	}
+	for i, e := range c.Edits {
+		param := fmt.Sprintf("context_management.edits.%d", i)
+		if e.Type == nil {
+			return required(param + ".type")
+		}
+		switch *e.Type {
+		case clearThinking:
+			keep, err := thinkingTurnsKept(e.Keep, param+".keep")
+			if err != nil {
+				return err
+			}
+			if keep >= 0 {
+				clearOldThinking(ms, keep)
+			}
+		case clearToolUses:
+		default:
+			return openai.BadRequest(param+".type", "%s.type: must be %q or %q, got %q", param, clearThinking, clearToolUses, *e.Type)
+		}
+	}
+	return nil
+}
+
+// thinkingTurnsKept reads clear_thinking's keep: how many of the latest assistant turns keep their thinking,
+// or -1 for all.
+func thinkingTurnsKept(raw json.RawMessage, param string) (int, *openai.Error) {
+	raw = bytes.TrimSpace(raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return 1, nil
+	case string(raw) == `"all"`:
+		return -1, nil
+	}
+	var k struct {
+		Type  *string `json:"type"`
+		Value *int    `json:"value"`
+	}
+	if raw[0] != '{' || json.Unmarshal(raw, &k) != nil || k.Type == nil || *k.Type != "thinking_turns" || k.Value == nil || *k.Value < 0 {
+		return 0, openai.BadRequest(param, `%s: must be "all" or {"type": "thinking_turns", "value": n} with n >= 0`, param)
+	}
+	return *k.Value, nil
+}
+
+// clearOldThinking empties the Reasoning of every assistant message but the last keep that have some.
+func clearOldThinking(ms []engine.Message, keep int) {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if ms[i].Role != "assistant" || ms[i].Reasoning == "" {
+			continue
+		}
+		if keep > 0 {
+			keep--
+			continue
+		}
+		ms[i].Reasoning = ""
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/server"
 )
 
@@ -155,6 +156,18 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		models += v
 		return nil
 	})
+	var aliases []string
+	if v := getenv("DUET_MODEL_ALIAS"); v != "" {
+		aliases = splitList(v)
+	}
+	aliasFlag := false
+	fs.Func("model-alias", "NAME=MODEL: answer requests for model NAME (an agent's default, say claude-opus-5-5) with served model MODEL; repeat for several [DUET_MODEL_ALIAS, comma-separated]", func(v string) error {
+		if !aliasFlag {
+			aliases, aliasFlag = nil, true
+		}
+		aliases = append(aliases, v)
+		return nil
+	})
 	fs.StringVar(&adminKey, "admin-key", env("DUET_ADMIN_KEY", ""), "key the cluster API's writes need (loading models, instance links, the router); comma-separated for several; without one an API key suffices, from loopback clients only unless --allow-remote-admin [DUET_ADMIN_KEY]")
 	fs.BoolVar(&c.Server.AllowRemoteAdmin, "allow-remote-admin", env("DUET_ALLOW_REMOTE_ADMIN", "") == "true", "without --admin-key, take the cluster API's writes from clients beyond loopback too (by default only this machine may make them: protected mode) [DUET_ALLOW_REMOTE_ADMIN]")
 	home, _ := os.UserHomeDir()
@@ -234,6 +247,10 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 		c.Models = []string{DefaultModel}
 	}
 	c.Server.OperatorModels = c.Models
+	var err error
+	if c.Server.ModelAliases, err = alias.Parse(aliases); err != nil {
+		return c, err
+	}
 	c.Join = splitList(join)
 	c.Server.AdminKeys = splitList(adminKey)
 	for _, k := range strings.Split(apiKey, ",") {
@@ -256,7 +273,6 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 			c.Server.PrefillEndpoints = append(c.Server.PrefillEndpoints, ep)
 		}
 	}
-	var err error
 	if c.EngineSHA256, err = parseSHA256("--engine-sha256", engineSum); err != nil {
 		return c, err
 	}

@@ -47,6 +47,22 @@ func TestParse(t *testing.T) {
 					t.Errorf("%+v %+v", c.Server.APIKeys, c.EngineOptions)
 				}
 			}},
+		{name: "model aliases", args: []string{"--model-alias", "claude-opus-5-5=embedded", "--model-alias", "claude-haiku-5-5=embedded"},
+			env: map[string]string{"DUET_MODEL_ALIAS": "gpt-5-codex=embedded"},
+			check: func(t *testing.T, c Config) {
+				want := map[string]string{"claude-opus-5-5": "embedded", "claude-haiku-5-5": "embedded"}
+				if !reflect.DeepEqual(c.Server.ModelAliases, want) {
+					t.Errorf("ModelAliases %v, want the flags' %v", c.Server.ModelAliases, want)
+				}
+			}},
+		{name: "model aliases from env", env: map[string]string{"DUET_MODEL_ALIAS": "a=m, b=m"},
+			check: func(t *testing.T, c Config) {
+				if !reflect.DeepEqual(c.Server.ModelAliases, map[string]string{"a": "m", "b": "m"}) {
+					t.Errorf("ModelAliases %v", c.Server.ModelAliases)
+				}
+			}},
+		{name: "a model alias without a model", args: []string{"--model-alias", "claude"}, err: "want NAME=MODEL"},
+		{name: "a chain of model aliases", args: []string{"--model-alias", "a=b", "--model-alias", "b=m"}, err: "is an alias too"},
 		{name: "bad env duration", env: map[string]string{"DUET_REQUEST_TIMEOUT": "soon"}, err: "DUET_REQUEST_TIMEOUT"},
 		{name: "bad env int", env: map[string]string{"DUET_BODY_LIMIT": "big"}, err: "DUET_BODY_LIMIT"},
 		{name: "bad option", args: []string{"--engine-opt", "novalue"}, err: "key=value"},

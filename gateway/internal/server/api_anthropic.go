@@ -44,7 +44,8 @@ func (s *Server) messages(c *fiber.Ctx) error {
 		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
 			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
 			TemplateVars: req.TemplateVars},
-		promptBytes: scan.PromptBytes,
+		promptBytes:  scan.PromptBytes,
+		fitMaxTokens: true,
 	})
 }
 
@@ -96,11 +97,14 @@ func (s *Server) countTokens(c *fiber.Ctx) error {
 	if perr != nil {
 		return perr
 	}
+	asked := req.Model
+	req.Model = s.aliases.Resolve(req.Model)
 	var in *Instance
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		// The entry gateway picked this node's instance; a hop is never forwarded again.
 		got, found := s.reg.Get(hop.DecodeInstance)
-		if !found || got.Desc.ModelID != req.Model {
+		// The entry gateway resolved the name with its own aliases, which this node may not have.
+		if !found || got.Spec.Model != req.Model && got.Spec.Model != asked {
 			return openai.Unavailable(fmt.Sprintf("instance %q of model %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, req.Model, requestIDOf(c)))
 		}
 		in = got

@@ -116,7 +116,7 @@ func (s *Server) ollamaModels() map[string]ollama.Model {
 		out[in.Model] = m
 	}
 	for _, in := range s.reg.All() {
-		m, ok := out[in.Desc.ModelID]
+		m, ok := out[in.Spec.Model]
 		if !ok {
 			continue
 		}
@@ -126,7 +126,14 @@ func (s *Server) ollamaModels() map[string]ollama.Model {
 		if d.ContextLength > 0 && (m.ContextLength == 0 || d.ContextLength < m.ContextLength) {
 			m.ContextLength = d.ContextLength
 		}
-		out[in.Desc.ModelID] = m
+		out[in.Spec.Model] = m
+	}
+	// An alias is listed as a model of its own, with what its model says of itself.
+	for name, to := range s.aliases.All() {
+		if m, ok := out[to]; ok {
+			m.ID = name
+			out[name] = m
+		}
 	}
 	return out
 }

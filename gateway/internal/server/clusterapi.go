@@ -27,9 +27,9 @@ import (
 // bodies), feature flags, the whole state, and the admin writes (loading instances on any node, swapping the
 // router, the gossip keyring). Reads need an API key when keys are set; writes an admin key when those are.
 
-// listModels lists the models the whole cluster serves.
+// listModels lists the models the whole cluster serves, and this node's aliases of them.
 func (s *Server) listModels(c *fiber.Ctx) error {
-	models := s.clusterModels()
+	models := s.usableModels()
 	out := make([]openai.Model, 0, len(models))
 	for _, id := range sortedKeys(models) {
 		out = append(out, openai.Model{ID: id, Created: models[id].Unix(), OwnedBy: "duet"})
@@ -43,7 +43,7 @@ func (s *Server) getModel(c *fiber.Ctx) error {
 	if err != nil {
 		return openai.ModelNotFound(c.Params("+"))
 	}
-	created, ok := s.clusterModels()[id]
+	created, ok := s.usableModels()[id]
 	if !ok {
 		return openai.ModelNotFound(id)
 	}
@@ -51,8 +51,20 @@ func (s *Server) getModel(c *fiber.Ctx) error {
 	return c.Send(openai.AppendModel(nil, openai.Model{ID: id, Created: created.Unix(), OwnedBy: "duet"}))
 }
 
+// usableModels is clusterModels with this node's aliases of the models in it, each as old as its model: every
+// name a request may ask for.
+func (s *Server) usableModels() map[string]time.Time {
+	out := s.clusterModels()
+	for name, to := range s.aliases.All() {
+		if t, ok := out[to]; ok {
+			out[name] = t
+		}
+	}
+	return out
+}
+
 // clusterModels maps each model some instance of the cluster serves (or is loading) to when this node first
-// saw one.
+// saw one, by the name the cluster routes by (an instance's model as it was loaded).
 func (s *Server) clusterModels() map[string]time.Time {
 	out := map[string]time.Time{}
 	for _, in := range s.snaps.agent.Snapshot().Instances {
@@ -64,8 +76,8 @@ func (s *Server) clusterModels() map[string]time.Time {
 		}
 	}
 	for _, in := range s.reg.All() {
-		if t, ok := out[in.Desc.ModelID]; !ok || in.LoadedAt.Before(t) {
-			out[in.Desc.ModelID] = in.LoadedAt
+		if t, ok := out[in.Spec.Model]; !ok || in.LoadedAt.Before(t) {
+			out[in.Spec.Model] = in.LoadedAt
 		}
 	}
 	return out

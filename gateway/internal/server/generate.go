@@ -76,6 +76,7 @@ func (s *Server) refuseScanned(scan openai.PromptScan, param string) error {
 	if scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
 		return nil
 	}
+	scan.Model = s.aliases.Resolve(scan.Model)
 	least, limit := 0, 0
 	for _, in := range s.snaps.agent.Snapshot().Instances {
 		if in.Model != scan.Model {
@@ -116,6 +117,27 @@ type generation struct {
 	prefixHashes []uint64
 	// routeTime is what tokenizing for the router and routing took.
 	routeTime time.Duration
+	// fitMaxTokens lets a max_tokens that the instance's context cannot hold mean "as many as fit": Anthropic's
+	// API requires max_tokens, and agents send the most their vendor's model can write (Claude Code 32000 to
+	// 128000), more than the context of most models duet serves.
+	fitMaxTokens bool
+}
+
+// fitMaxTokens lowers max_tokens to "as many as the context allows" (0) when the instance could never write
+// that many after this prompt: its context, less the least number of tokens the prompt can be, is no more than
+// max_tokens. The answer is then bounded by the context, as it would have been, rather than refused.
+func fitMaxTokens(d engine.Description, g *generation) {
+	ctx, mb := d.ContextLength, d.MaxBytesPerToken
+	if ctx <= 0 || g.request.Sampling.MaxTokens == 0 {
+		return
+	}
+	least := 0
+	if mb > 0 {
+		least = (g.promptBytes + mb - 1) / mb
+	}
+	if g.request.Sampling.MaxTokens >= ctx-least {
+		g.request.Sampling.MaxTokens = 0
+	}
 }
 
 // supports refuses a request for what the instance's engine cannot do: a 400 that names the param, rather
@@ -180,6 +202,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		}
 	}()
 
+	g.model = s.aliases.Resolve(g.model)
 	var d *decision
 	route := &openai.Route{EntryNode: s.reg.Node()}
 	rec := s.recent.open(c, g, route, s.metrics, s.tracer)
@@ -218,6 +241,9 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	s.expectEstimate(requestID, d)
 	if err := supports(in.Desc, &g.request); err != nil {
 		return err
+	}
+	if g.fitMaxTokens {
+		fitMaxTokens(in.Desc, g)
 	}
 	route.DecodeNode, route.DecodeInstance, route.Reason = s.reg.Node(), in.Desc.InstanceID, cut(d.Reason, forward.MaxReason)
 	if len(d.PrefillEndpoints) > 0 {

@@ -276,13 +276,14 @@ func (r *Registry) Get(id string) (*Instance, bool) {
 	return in, ok
 }
 
-// ByModel returns the loaded instances serving a model.
+// ByModel returns the loaded instances serving a model, by the name the cluster knows it by (the model the
+// instance was loaded as: a local directory's path, where the engine's own id is its base name).
 func (r *Registry) ByModel(model string) []*Instance {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	var out []*Instance
 	for _, in := range r.instances {
-		if in.Desc.ModelID == model {
+		if in.Spec.Model == model {
 			out = append(out, in)
 		}
 	}

@@ -85,10 +85,14 @@ func (s *Server) decide(ctx context.Context, g *generation, requestID string, ex
 		s.log.Warn("router unavailable", "request_id", requestID, "error", err)
 		return nil, openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", requestID))
 	}
+	maxTokens := g.request.Sampling.MaxTokens
+	if g.fitMaxTokens {
+		maxTokens = 0 // any instance will do: its context bounds the answer (fitMaxTokens, once it is picked)
+	}
 	start := time.Now()
 	d, err := r.Route(ctx, router.Request{
 		RequestID: requestID, Model: g.model, PromptTokens: g.promptTokens, PrefixHashes: g.prefixHashes,
-		SourceNode: snap.Self, MaxTokens: g.request.Sampling.MaxTokens, Exclude: exclude,
+		SourceNode: snap.Self, MaxTokens: maxTokens, Exclude: exclude,
 	}, snap)
 	release()
 	took := time.Since(start)

@@ -19,6 +19,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
+	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
@@ -75,7 +76,10 @@ type Config struct {
 	ModelsDir string
 	// OperatorModels are the models the operator named at start (--model): a load over the API may name them.
 	OperatorModels []string
-	Logger         *slog.Logger
+	// ModelAliases map the model names clients ask for onto served models (--model-alias); this node's own,
+	// changed at run time by PUT /admin/v1/model-aliases.
+	ModelAliases map[string]string
+	Logger       *slog.Logger
 }
 
 // DefaultConfig returns the defaults the duet flags start from.
@@ -132,6 +136,7 @@ type Server struct {
 	probe     linkProber
 	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
 	modelsRoot string
+	aliases    *alias.Table
 }
 
 // RouterSwapper starts a router the operator registered, by name, and makes it the one in use
@@ -176,6 +181,7 @@ func New(cfg Config, d Deps) *Server {
 		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
 		stopLoad: make(chan struct{}),
 		started:  time.Now(),
+		aliases:  alias.New(cfg.ModelAliases),
 	}
 	if len(d.HopKeys) > 0 {
 		s.hops = forward.NewVerifier(d.HopKeys)
@@ -269,6 +275,8 @@ func (s *Server) routes() {
 	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
 	admin.Put("/router", s.adminOnly, s.localAdminOnly, s.putRouter)
 	admin.Get("/router", s.getRouter)
+	admin.Get("/model-aliases", s.getModelAliases)
+	admin.Put("/model-aliases", s.adminOnly, s.localAdminOnly, s.putModelAliases)
 	admin.Get("/cluster/keys", s.adminOnly, s.localAdminOnly, s.listKeys)
 	admin.Post("/cluster/keys", s.adminOnly, s.localAdminOnly, s.changeKeys)
 	s.dashboardRoutes(admin)

@@ -1,8 +1,9 @@
-// Settings: the key this tab uses, the router in use (and swapping it), the feature flags, this gateway's
-// plugins, and the theme.
+// Settings: the key this tab uses, the router in use (and swapping it), the model aliases, the feature flags,
+// this gateway's plugins, and the theme.
 
 import { api, askKey, getKey, setKey } from '../api.js';
 import { h, replace, table } from '../dom.js';
+import { aliasLines, parseAliases } from '../stats.js';
 import { refreshCore } from '../store.js';
 
 export const title = 'Settings';
@@ -12,7 +13,9 @@ let ctx = null;
 
 export function mount(root, c) {
   ctx = c;
-  els = { key: h('div'), router: h('div'), flags: h('div'), status: h('div') };
+  els = { key: h('div'), router: h('div'), flags: h('div'), status: h('div'),
+    aliases: h('textarea', { id: 'aliases-text', rows: 5, cols: 60, spellcheck: 'false', placeholder: 'claude-opus-5-5=embedded' }),
+    aliasesMsg: h('div', { id: 'aliases-msg', role: 'status', 'aria-live': 'polite' }) };
   const routerInput = h('input', { type: 'text', id: 'router-name', list: 'router-names', placeholder: 'a registered router: router-disagg, roundrobin…', size: 34, required: true });
   const sha = h('input', { type: 'text', id: 'router-sha', placeholder: 'optional, for an external plugin', size: 30 });
   const routerMsg = h('div', { id: 'router-msg', role: 'status', 'aria-live': 'polite' });
@@ -48,12 +51,20 @@ export function mount(root, c) {
         h('button', { type: 'submit', class: 'primary', id: 'router-swap' }, 'Swap router')),
       h('p', { class: 'muted small' }, 'Only this gateway swaps its router, to one its operator registered at start (built-in, --router, --plugin-dir); needs the admin key when one is set.'),
       routerMsg)),
+    h('section', { class: 'panel', 'aria-labelledby': 'aliases-h' },
+      h('h2', { id: 'aliases-h' }, 'Model aliases'),
+      h('form', { onsubmit: saveAliases },
+        h('div', { class: 'field' }, h('label', { for: 'aliases-text' }, 'One NAME=MODEL a line: requests for NAME go to the served MODEL'), els.aliases),
+        h('div', { class: 'actions' }, h('button', { type: 'submit', class: 'primary', id: 'aliases-save' }, 'Save aliases')),
+        h('p', { class: 'muted small' }, 'Coding agents ask for their vendor\'s models (Claude Code for claude-opus-5-5 and a claude-haiku-*, Codex for gpt-5-codex): point those names at a model this cluster serves. Only this gateway\'s aliases; needs the admin key when one is set.'),
+        els.aliasesMsg)),
     h('div', { class: 'grid-2' },
       h('section', { class: 'panel', 'aria-labelledby': 'flags-h' }, h('h2', { id: 'flags-h' }, 'Feature flags'), els.flags),
       h('section', { class: 'panel', 'aria-labelledby': 'status-h' }, h('h2', { id: 'status-h' }, 'This gateway'), els.status)),
   );
   renderKey();
   loadRouter();
+  loadAliases();
   loadFlags();
   loadStatus();
 }
@@ -89,6 +100,28 @@ async function loadRouter() {
     if (names && Array.isArray(ans.available)) names.replaceChildren(...ans.available.map((n) => h('option', { value: n })));
   } catch (err) {
     if (els) replace(els.router, h('p', { class: 'error' }, 'The router could not be read: ' + err.message));
+  }
+}
+
+async function loadAliases() {
+  try {
+    const ans = await api('GET', '/admin/v1/model-aliases', undefined, { interactive: false });
+    if (els) els.aliases.value = aliasLines(ans.aliases);
+  } catch (err) {
+    if (els) replace(els.aliasesMsg, h('p', { class: 'error' }, 'The model aliases could not be read: ' + err.message));
+  }
+}
+
+async function saveAliases(e) {
+  e.preventDefault();
+  try {
+    const ans = await api('PUT', '/admin/v1/model-aliases', { aliases: parseAliases(els.aliases.value) });
+    if (!els) return;
+    els.aliases.value = aliasLines(ans.aliases);
+    const n = Object.keys(ans.aliases || {}).length;
+    replace(els.aliasesMsg, h('p', { class: 'note ok-text' }, `${n} alias${n === 1 ? '' : 'es'} in use.`));
+  } catch (err) {
+    if (els) replace(els.aliasesMsg, h('p', { class: 'error' }, err.message));
   }
 }
 
