@@ -37,7 +37,7 @@ func routed() openai.Meta {
 // echoOf parses a request body for its echo.
 func echoOf(t *testing.T, body string) *Echo {
 	t.Helper()
-	r, err := Parse([]byte(body))
+	r, err := Parse([]byte(body), Options{})
 	if err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
@@ -201,10 +201,14 @@ func TestStreamIsTheResponse(t *testing.T) {
 					t.Errorf("event %d: type %q (line says %q), sequence_number %v", i, head.Type, ev.typ, head.Seq)
 				}
 				if strings.HasSuffix(head.Type, ".delta") {
-					if deltas[head.ItemID] == nil {
-						deltas[head.ItemID] = &strings.Builder{}
+					key := head.ItemID
+					if head.Type == "response.reasoning_summary_text.delta" {
+						key += "#summary" // a reasoning item's summary adds up apart from its text
 					}
-					deltas[head.ItemID].WriteString(head.Delta)
+					if deltas[key] == nil {
+						deltas[key] = &strings.Builder{}
+					}
+					deltas[key].WriteString(head.Delta)
 				}
 				if i == len(evs)-1 {
 					if want := whole(t, s); !bytes.Equal(head.Response, want) {
@@ -232,6 +236,18 @@ func TestStreamIsTheResponse(t *testing.T) {
 				}
 				if got != want {
 					t.Errorf("%s %s: deltas add up to %q, the item says %q", it.Type, it.ID, got, want)
+				}
+				if it.Type == "reasoning" {
+					got, want := "", ""
+					if d := deltas[it.ID+"#summary"]; d != nil {
+						got = d.String()
+					}
+					if len(it.Summary) > 0 {
+						want = it.Summary[0].Text
+					}
+					if got != want {
+						t.Errorf("reasoning %s: summary deltas add up to %q, the item's summary says %q", it.ID, got, want)
+					}
 				}
 			}
 		})
