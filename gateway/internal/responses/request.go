@@ -72,8 +72,8 @@ type body struct {
 	Background         *bool             `json:"background"`
 	Prompt             json.RawMessage   `json:"prompt"`
 	// Accepted and ignored: they tune OpenAI's platform (caching, tiers, abuse detection), not the answer.
-	ServiceTier      *string `json:"service_tier"`
-	PromptCacheKey   *string `json:"prompt_cache_key"`
+	ServiceTier      *string         `json:"service_tier"`
+	PromptCacheKey   *string         `json:"prompt_cache_key"`
 	SafetyIdentifier *string         `json:"safety_identifier"`
 	ClientMetadata   json.RawMessage `json:"client_metadata"`
 }
