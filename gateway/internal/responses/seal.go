@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"io"
 	"strings"
 )
 
@@ -23,6 +24,9 @@ type Sealer struct {
 }
 
 const sealPrefix = "duet1:"
+
+// sealRand makes nonces; tests fix it, so that golden files hold the same sealed text at every run.
+var sealRand io.Reader = rand.Reader
 
 // maxSealed bounds what Open decodes: reasoning is text a model wrote, far below this.
 const maxSealed = 8 << 20
@@ -57,7 +61,7 @@ func (s *Sealer) Seal(text string) string {
 	}
 	a := s.aeads[0]
 	buf := make([]byte, a.NonceSize(), a.NonceSize()+len(text)+a.Overhead())
-	if _, err := rand.Read(buf); err != nil {
+	if _, err := io.ReadFull(sealRand, buf); err != nil {
 		panic("responses: no randomness for a nonce: " + err.Error()) // crypto/rand does not fail on supported systems
 	}
 	buf = a.Seal(buf, buf, []byte(text), []byte(sealPrefix))
