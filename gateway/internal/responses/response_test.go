@@ -19,7 +19,7 @@ import (
 
 func init() {
 	now = func() time.Time { return time.Unix(1700000009, 0) } // completed_at, in every golden file
-	sealRand = zeros{}                                          // one nonce: sealed text in golden files
+	sealRand = zeros{}                                         // one nonce: sealed text in golden files
 }
 
 type zeros struct{}
