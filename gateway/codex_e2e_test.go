@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -81,24 +82,31 @@ func (r codexRun) String() string {
 	return b.String() + "stderr:\n" + r.stderr
 }
 
-// runCodex runs `codex exec --json prompt` in workdir with a CODEX_HOME of config, a HOME of its own, and no
-// sandbox (the kernel features of Codex's sandbox are not on every CI machine; the command runs in a
-// temporary directory). It fails the test unless codex exits 0 with a completed turn.
-func runCodex(t *testing.T, config, workdir, apiKey, prompt string, args ...string) codexRun {
+// codexHome makes a HOME for Codex whose CODEX_HOME ($HOME/.codex) holds config.
+func codexHome(t *testing.T, config string) string {
+	t.Helper()
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".codex"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".codex", "config.toml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return home
+}
+
+// runCodex runs `codex exec --json args...` (a prompt, or resume --last and a prompt) in workdir with the
+// HOME of codexHome and no sandbox (the kernel features of Codex's sandbox are not on every CI machine; the
+// command runs in a temporary directory). --strict-config makes a key of the configuration that this Codex
+// does not know an error. It fails the test unless codex exits 0 with a completed turn.
+func runCodex(t *testing.T, home, workdir, apiKey string, args ...string) codexRun {
 	t.Helper()
 	bin := testnode.Agent(t, "codex")
-	home := t.TempDir()
-	codexHome := filepath.Join(home, ".codex")
-	if err := os.MkdirAll(codexHome, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(codexHome, "config.toml"), []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	argv := append([]string{"exec", "--json", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--cd", workdir}, args...)
-	cmd := exec.CommandContext(ctx, bin, append(argv, prompt)...)
+	argv := append([]string{"exec", "--json", "--strict-config", "--skip-git-repo-check", "--dangerously-bypass-approvals-and-sandbox", "--cd", workdir}, args...)
+	cmd := exec.CommandContext(ctx, bin, argv...)
+	codexHome := filepath.Join(home, ".codex")
 	cmd.Dir = workdir
 	cmd.Env = []string{"HOME=" + home, "CODEX_HOME=" + codexHome, "PATH=" + os.Getenv("PATH"), "DUET_API_KEY=" + apiKey,
 		"LANG=C.UTF-8", "NO_COLOR=1"}
@@ -148,7 +156,7 @@ func TestCodexEcho(t *testing.T) {
 
 	t.Run("exec_command", func(t *testing.T) {
 		dir := t.TempDir()
-		r := runCodex(t, codexConfig(g.url, "echo", `model_reasoning_effort = "high"`), dir, key,
+		r := runCodex(t, codexHome(t, codexConfig(g.url, "echo", `model_reasoning_effort = "high"`)), dir, key,
 			`call: exec_command {"cmd":"echo made by codex > marker.txt && ls"}`)
 		if b, err := os.ReadFile(filepath.Join(dir, "marker.txt")); err != nil || string(b) != "made by codex\n" {
 			t.Errorf("marker.txt: %q %v\n%s", b, err, r)
@@ -170,7 +178,7 @@ func TestCodexEcho(t *testing.T) {
 
 	t.Run("code mode", func(t *testing.T) {
 		dir := t.TempDir()
-		r := runCodex(t, codexConfig(g.url, "gpt-6.1-sol"), dir, key, `call: functions__exec {"input":"text(\"hello from the JavaScript host\")"}`)
+		r := runCodex(t, codexHome(t, codexConfig(g.url, "gpt-6.1-sol")), dir, key, `call: functions__exec {"input":"text(\"hello from the JavaScript host\")"}`)
 		msgs := r.items("agent_message")
 		if len(msgs) != 1 || !strings.Contains(msgs[0].Item.Text, "hello from the JavaScript host") {
 			t.Errorf("want the final answer to be what the exec tool printed:\n%s", r)
@@ -184,17 +192,90 @@ func TestCodexEcho(t *testing.T) {
 func TestCodexEmbedded(t *testing.T) {
 	const key = "codex-test-key"
 	g := startDuet(t, "--api-key", key)
-	instructions := filepath.Join(t.TempDir(), "instructions.md")
-	if err := os.WriteFile(instructions, []byte("You are a coding agent. Use the tools to act in the workspace, then answer briefly.\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	config := codexConfig(g.url, "embedded", fmt.Sprintf("model_instructions_file = %q", instructions),
-		"web_search = \"disabled\"", "", "[features]", "multi_agent = false", "goals = false", "image_generation = false",
-		"view_image = false", "skill_search = false", "apps = false")
-	r := runCodex(t, config, t.TempDir(), key, "Say hello")
+	r := runCodex(t, codexHome(t, embeddedCodexConfig(t, g.url)), t.TempDir(), key, "Say hello")
 	msgs := r.items("agent_message")
 	if len(msgs) == 0 || strings.TrimSpace(msgs[len(msgs)-1].Item.Text) == "" {
 		t.Fatalf("want a final answer:\n%s", r)
 	}
 	t.Logf("the embedded model answers Codex: %q", msgs[len(msgs)-1].Item.Text)
+}
+
+// embeddedCodexConfig is codexConfig for the embedded model: short instructions, and the features whose tools
+// and instructions Codex would add turned off.
+func embeddedCodexConfig(t *testing.T, url string) string {
+	t.Helper()
+	instructions := filepath.Join(t.TempDir(), "instructions.md")
+	if err := os.WriteFile(instructions, []byte("You are a coding agent. Use the tools to act in the workspace, then answer briefly.\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return codexConfig(url, "embedded", fmt.Sprintf("model_instructions_file = %q", instructions),
+		"web_search = \"disabled\"", "", "[features]", "multi_agent = false", "goals = false", "image_generation = false",
+		"view_image = false", "skill_search = false", "apps = false")
+}
+
+// TestCodexPrefixAffinity: a Codex session of several turns (exec, then exec resume --last) against two
+// instances of the embedded model. Each turn resends the conversation so far under the session's
+// prompt_cache_key; every turn must land on the instance of the first, and from the second on find its prefix
+// in that instance's cache. The hit ratio of each turn (cached tokens / prompt tokens) is logged.
+func TestCodexPrefixAffinity(t *testing.T) {
+	const key = "codex-test-key"
+	g := startDuet(t, "--model", "embedded", "--model", "embedded", "--api-key", key)
+	home, dir := codexHome(t, embeddedCodexConfig(t, g.url)), t.TempDir()
+	prompts := []string{"Say hello", "Tell me more.", "And then?", "Sum it up."}
+	for i, p := range prompts {
+		args := []string{p}
+		if i > 0 {
+			args = []string{"resume", "--last", p}
+		}
+		runCodex(t, home, dir, key, args...)
+	}
+
+	req, _ := http.NewRequest("GET", g.url+"/admin/v1/requests", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var recent struct {
+		Requests []struct {
+			Path   string `json:"path"`
+			Status int    `json:"status"`
+			Route  struct {
+				DecodeInstance string `json:"decode_instance"`
+				Reason         string `json:"reason"`
+			} `json:"route"`
+			Usage *struct {
+				PromptTokens int `json:"prompt_tokens"`
+				CachedTokens int `json:"cached_tokens"`
+			} `json:"usage"`
+		} `json:"requests"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&recent); err != nil {
+		t.Fatal(err)
+	}
+	turns := recent.Requests[:0]
+	for _, r := range recent.Requests {
+		if r.Path == "/v1/responses" {
+			turns = append(turns, r)
+		}
+	}
+	if len(turns) != len(prompts) {
+		t.Fatalf("%d requests to /v1/responses, want one per turn (%d): %+v", len(turns), len(prompts), recent.Requests)
+	}
+	instances := map[string]bool{}
+	for i, r := range turns {
+		if r.Status != 200 || r.Usage == nil || r.Usage.PromptTokens == 0 {
+			t.Fatalf("turn %d: %+v", i+1, r)
+		}
+		instances[r.Route.DecodeInstance] = true
+		ratio := float64(r.Usage.CachedTokens) / float64(r.Usage.PromptTokens)
+		t.Logf("turn %d on %s: %d prompt tokens, %d cached (hit ratio %.3f); route: %s", i+1, r.Route.DecodeInstance, r.Usage.PromptTokens, r.Usage.CachedTokens, ratio, r.Route.Reason)
+		if i > 0 && r.Usage.CachedTokens < turns[i-1].Usage.PromptTokens/2 {
+			t.Errorf("turn %d found %d of its %d prompt tokens cached; the turn before sent %d", i+1, r.Usage.CachedTokens, r.Usage.PromptTokens, turns[i-1].Usage.PromptTokens)
+		}
+	}
+	if len(instances) != 1 {
+		t.Errorf("the turns of one session ran on %d instances, want one: %v", len(instances), instances)
+	}
 }
