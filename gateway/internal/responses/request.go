@@ -71,9 +71,11 @@ type body struct {
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         *bool             `json:"background"`
 	Prompt             json.RawMessage   `json:"prompt"`
-	// Accepted and ignored: they tune OpenAI's platform (caching, tiers, abuse detection), not the answer.
+	// A routing hint: the turns of one key go where their prefix is cached.
+	PromptCacheKey *string `json:"prompt_cache_key"`
+	// Accepted and ignored: they tune OpenAI's platform (tiers, abuse detection, Codex's telemetry), not the
+	// answer.
 	ServiceTier      *string         `json:"service_tier"`
-	PromptCacheKey   *string         `json:"prompt_cache_key"`
 	SafetyIdentifier *string         `json:"safety_identifier"`
 	ClientMetadata   json.RawMessage `json:"client_metadata"`
 }
