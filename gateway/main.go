@@ -41,6 +41,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/launch"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/pluginhost"
+	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/server"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/clustersecret"
@@ -122,6 +123,14 @@ func run(ctx context.Context, cfg config.Config) error {
 		return fmt.Errorf("--node-id: %w", err)
 	}
 	secrets, err := cluster.LoadSecrets(cfg.SecretFile, os.Getenv("DUET_CLUSTER_SECRET"))
+	if err != nil {
+		return err
+	}
+	reasoningKeys, err := cluster.ReasoningKeys(secrets, cfg.DataDir)
+	if err != nil {
+		return fmt.Errorf("the key that seals reasoning: %w", err)
+	}
+	reasoning, err := responses.NewSealer(reasoningKeys...)
 	if err != nil {
 		return err
 	}
@@ -263,7 +272,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,
 		Forward: forward.NewClient(hopKey, tlsClient), HopKeys: secrets.HopKeys(),
 		Status:  func() any { return pluginStatus() },
-		Metrics: m, Tracer: tracer,
+		Metrics: m, Tracer: tracer, Reasoning: reasoning,
 	})
 	for _, w := range srv.Exposure() {
 		log.Warn("open to the network: "+w, "listen", ln.Addr().String())

@@ -21,7 +21,8 @@ type script struct {
 
 // The echo engine's rules, which tests and examples can count on:
 //
-//   - A chat answers with its last user message; a last message from a tool answers with what the tool said.
+//   - A chat answers with its last user message; a last message from a tool answers with what the tool said,
+//     word for word at any temperature.
 //   - A line "call: NAME {json}" in the last user message calls tool NAME with those arguments (several such
 //     lines call several tools when parallel tool calls are allowed). tool_choice "required" calls the named
 //     tool or else the first one; a forced function is called with the message as arguments when it is a JSON
@@ -34,7 +35,9 @@ func makeScript(req engine.GenerateRequest, reply []string) (script, error) {
 	s.reply = reply
 	last, lastRole := lastMessage(req.Messages)
 	if lastRole == "tool" {
-		s.reply = split(last)
+		// What the tool said, as it said it, at any temperature: agents sample at their default temperature,
+		// and a test of their tool loop reads the tool's output back in the final answer.
+		s.reply, s.finite = split(last), true
 	}
 	if v, _ := req.TemplateVars["enable_thinking"].(bool); v && len(req.Messages) > 0 {
 		s.reasoning = split("about: " + strings.TrimSpace(last))

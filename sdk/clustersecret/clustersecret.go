@@ -1,8 +1,9 @@
 // Package clustersecret turns the one secret a duet cluster's operator manages into the keys each part needs,
-// so that none of them is used for two jobs: the serf gossip key (AES-256-GCM), the KV wire's HMAC key, and
-// the credential one gateway proves to another when it forwards a request. They are derived with HKDF-SHA256
-// under distinct labels, so learning one (say, from an engine plugin that only holds the KV key) reveals
-// nothing of the others, and every node derives the same keys from the same secret.
+// so that none of them is used for two jobs: the serf gossip key (AES-256-GCM), the KV wire's HMAC key, the
+// credential one gateway proves to another when it forwards a request, and the key that seals reasoning handed
+// to stateless clients. They are derived with HKDF-SHA256 under distinct labels, so learning one (say, from an
+// engine plugin that only holds the KV key) reveals nothing of the others, and every node derives the same keys
+// from the same secret.
 package clustersecret
 
 import (
@@ -20,6 +21,9 @@ type Keys struct {
 	Gossip []byte // 32 bytes: serf's keyring (AES-256-GCM)
 	KV     []byte // 32 bytes: the KV wire's HMAC-SHA256 proofs
 	Hop    []byte // 32 bytes: gateway-to-gateway request proofs
+	// Reasoning seals the reasoning a gateway hands a stateless client (the Responses API's encrypted_content,
+	// AES-256-GCM), so any node of the cluster reads it back.
+	Reasoning []byte
 }
 
 // Labels of the derivation (HKDF info). Changing one changes that key everywhere: they are part of the
@@ -29,6 +33,7 @@ const (
 	labelGossip = "duet serf gossip key"
 	labelKV     = "duet kv wire hmac key"
 	labelHop    = "duet gateway hop key"
+	labelReason = "duet responses reasoning key"
 )
 
 // MinSecretLen is the shortest secret accepted: 16 bytes, e.g. 32 hex digits.
@@ -49,6 +54,9 @@ func Derive(secret []byte) (Keys, error) {
 		return Keys{}, err
 	}
 	if k.Hop, err = key(labelHop); err != nil {
+		return Keys{}, err
+	}
+	if k.Reasoning, err = key(labelReason); err != nil {
 		return Keys{}, err
 	}
 	return k, nil

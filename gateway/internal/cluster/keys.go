@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -100,4 +101,42 @@ func (s *Secrets) writeKeyring(dataDir string) (string, error) {
 		return "", err
 	}
 	return path, os.Rename(tmp, path)
+}
+
+// reasoningKeyFile holds a node's own reasoning key (hex) when the cluster has no secret.
+const reasoningKeyFile = "reasoning.key"
+
+// ReasoningKeys are the keys that seal the reasoning handed to stateless clients, current first: the cluster
+// secrets' when there are any, so that every node opens what another sealed; else this node's own, random,
+// kept in dataDir so that it outlives a restart (made on the first start).
+func ReasoningKeys(s *Secrets, dataDir string) ([][]byte, error) {
+	if s != nil {
+		out := make([][]byte, len(s.Keys))
+		for i, k := range s.Keys {
+			out[i] = k.Reasoning
+		}
+		return out, nil
+	}
+	path := filepath.Join(dataDir, reasoningKeyFile)
+	if b, err := os.ReadFile(path); err == nil {
+		k, err := hex.DecodeString(strings.TrimSpace(string(b)))
+		if err != nil || len(k) != 32 {
+			return nil, fmt.Errorf("%s: not a 32-byte key in hex; delete it to make a new one", path)
+		}
+		return [][]byte{k}, nil
+	} else if !os.IsNotExist(err) {
+		return nil, err
+	}
+	k := make([]byte, 32)
+	if _, err := rand.Read(k); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(hex.EncodeToString(k)+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	return [][]byte{k}, os.Rename(tmp, path)
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/server"
 )
 
@@ -178,6 +179,13 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&join, "join", env("DUET_JOIN", ""), "gossip addresses of peers to join, comma-separated (host or host:port); retried in the background [DUET_JOIN]")
 	fs.StringVar(&c.SecretFile, "cluster-secret-file", env("DUET_CLUSTER_SECRET_FILE", ""), "file with the cluster secret (one per line, current first, for rotation); or set DUET_CLUSTER_SECRET [DUET_CLUSTER_SECRET_FILE]")
 	fs.StringVar(&c.Hardware, "hardware", env("DUET_HARDWARE", ""), "hardware class to advertise, e.g. m3-ultra (default: detected) [DUET_HARDWARE]")
+	fs.Func("hosted-tools", "what /v1/responses does with OpenAI's hosted tools (web_search, file_search, ...), which duet cannot run: drop (leave them out of what the model sees, and say so in the response) or error (a 400) [DUET_HOSTED_TOOLS] (default drop)", func(v string) error {
+		c.Server.HostedTools = responses.HostedTools(v)
+		return nil
+	})
+	if v := getenv("DUET_HOSTED_TOOLS"); v != "" {
+		c.Server.HostedTools = responses.HostedTools(v)
+	}
 	intVar(&c.Server.TokenizeMinBytes, "tokenize-min-bytes", "DUET_TOKENIZE_MIN_BYTES", "prompts of at least this many bytes are tokenized for the router; shorter ones are estimated")
 	fs.StringVar(&apiKey, "api-key", env("DUET_API_KEY", ""), "API key clients must send as a Bearer token; comma-separated for several [DUET_API_KEY]")
 	fs.StringVar(&apiKeyFile, "api-key-file", env("DUET_API_KEY_FILE", ""), "file with one API key per line [DUET_API_KEY_FILE]")
@@ -326,6 +334,9 @@ func (c Config) validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))
+	}
+	if h := c.Server.HostedTools; h != responses.HostedToolsDrop && h != responses.HostedToolsError {
+		errs = append(errs, fmt.Errorf("--hosted-tools %q: must be drop or error", h))
 	}
 	if c.Server.BodyLimit <= 0 {
 		errs = append(errs, errors.New("--body-limit must be positive"))

@@ -69,6 +69,22 @@ func TestParse(t *testing.T) {
 		{name: "missing key file", args: []string{"--api-key-file", "/nonexistent"}, err: "API key file"},
 		{name: "negative body limit", args: []string{"--body-limit", "-1"}, err: "--body-limit"},
 		{name: "bad log format", args: []string{"--log-format", "xml"}, err: "--log-format"},
+		{name: "hosted tools dropped by default", check: func(t *testing.T, c Config) {
+			if c.Server.HostedTools != "drop" {
+				t.Errorf("HostedTools %q", c.Server.HostedTools)
+			}
+		}},
+		{name: "hosted tools an error, from env", env: map[string]string{"DUET_HOSTED_TOOLS": "error"}, check: func(t *testing.T, c Config) {
+			if c.Server.HostedTools != "error" {
+				t.Errorf("HostedTools %q", c.Server.HostedTools)
+			}
+		}},
+		{name: "hosted tools: flag beats env", args: []string{"--hosted-tools", "drop"}, env: map[string]string{"DUET_HOSTED_TOOLS": "error"}, check: func(t *testing.T, c Config) {
+			if c.Server.HostedTools != "drop" {
+				t.Errorf("HostedTools %q", c.Server.HostedTools)
+			}
+		}},
+		{name: "bad hosted tools", args: []string{"--hosted-tools", "run"}, err: "--hosted-tools"},
 		{name: "stray argument", args: []string{"serve"}, err: "unexpected"},
 		{name: "plugin checksums", args: []string{"--engine-sha256", strings.Repeat("ab", 32)}, env: map[string]string{"DUET_ROUTER_SHA256": strings.Repeat("0F", 32)},
 			check: func(t *testing.T, c Config) {

@@ -10,8 +10,34 @@ import (
 // Echo is what a response object repeats of its request: OpenAI's restates the parameters it ran with
 // (instructions, tools, sampling, the text format), and clients read them back. It is rendered once, when
 // the request is parsed, and spliced into each response object of the request (a stream has three).
+//
+// It also holds what rendering the answer needs of the request: which functions stand for tools in namespaces
+// or custom tools, and the sealer when the request included reasoning.encrypted_content.
 type Echo struct {
-	members []byte // JSON object members, without the braces
+	members []byte              // JSON object members, without the braces
+	names   map[string]toolName // see toolSet.names
+	sealer  *Sealer             // nil: reasoning items carry no encrypted_content
+	// summary: the request asked for reasoning summaries. An open model's reasoning is its own summary: the
+	// whole text is given as one summary part, which is what clients such as Codex show.
+	summary bool
+}
+
+// tool is what the function the model called stands for.
+func (e *Echo) tool(name string) toolName {
+	if e != nil {
+		if tn, ok := e.names[name]; ok {
+			return tn
+		}
+	}
+	return toolName{name: name}
+}
+
+// seal is the encrypted_content of reasoning text: "" when the request did not include it.
+func (e *Echo) seal(text string) string {
+	if e == nil {
+		return ""
+	}
+	return e.sealer.Seal(text)
 }
 
 type echoBody struct {
@@ -33,6 +59,8 @@ type echoBody struct {
 	TopP               float64           `json:"top_p"`
 	Truncation         string            `json:"truncation"`
 	User               *string           `json:"user"`
+	// IgnoredTools is duet's: the hosted tools left out of what the model saw.
+	IgnoredTools []string `json:"ignored_tools,omitempty"`
 }
 
 type echoReasoning struct {
@@ -73,6 +101,7 @@ func newEcho(b *body, r *Request, f formatBody) *Echo {
 		Metadata: b.Metadata, ParallelToolCalls: g.ParallelToolCalls, ServiceTier: "default",
 		Temperature: g.Sampling.Temperature, TopP: g.Sampling.TopP, Truncation: "disabled", User: b.User,
 		Text: echoText{Format: echoFormat{Type: engine.FormatText}, Verbosity: "medium"}, Tools: []echoTool{},
+		IgnoredTools: r.IgnoredTools,
 	}
 	if e.Metadata == nil {
 		e.Metadata = map[string]string{}

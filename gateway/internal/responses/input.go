@@ -23,6 +23,14 @@ type itemBody struct {
 	Arguments *string         `json:"arguments"`
 	Output    json.RawMessage `json:"output"`
 	Summary   []partBody      `json:"summary"`
+	// Namespace is the namespace of a function_call's or custom_tool_call's tool.
+	Namespace *string `json:"namespace"`
+	// Input is a custom_tool_call's free-form input.
+	Input *string `json:"input"`
+	// EncryptedContent is a reasoning item's sealed text.
+	EncryptedContent *string `json:"encrypted_content"`
+	// Tools are an additional_tools item's.
+	Tools []json.RawMessage `json:"tools"`
 }
 
 type partBody struct {
@@ -37,7 +45,7 @@ var roles = map[string]string{"user": "user", "assistant": "assistant", "system"
 // unsupportedParts are content the API takes that a text model cannot read.
 var unsupportedParts = map[string]string{"input_image": "images", "input_file": "files", "input_audio": "audio"}
 
-func parseInput(raw json.RawMessage) ([]engine.Message, *openai.Error) {
+func parseInput(raw json.RawMessage, tools *toolSet, sealer *Sealer) ([]engine.Message, *openai.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -58,7 +66,7 @@ func parseInput(raw json.RawMessage) ([]engine.Message, *openai.Error) {
 	if len(items) == 0 {
 		return nil, openai.BadRequest("input", "input must not be empty")
 	}
-	c := conversation{calls: map[string]string{}}
+	c := conversation{calls: map[string]string{}, tools: tools, sealer: sealer}
 	for i, it := range items {
 		if err := c.add(fmt.Sprintf("input[%d]", i), it); err != nil {
 			return nil, err
@@ -75,6 +83,8 @@ type conversation struct {
 	// reasoning waits for the assistant message of its turn.
 	reasoning string
 	calls     map[string]string // call id -> function name, of the calls so far
+	tools     *toolSet          // additional_tools items add to it
+	sealer    *Sealer           // opens reasoning's encrypted_content; nil: ignore it
 }
 
 func (c *conversation) add(param string, raw json.RawMessage) *openai.Error {
@@ -92,15 +102,20 @@ func (c *conversation) add(param string, raw json.RawMessage) *openai.Error {
 	case "message":
 		return c.message(param, &it)
 	case "function_call":
-		return c.functionCall(param, &it)
-	case "function_call_output":
+		return c.functionCall(param, &it, false)
+	case "custom_tool_call":
+		return c.functionCall(param, &it, true)
+	case "function_call_output", "custom_tool_call_output":
 		return c.functionCallOutput(param, &it)
+	case "additional_tools":
+		// Codex sends the tools of some models as an item of the conversation: to the model they are tools.
+		return c.tools.add(param+".tools", it.Tools)
 	case "reasoning":
 		return c.addReasoning(param, &it)
 	case "item_reference":
 		return openai.BadRequest(param+".type", "%s is an item_reference, but duet does not store items: send the item itself", param)
 	}
-	return openai.BadRequest(param+".type", "%s: input item type %q is not supported; duet takes message, function_call, function_call_output and reasoning items", param, typ)
+	return openai.BadRequest(param+".type", "%s: input item type %q is not supported; duet takes message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning and additional_tools items", param, typ)
 }
 
 func (c *conversation) message(param string, it *itemBody) *openai.Error {
@@ -124,15 +139,34 @@ func (c *conversation) message(param string, it *itemBody) *openai.Error {
 	return nil
 }
 
-func (c *conversation) functionCall(param string, it *itemBody) *openai.Error {
+// functionCall adds a function_call item, or a custom_tool_call item (custom), to its turn. A call into a
+// namespace is a call of the function the model saw, NAMESPACE__NAME; a custom tool's input is the one
+// argument of its function.
+func (c *conversation) functionCall(param string, it *itemBody, custom bool) *openai.Error {
+	typ := "function_call"
+	if custom {
+		typ = "custom_tool_call"
+	}
 	if it.CallID == nil || *it.CallID == "" {
-		return openai.BadRequest(param+".call_id", "%s is a function_call without call_id", param)
+		return openai.BadRequest(param+".call_id", "%s is a %s without call_id", param, typ)
 	}
 	if it.Name == nil || *it.Name == "" {
-		return openai.BadRequest(param+".name", "%s is a function_call without name", param)
+		return openai.BadRequest(param+".name", "%s is a %s without name", param, typ)
 	}
 	call := engine.ToolCall{ID: *it.CallID, Name: *it.Name, Arguments: "{}"}
-	if a := it.Arguments; a != nil && *a != "" {
+	if ns := it.Namespace; ns != nil && *ns != "" {
+		call.Name = *ns + namespaceSep + call.Name
+	}
+	switch a := it.Arguments; {
+	case custom:
+		if it.Input == nil {
+			return openai.BadRequest(param+".input", "%s is a custom_tool_call without input", param)
+		}
+		args, _ := json.Marshal(struct {
+			Input string `json:"input"`
+		}{*it.Input})
+		call.Arguments = string(args)
+	case a != nil && *a != "":
 		if !json.Valid([]byte(*a)) {
 			return openai.BadRequest(param+".arguments", "%s's arguments are not valid JSON", param)
 		}
@@ -150,11 +184,11 @@ func (c *conversation) functionCall(param string, it *itemBody) *openai.Error {
 
 func (c *conversation) functionCallOutput(param string, it *itemBody) *openai.Error {
 	if it.CallID == nil || *it.CallID == "" {
-		return openai.BadRequest(param+".call_id", "%s is a function_call_output without call_id", param)
+		return openai.BadRequest(param+".call_id", "%s is a %s without call_id", param, *it.Type)
 	}
 	name, ok := c.calls[*it.CallID]
 	if !ok {
-		return openai.BadRequest(param+".call_id", "no function_call before %s has call_id %q: send the function_call item of the earlier response before its output", param, *it.CallID)
+		return openai.BadRequest(param+".call_id", "no call before %s has call_id %q: send the function_call (or custom_tool_call) item of the earlier response before its output", param, *it.CallID)
 	}
 	out, err := parseContent(param+".output", it.Output, false)
 	if err != nil {
@@ -165,8 +199,10 @@ func (c *conversation) functionCallOutput(param string, it *itemBody) *openai.Er
 	return nil
 }
 
-// addReasoning keeps a reasoning item's text for the assistant message of its turn: its reasoning_text
-// content, or else its summary. Encrypted reasoning is OpenAI's and cannot be read here; it is dropped.
+// addReasoning keeps a reasoning item's text for the assistant message of its turn: its encrypted_content
+// when this cluster sealed it (the whole reasoning, as the model wrote it), else its reasoning_text content,
+// else its summary. encrypted_content that does not open here (OpenAI's, another cluster's, or altered) is
+// dropped, as if the item had none: the conversation goes on without that reasoning rather than fail.
 func (c *conversation) addReasoning(param string, it *itemBody) *openai.Error {
 	var parts []partBody
 	if ct := bytes.TrimSpace(it.Content); len(ct) > 0 && string(ct) != "null" {
@@ -174,7 +210,13 @@ func (c *conversation) addReasoning(param string, it *itemBody) *openai.Error {
 			return openai.BadRequest(param+".content", "%s.content must be an array of reasoning_text parts", param)
 		}
 	}
-	text := joinParts(parts, "reasoning_text")
+	text := ""
+	if e := it.EncryptedContent; e != nil && *e != "" {
+		text, _ = c.sealer.Open(*e)
+	}
+	if text == "" {
+		text = joinParts(parts, "reasoning_text")
+	}
 	if text == "" {
 		text = joinParts(it.Summary, "summary_text")
 	}

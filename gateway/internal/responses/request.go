@@ -3,7 +3,6 @@ package responses
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"unicode/utf8"
 
 	"github.com/duet-ai/duet/gateway/internal/openai"
@@ -21,7 +20,23 @@ type Request struct {
 	PromptBytes int
 	// Echo is what the response object repeats of the request.
 	Echo *Echo
+	// IgnoredTools are the types of the hosted tools left out of what the model sees.
+	IgnoredTools []string
+	// CacheKey is prompt_cache_key: requests that share it share a prefix, which routing keeps together.
+	CacheKey string
 }
+
+// Options are the server's settings that change how requests are read.
+type Options struct {
+	// HostedTools: drop (the default) or error.
+	HostedTools HostedTools
+	// Sealer seals reasoning into encrypted_content and opens it again; nil: reasoning is never sealed, and
+	// encrypted_content on input is ignored.
+	Sealer *Sealer
+}
+
+// includeEncryptedReasoning is the include value that asks for reasoning items with encrypted_content.
+const includeEncryptedReasoning = "reasoning.encrypted_content"
 
 // Bounds of the API, as OpenAI documents them.
 const (
@@ -56,10 +71,13 @@ type body struct {
 	Conversation       json.RawMessage   `json:"conversation"`
 	Background         *bool             `json:"background"`
 	Prompt             json.RawMessage   `json:"prompt"`
-	// Accepted and ignored: they tune OpenAI's platform (caching, tiers, abuse detection), not the answer.
-	ServiceTier      *string `json:"service_tier"`
-	PromptCacheKey   *string `json:"prompt_cache_key"`
-	SafetyIdentifier *string `json:"safety_identifier"`
+	// A routing hint: the turns of one key go where their prefix is cached.
+	PromptCacheKey *string `json:"prompt_cache_key"`
+	// Accepted and ignored: they tune OpenAI's platform (tiers, abuse detection, Codex's telemetry), not the
+	// answer.
+	ServiceTier      *string         `json:"service_tier"`
+	SafetyIdentifier *string         `json:"safety_identifier"`
+	ClientMetadata   json.RawMessage `json:"client_metadata"`
 }
 
 type textBody struct {
@@ -79,18 +97,12 @@ type reasoningBody struct {
 	Effort          *string `json:"effort"`
 	Summary         *string `json:"summary"`
 	GenerateSummary *string `json:"generate_summary"` // the deprecated spelling of summary
-}
-
-type toolBody struct {
-	Type        *string         `json:"type"`
-	Name        *string         `json:"name"`
-	Description *string         `json:"description"`
-	Parameters  json.RawMessage `json:"parameters"`
-	Strict      *bool           `json:"strict"`
+	// Context is Codex's: which turns' reasoning the model sees again. duet gives back what the input holds.
+	Context *string `json:"context"`
 }
 
 // Parse parses and validates a request body.
-func Parse(raw []byte) (Request, *openai.Error) {
+func Parse(raw []byte, o Options) (Request, *openai.Error) {
 	var b body
 	if err := openai.Decode(raw, &b); err != nil {
 		return Request{}, err
@@ -114,7 +126,11 @@ func Parse(raw []byte) (Request, *openai.Error) {
 	if b.Instructions != nil && *b.Instructions != "" {
 		g.Messages = append(g.Messages, engine.Message{Role: "system", Content: *b.Instructions})
 	}
-	msgs, err := parseInput(b.Input)
+	tools := toolSet{hosted: o.HostedTools}
+	if err := tools.add("tools", b.Tools); err != nil {
+		return r, err
+	}
+	msgs, err := parseInput(b.Input, &tools, o.Sealer)
 	if err != nil {
 		return r, err
 	}
@@ -125,9 +141,10 @@ func Parse(raw []byte) (Request, *openai.Error) {
 			r.PromptBytes += len(c.Name) + len(c.Arguments)
 		}
 	}
-	if g.Tools, err = parseTools(b.Tools); err != nil {
+	if g.Tools, err = openai.Tools(tools.fns, "tools"); err != nil {
 		return r, err
 	}
+	r.IgnoredTools = tools.ignored
 	if g.ToolChoice, err = parseToolChoice(b.ToolChoice, g.Tools); err != nil {
 		return r, err
 	}
@@ -168,7 +185,17 @@ func Parse(raw []byte) (Request, *openai.Error) {
 	if err := b.checkRest(); err != nil {
 		return r, err
 	}
+	if b.PromptCacheKey != nil {
+		r.CacheKey = *b.PromptCacheKey
+	}
 	r.Echo = newEcho(&b, &r, format)
+	r.Echo.names = tools.names
+	r.Echo.summary = b.Reasoning != nil && (b.Reasoning.Summary != nil || b.Reasoning.GenerateSummary != nil)
+	for _, inc := range b.Include {
+		if inc == includeEncryptedReasoning {
+			r.Echo.sealer = o.Sealer
+		}
+	}
 	return r, nil
 }
 
@@ -235,47 +262,6 @@ func parseStream(stream *bool, opts json.RawMessage) (bool, *openai.Error) {
 	return s, nil
 }
 
-// builtinTools are OpenAI's tool types other than function, and why duet has none of them.
-var builtinTools = func() map[string]string {
-	m := map[string]string{}
-	for _, t := range []string{"web_search", "web_search_preview", "web_search_2025_08_26", "web_search_preview_2025_03_11",
-		"file_search", "code_interpreter", "image_generation", "mcp", "tool_search"} {
-		m[t] = "a tool OpenAI runs on its platform"
-	}
-	for _, t := range []string{"computer_use_preview", "computer_use", "local_shell", "shell", "apply_patch"} {
-		m[t] = "a tool OpenAI's own models are trained to call; declare what the client runs as a function"
-	}
-	m["custom"] = "a tool of free-form input, which duet cannot ask of a model; declare it as a function with a JSON schema"
-	return m
-}()
-
-func parseTools(raw []json.RawMessage) ([]engine.Tool, *openai.Error) {
-	var fns []openai.Function
-	for i, r := range raw {
-		param := fmt.Sprintf("tools[%d]", i)
-		var t toolBody
-		if err := decodeAt(r, param, &t); err != nil {
-			return nil, err
-		}
-		switch {
-		case t.Type == nil:
-			return nil, openai.BadRequest(param+".type", "%s is missing its type", param)
-		case *t.Type == "function":
-		case builtinTools[*t.Type] != "":
-			return nil, openai.BadRequest(param+".type", "%s is of type %q, %s: duet serves only tools of type \"function\"", param, *t.Type, builtinTools[*t.Type])
-		default:
-			return nil, openai.BadRequest(param+".type", "%s: tool type %q is not supported; only \"function\"", param, *t.Type)
-		}
-		strict := t.Strict
-		if strict == nil {
-			strict = new(bool)
-			*strict = true // the Responses API's default, unlike chat's
-		}
-		fns = append(fns, openai.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: strict, Param: param})
-	}
-	return openai.Tools(fns, "tools")
-}
-
 func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoice, *openai.Error) {
 	raw = bytes.TrimSpace(raw)
 	mode, name := "", ""
@@ -288,8 +274,9 @@ func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoic
 		}
 	case raw[0] == '{':
 		var c struct {
-			Type *string `json:"type"`
-			Name *string `json:"name"`
+			Type      *string `json:"type"`
+			Name      *string `json:"name"`
+			Namespace *string `json:"namespace"`
 		}
 		if err := decodeAt(raw, "tool_choice", &c); err != nil {
 			return engine.ToolChoice{}, err
@@ -297,16 +284,19 @@ func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoic
 		switch {
 		case c.Type == nil:
 			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice is missing its type")
-		case *c.Type == "function":
+		case *c.Type == "function" || *c.Type == "custom":
 		case *c.Type == "allowed_tools":
 			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice allowed_tools is not supported by this server; send only the allowed tools, with tool_choice auto or required")
 		default:
-			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice of type %q is not supported: duet serves only function tools", *c.Type)
+			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice of type %q is not supported: duet serves only function and custom tools", *c.Type)
 		}
 		if c.Name == nil || *c.Name == "" {
 			return engine.ToolChoice{}, openai.BadRequest("tool_choice.name", "tool_choice names no function")
 		}
 		mode, name = engine.ToolChoiceFunction, *c.Name
+		if c.Namespace != nil && *c.Namespace != "" {
+			name = *c.Namespace + namespaceSep + name
+		}
 	default:
 		return engine.ToolChoice{}, openai.BadRequest("tool_choice", "invalid type for 'tool_choice': expected a string or an object")
 	}

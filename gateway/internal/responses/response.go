@@ -35,8 +35,9 @@ type item struct {
 	index  int             // in the output
 	text   strings.Builder // the message's or the reasoning's text, the call's arguments
 	callID string
-	name   string
+	name   string // the function the engine called
 	status string
+	sealed string // a reasoning item's encrypted_content, once rendered
 }
 
 // itemID names the index'th output item of response m: ids that are the same in a stream and in the whole
@@ -138,7 +139,7 @@ func appendResponse(dst []byte, m openai.Meta, echo *Echo, s snapshot) []byte {
 		if i > 0 {
 			dst = append(dst, ',')
 		}
-		dst = appendItem(dst, it, false)
+		dst = appendItem(dst, it, false, echo)
 	}
 	dst = append(dst, `],"usage":`...)
 	if f := s.final; f != nil {
@@ -179,8 +180,9 @@ func appendUsage(dst []byte, u engine.Usage, reasoning int) []byte {
 }
 
 // appendItem appends an output item; added renders it as output_item.added announces it: in progress, with
-// no text yet.
-func appendItem(dst []byte, it *item, added bool) []byte {
+// no text yet. A call of a function that stands for a tool in a namespace names both; a call of a custom
+// tool's function is a custom_tool_call, its input the function's one argument.
+func appendItem(dst []byte, it *item, added bool, e *Echo) []byte {
 	status := it.status
 	if added {
 		status = statusInProgress
@@ -189,11 +191,23 @@ func appendItem(dst []byte, it *item, added bool) []byte {
 	dst = openai.AppendString(dst, it.id)
 	switch it.kind {
 	case kindReasoning:
-		dst = append(dst, `,"type":"reasoning","summary":[],"content":[`...)
+		dst = append(dst, `,"type":"reasoning","summary":[`...)
+		if !added && e != nil && e.summary {
+			dst = appendSummary(dst, it.text.String())
+		}
+		dst = append(dst, `],"content":[`...)
 		if !added {
 			dst = appendPart(dst, kindReasoning, it.text.String())
 		}
-		dst = append(dst, `],"encrypted_content":null`...)
+		dst = append(dst, `],"encrypted_content":`...)
+		if !added && it.sealed == "" {
+			it.sealed = e.seal(it.text.String()) // once: a stream's events and its last response agree
+		}
+		if added || it.sealed == "" {
+			dst = append(dst, "null"...)
+		} else {
+			dst = openai.AppendString(dst, it.sealed)
+		}
 	case kindMessage:
 		dst = append(dst, `,"type":"message","role":"assistant","content":[`...)
 		if !added {
@@ -201,14 +215,29 @@ func appendItem(dst []byte, it *item, added bool) []byte {
 		}
 		dst = append(dst, ']')
 	case kindCall:
-		dst = append(dst, `,"type":"function_call","call_id":`...)
+		tn := e.tool(it.name)
+		if tn.custom {
+			dst = append(dst, `,"type":"custom_tool_call","call_id":`...)
+		} else {
+			dst = append(dst, `,"type":"function_call","call_id":`...)
+		}
 		dst = openai.AppendString(dst, it.callID)
 		dst = append(dst, `,"name":`...)
-		dst = openai.AppendString(dst, it.name)
-		dst = append(dst, `,"arguments":`...)
-		if added {
-			dst = append(dst, `""`...)
-		} else {
+		dst = openai.AppendString(dst, tn.name)
+		if tn.namespace != "" {
+			dst = append(dst, `,"namespace":`...)
+			dst = openai.AppendString(dst, tn.namespace)
+		}
+		switch {
+		case tn.custom && added:
+			dst = append(dst, `,"input":""`...)
+		case tn.custom:
+			dst = append(dst, `,"input":`...)
+			dst = openai.AppendString(dst, customInput(it.text.String()))
+		case added:
+			dst = append(dst, `,"arguments":""`...)
+		default:
+			dst = append(dst, `,"arguments":`...)
 			dst = openai.AppendString(dst, it.text.String())
 		}
 	}
@@ -227,4 +256,11 @@ func appendPart(dst []byte, kind itemKind, text string) []byte {
 	dst = append(dst, `{"type":"output_text","text":`...)
 	dst = openai.AppendString(dst, text)
 	return append(dst, `,"annotations":[],"logprobs":[]}`...)
+}
+
+// appendSummary appends a reasoning summary part.
+func appendSummary(dst []byte, text string) []byte {
+	dst = append(dst, `{"type":"summary_text","text":`...)
+	dst = openai.AppendString(dst, text)
+	return append(dst, '}')
 }

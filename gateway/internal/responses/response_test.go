@@ -19,7 +19,21 @@ import (
 
 func init() {
 	now = func() time.Time { return time.Unix(1700000009, 0) } // completed_at, in every golden file
+	sealRand = zeros{}                                         // one nonce: sealed text in golden files
 }
+
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// testSealer seals with a fixed key.
+var testSealer = func() *Sealer {
+	s, err := NewSealer(bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		panic(err)
+	}
+	return s
+}()
 
 func meta() openai.Meta {
 	return openai.Meta{ID: "resp_abc", Created: 1700000000, Model: "m"}
@@ -37,7 +51,7 @@ func routed() openai.Meta {
 // echoOf parses a request body for its echo.
 func echoOf(t *testing.T, body string) *Echo {
 	t.Helper()
-	r, err := Parse([]byte(body))
+	r, err := Parse([]byte(body), Options{Sealer: testSealer})
 	if err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
@@ -75,6 +89,26 @@ type script struct {
 	events []engine.Event
 }
 
+// codexBody has what Codex sends: tools in a namespace, a custom tool with a lark grammar in another (as an
+// additional_tools item), a custom tool of free text, a hosted tool; sealed reasoning with a summary.
+const codexBody = `{"model":"m","stream":true,"store":false,"include":["reasoning.encrypted_content"],"reasoning":{"effort":"high","summary":"auto"},
+	"prompt_cache_key":"k1","client_metadata":{"turn_id":"t"},
+	"tools":[{"type":"namespace","name":"shell","description":"Shell tools.","tools":[{"type":"function","name":"list","strict":false,"parameters":{"type":"object","properties":{"dir":{"type":"string"}}}}]},
+		{"type":"custom","name":"apply","description":"Apply a patch."},{"type":"web_search","external_web_access":false}],
+	"input":[{"type":"additional_tools","role":"developer","tools":[{"type":"namespace","name":"functions","description":"","tools":[
+		{"type":"custom","name":"exec","description":"Run JavaScript.","format":{"type":"grammar","syntax":"lark","definition":"start: /[\\s\\S]+/"}}]}]},
+		{"type":"message","role":"developer","content":[{"type":"input_text","text":"Be brief."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"ls"}]}]}`
+
+var codexCalls = func() *engine.Final {
+	f := final(engine.FinishToolCalls)
+	f.ToolCalls = []engine.ToolCall{
+		{ID: "call_1", Name: "shell__list", Arguments: `{"dir":"."}`},
+		{ID: "call_2", Name: "functions__exec", Arguments: `{"input":"text(\"a\")"}`},
+		{ID: "call_3", Name: "apply", Arguments: `{"input":"*** patch"}`},
+	}
+	return f
+}()
+
 func scripts() []script {
 	calls := final(engine.FinishToolCalls)
 	calls.ToolCalls = []engine.ToolCall{
@@ -99,6 +133,14 @@ func scripts() []script {
 		{name: "incomplete_reasoning", meta: meta(), body: plainBody, events: []engine.Event{
 			reasoning("hmm"), {Final: final(engine.FinishLength)}}},
 		{name: "empty", meta: meta(), body: plainBody, events: []engine.Event{{Final: final(engine.FinishStop)}}},
+		{name: "codex", meta: meta(), body: codexBody, events: []engine.Event{
+			reasoning("List "), reasoning("the files."),
+			call(engine.ToolCallDelta{Index: 0, ID: "call_1", Name: "shell__list"}, engine.ToolCallDelta{Index: 0, Arguments: `{"dir":`}),
+			call(engine.ToolCallDelta{Index: 0, Arguments: `"."}`}),
+			call(engine.ToolCallDelta{Index: 1, ID: "call_2", Name: "functions__exec"}, engine.ToolCallDelta{Index: 1, Arguments: `{"input":"text(\"a`}),
+			call(engine.ToolCallDelta{Index: 1, Arguments: `\")"}`}),
+			call(engine.ToolCallDelta{Index: 2, ID: "call_3", Name: "apply"}, engine.ToolCallDelta{Index: 2, Arguments: `{"input":"*** patch"}`}),
+			{Final: codexCalls}}},
 	}
 }
 
@@ -201,10 +243,14 @@ func TestStreamIsTheResponse(t *testing.T) {
 					t.Errorf("event %d: type %q (line says %q), sequence_number %v", i, head.Type, ev.typ, head.Seq)
 				}
 				if strings.HasSuffix(head.Type, ".delta") {
-					if deltas[head.ItemID] == nil {
-						deltas[head.ItemID] = &strings.Builder{}
+					key := head.ItemID
+					if head.Type == "response.reasoning_summary_text.delta" {
+						key += "#summary" // a reasoning item's summary adds up apart from its text
 					}
-					deltas[head.ItemID].WriteString(head.Delta)
+					if deltas[key] == nil {
+						deltas[key] = &strings.Builder{}
+					}
+					deltas[key].WriteString(head.Delta)
 				}
 				if i == len(evs)-1 {
 					if want := whole(t, s); !bytes.Equal(head.Response, want) {
@@ -225,6 +271,8 @@ func TestStreamIsTheResponse(t *testing.T) {
 					want = it.Content[0].Text
 				case "function_call":
 					want = it.Arguments.OfString
+				case "custom_tool_call":
+					want = it.Input
 				}
 				got := ""
 				if d := deltas[it.ID]; d != nil {
@@ -232,6 +280,18 @@ func TestStreamIsTheResponse(t *testing.T) {
 				}
 				if got != want {
 					t.Errorf("%s %s: deltas add up to %q, the item says %q", it.Type, it.ID, got, want)
+				}
+				if it.Type == "reasoning" {
+					got, want := "", ""
+					if d := deltas[it.ID+"#summary"]; d != nil {
+						got = d.String()
+					}
+					if len(it.Summary) > 0 {
+						want = it.Summary[0].Text
+					}
+					if got != want {
+						t.Errorf("reasoning %s: summary deltas add up to %q, the item's summary says %q", it.ID, got, want)
+					}
 				}
 			}
 		})
@@ -243,9 +303,9 @@ func TestStreamIsTheResponse(t *testing.T) {
 func TestOpenAIGoReads(t *testing.T) {
 	t.Parallel()
 	want := map[string]struct {
-		text, status string
-		calls        int
-		reasoning    string
+		text, status  string
+		calls, custom int
+		reasoning     string
 	}{
 		"text":                 {text: "Hello \"you\"\n!", status: "completed"},
 		"reasoning":            {text: "Answer.", status: "completed", reasoning: "Think more."},
@@ -253,6 +313,7 @@ func TestOpenAIGoReads(t *testing.T) {
 		"incomplete":           {text: "one two", status: "incomplete"},
 		"incomplete_reasoning": {text: "", status: "incomplete", reasoning: "hmm"},
 		"empty":                {text: "", status: "completed"},
+		"codex":                {text: "", status: "completed", calls: 1, custom: 2, reasoning: "List the files."},
 	}
 	for _, s := range scripts() {
 		t.Run(s.name, func(t *testing.T) {
@@ -276,7 +337,7 @@ func TestOpenAIGoReads(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range []sdkresponses.Response{resp, last.Response} {
-				calls, reasoningText := 0, ""
+				calls, custom, reasoningText := 0, 0, ""
 				for _, it := range r.Output {
 					switch v := it.AsAny().(type) {
 					case sdkresponses.ResponseFunctionToolCall:
@@ -284,12 +345,17 @@ func TestOpenAIGoReads(t *testing.T) {
 						if v.CallID == "" || v.Name == "" || !json.Valid([]byte(v.Arguments)) || v.Status != "completed" {
 							t.Errorf("call %+v", v)
 						}
+					case sdkresponses.ResponseCustomToolCall:
+						custom++
+						if v.CallID == "" || v.Name == "" || v.Input == "" {
+							t.Errorf("custom call %+v", v)
+						}
 					case sdkresponses.ResponseReasoningItem:
 						reasoningText += v.Content[0].Text
 					}
 				}
-				if r.OutputText() != w.text || string(r.Status) != w.status || calls != w.calls || reasoningText != w.reasoning {
-					t.Errorf("output_text %q status %q calls %d reasoning %q; want %+v", r.OutputText(), r.Status, calls, reasoningText, w)
+				if r.OutputText() != w.text || string(r.Status) != w.status || calls != w.calls || custom != w.custom || reasoningText != w.reasoning {
+					t.Errorf("output_text %q status %q calls %d custom calls %d reasoning %q; want %+v", r.OutputText(), r.Status, calls, custom, reasoningText, w)
 				}
 				if r.Usage.InputTokens != 5 || r.Usage.OutputTokens != 4 || r.Usage.TotalTokens != 9 || r.Usage.InputTokensDetails.CachedTokens != 2 {
 					t.Errorf("usage %+v", r.Usage)

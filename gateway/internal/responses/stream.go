@@ -15,6 +15,8 @@ import (
 //	  response.content_part.added                    (message and reasoning)
 //	  response.output_text.delta ...                 (message)
 //	  response.reasoning_text.delta ...              (reasoning)
+//	  response.reasoning_summary_part.added, .reasoning_summary_text.delta and their .done
+//	                                                 (reasoning, when the request asks for a summary)
 //	  response.function_call_arguments.delta ...     (function call)
 //	  the .done of each of those, then response.output_item.done
 //	response.completed, or response.incomplete when max_output_tokens cut it short
@@ -171,7 +173,7 @@ func (s *Stream) added(dst []byte, it *item) []byte {
 	dst = s.head(dst, "response.output_item.added")
 	dst = where(dst, it, refItem)
 	dst = append(dst, `,"item":`...)
-	dst = appendItem(dst, it, true)
+	dst = appendItem(dst, it, true, s.echo)
 	dst = end(dst)
 	if it.kind != kindCall {
 		dst = s.head(dst, "response.content_part.added")
@@ -183,9 +185,13 @@ func (s *Stream) added(dst []byte, it *item) []byte {
 	return dst
 }
 
-// delta renders text added to the open item.
+// delta renders text added to the open item. A custom tool's input is rendered whole when its call ends: the
+// engine streams the JSON arguments of its function, whose string the input is.
 func (s *Stream) delta(dst []byte, it *item, text string) []byte {
 	it.text.WriteString(text)
+	if it.kind == kindCall && s.echo.tool(it.name).custom {
+		return dst
+	}
 	typ := [...]string{kindReasoning: "response.reasoning_text.delta", kindMessage: "response.output_text.delta",
 		kindCall: "response.function_call_arguments.delta"}[it.kind]
 	dst = s.head(dst, typ)
@@ -210,12 +216,24 @@ func (s *Stream) closeOpen(dst []byte, status string) []byte {
 	}
 	it.status = status
 	text := it.text.String()
-	switch it.kind {
-	case kindCall:
+	switch {
+	case it.kind == kindCall && s.echo.tool(it.name).custom:
+		input := customInput(text)
+		dst = s.head(dst, "response.custom_tool_call_input.delta")
+		dst = where(dst, it, refID)
+		dst = append(dst, `,"delta":`...)
+		dst = openai.AppendString(dst, input)
+		dst = end(dst)
+		dst = s.head(dst, "response.custom_tool_call_input.done")
+		dst = where(dst, it, refID)
+		dst = append(dst, `,"input":`...)
+		dst = openai.AppendString(dst, input)
+		dst = end(dst)
+	case it.kind == kindCall:
 		dst = s.head(dst, "response.function_call_arguments.done")
 		dst = where(dst, it, refID)
 		dst = append(dst, `,"name":`...)
-		dst = openai.AppendString(dst, it.name)
+		dst = openai.AppendString(dst, s.echo.tool(it.name).name)
 		dst = append(dst, `,"arguments":`...)
 		dst = openai.AppendString(dst, text)
 		dst = end(dst)
@@ -237,11 +255,14 @@ func (s *Stream) closeOpen(dst []byte, status string) []byte {
 		dst = append(dst, `,"part":`...)
 		dst = appendPart(dst, it.kind, text)
 		dst = end(dst)
+		if it.kind == kindReasoning && s.echo != nil && s.echo.summary {
+			dst = s.summary(dst, it, text)
+		}
 	}
 	dst = s.head(dst, "response.output_item.done")
 	dst = where(dst, it, refItem)
 	dst = append(dst, `,"item":`...)
-	dst = appendItem(dst, it, false)
+	dst = appendItem(dst, it, false, s.echo)
 	s.open = nil
 	return end(dst)
 }
@@ -288,4 +309,28 @@ func appendNullable(dst []byte, s string) []byte {
 		return append(dst, "null"...)
 	}
 	return openai.AppendString(dst, s)
+}
+
+// summary renders the events of a reasoning item's one summary part, which is its whole text: it is known when
+// the reasoning ends.
+func (s *Stream) summary(dst []byte, it *item, text string) []byte {
+	for _, ev := range []struct{ typ, field, value string }{
+		{"response.reasoning_summary_part.added", "part", ""},
+		{"response.reasoning_summary_text.delta", "delta", text},
+		{"response.reasoning_summary_text.done", "text", text},
+		{"response.reasoning_summary_part.done", "part", text},
+	} {
+		dst = s.head(dst, ev.typ)
+		dst = where(dst, it, refID)
+		dst = append(dst, `,"summary_index":0,"`...)
+		dst = append(dst, ev.field...)
+		dst = append(dst, `":`...)
+		if ev.field == "part" {
+			dst = appendSummary(dst, ev.value)
+		} else {
+			dst = openai.AppendString(dst, ev.value)
+		}
+		dst = end(dst)
+	}
+	return dst
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -20,12 +21,20 @@ func (s *Server) responsesRoutes(v1 fiber.Router) {
 	v1.Post("/responses/:id/cancel", notStored)
 }
 
+// ignoredToolsHeader names the hosted tools of a request that the model did not see.
+const ignoredToolsHeader = "Duet-Ignored-Tools"
+
 func notStored(c *fiber.Ctx) error { return responses.NotStored(c.Params("id")) }
 
 func (s *Server) createResponse(c *fiber.Ctx) error {
-	req, perr := responses.Parse(c.Body())
+	req, perr := responses.Parse(c.Body(), responses.Options{HostedTools: s.cfg.HostedTools, Sealer: s.reasoning})
 	if perr != nil {
 		return perr
+	}
+	if len(req.IgnoredTools) > 0 {
+		// Also in the response object (ignored_tools); a header tells a client that reads neither body nor
+		// stream closely, and the logs of proxies.
+		c.Set(ignoredToolsHeader, strings.Join(req.IgnoredTools, ", "))
 	}
 	err := s.serve(c, &generation{
 		model:       req.Model,
@@ -34,6 +43,7 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		idPrefix:    "resp_",
 		request:     req.Generate,
 		promptBytes: req.PromptBytes,
+		cacheKey:    req.CacheKey,
 	})
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {

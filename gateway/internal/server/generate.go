@@ -115,6 +115,9 @@ type generation struct {
 	promptBytes  int
 	promptTokens int
 	prefixHashes []uint64
+	// cacheKey is the client's name for a conversation whose turns share a prefix (the Responses API's
+	// prompt_cache_key): routing keeps its turns together (see keyedHashes).
+	cacheKey string
 	// routeTime is what tokenizing for the router and routing took.
 	routeTime time.Duration
 	// fitMaxTokens lets a max_tokens that the instance's context cannot hold mean "as many as fit": Anthropic's
@@ -216,6 +219,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		if err := s.promptInfo(ctx, g); err != nil {
 			return err
 		}
+		g.prefixHashes = keyedHashes(g.cacheKey, g.prefixHashes)
 		var exclude []string
 		for attempt := 1; ; attempt++ {
 			var err error

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -249,4 +251,24 @@ func (s *Server) promptInfo(ctx context.Context, g *generation) error {
 	g.promptTokens = len(res.Tokens)
 	g.prefixHashes = prefixhash.Blocks(res.Tokens)
 	return nil
+}
+
+// keyedHashes makes a request's prompt_cache_key part of what the router's prefix affinity sees: a hash of the
+// key comes first, as a block of its own, and every block hash after it is mixed with it. Turns of one
+// conversation then share at least that first block even when their prompts are too short to tokenize for
+// routing (or not yet tokenized), so the router prefers the instance that served the key before, which holds
+// the conversation's prefix; and the same prompt under different keys does not pull them together, as OpenAI
+// keeps the caches of different keys apart. Without a key the hashes are as they were.
+func keyedHashes(key string, hashes []uint64) []uint64 {
+	if key == "" {
+		return hashes
+	}
+	sum := sha256.Sum256([]byte("duet prompt_cache_key\x00" + key))
+	k := binary.LittleEndian.Uint64(sum[:8])
+	out := make([]uint64, 0, len(hashes)+1)
+	out = append(out, k)
+	for _, h := range hashes {
+		out = append(out, h^k)
+	}
+	return out
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
@@ -57,5 +58,39 @@ func TestPinnedCarriesDecision(t *testing.T) {
 				t.Errorf("owner's estimate %v", got.Scores)
 			}
 		})
+	}
+}
+
+// TestKeyedHashes: a prompt_cache_key leads the prefix hashes as a block of its own and is mixed into the
+// others, so that the same key shares a prefix even with nothing tokenized, and different keys share none.
+func TestKeyedHashes(t *testing.T) {
+	t.Parallel()
+	prompt := []uint64{11, 22, 33}
+	a, a2, b := keyedHashes("conv-a", prompt), keyedHashes("conv-a", prompt[:2]), keyedHashes("conv-b", prompt)
+	cases := []struct {
+		name string
+		got  []uint64
+		want func([]uint64) bool
+	}{
+		{"no key: as they were", keyedHashes("", prompt), func(h []uint64) bool { return slices.Equal(h, prompt) }},
+		{"no key, no hashes", keyedHashes("", nil), func(h []uint64) bool { return len(h) == 0 }},
+		{"a key alone is one block", keyedHashes("conv-a", nil), func(h []uint64) bool { return len(h) == 1 && h[0] == a[0] }},
+		{"a key leads and is mixed in", a, func(h []uint64) bool {
+			return len(h) == 4 && h[1] == 11^h[0] && h[2] == 22^h[0] && h[3] == 33^h[0]
+		}},
+		{"the same key and a shorter prompt share its prefix", a2, func(h []uint64) bool { return slices.Equal(h, a[:3]) }},
+		{"another key shares nothing", b, func(h []uint64) bool {
+			for i := range h {
+				if h[i] == a[i] {
+					return false
+				}
+			}
+			return len(h) == 4
+		}},
+	}
+	for _, c := range cases {
+		if !c.want(c.got) {
+			t.Errorf("%s: %v", c.name, c.got)
+		}
 	}
 }

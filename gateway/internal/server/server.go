@@ -24,6 +24,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/serfcluster"
@@ -79,7 +80,10 @@ type Config struct {
 	// ModelAliases map the model names clients ask for onto served models (--model-alias); this node's own,
 	// changed at run time by PUT /admin/v1/model-aliases.
 	ModelAliases map[string]string
-	Logger       *slog.Logger
+	// HostedTools is what /v1/responses does with OpenAI's hosted tools (web_search, ...): drop them from what
+	// the model sees and say so, or refuse the request.
+	HostedTools responses.HostedTools
+	Logger      *slog.Logger
 }
 
 // DefaultConfig returns the defaults the duet flags start from.
@@ -98,6 +102,7 @@ func DefaultConfig() Config {
 		QueueTimeout:         30 * time.Second,
 		Heartbeat:            10 * time.Second,
 		LinkProbeEvery:       DefaultLinkProbeEvery,
+		HostedTools:          responses.HostedToolsDrop,
 	}
 }
 
@@ -133,6 +138,7 @@ type Server struct {
 	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
+	reasoning *responses.Sealer
 	probe     linkProber
 	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
 	modelsRoot string
@@ -165,6 +171,9 @@ type Deps struct {
 	Metrics *metrics.Metrics
 	// Tracer, when set, exports each request's spans over OTLP.
 	Tracer *tracing.Tracer
+	// Reasoning seals the reasoning of /v1/responses into encrypted_content and opens it on a later turn; nil:
+	// reasoning items carry none.
+	Reasoning *responses.Sealer
 }
 
 // New builds the server. Call Listen or Serve to run it.
@@ -174,7 +183,7 @@ func New(cfg Config, d Deps) *Server {
 	}
 	s := &Server{
 		cfg: cfg, reg: d.Registry, engines: d.Engines, routers: d.Routers, swap: d.Swapper, fwd: d.Forward,
-		status: d.Status, log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer,
+		status: d.Status, log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer, reasoning: d.Reasoning,
 		snaps:    &snapshots{reg: d.Registry, agent: d.Agent},
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
