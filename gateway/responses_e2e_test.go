@@ -143,9 +143,17 @@ func TestResponsesOpenAIGo(t *testing.T) {
 		p.PreviousResponseID = openai.String("resp_earlier")
 		_, err = c.Responses.New(ctx, p)
 		wantAPIError(t, err, 400, "", "previous_response_id")
+		// A hosted tool is left out of what the model sees and named in the response (as Codex's web_search
+		// must be); --hosted-tools=error refuses it.
 		p = responseParams("echo", "hi")
 		p.Tools = []responses.ToolUnionParam{{OfWebSearch: &responses.WebSearchToolParam{Type: responses.WebSearchToolTypeWebSearch}}}
-		_, err = c.Responses.New(ctx, p)
+		var httpResp *http.Response
+		resp, err := c.Responses.New(ctx, p, option.WithResponseInto(&httpResp))
+		if err != nil || resp.OutputText() != "hi" || !strings.Contains(resp.RawJSON(), `"ignored_tools":["web_search"]`) || httpResp.Header.Get("Duet-Ignored-Tools") != "web_search" {
+			t.Errorf("a request with web_search: %v %v", err, resp)
+		}
+		strict := startGateway(t, "--hosted-tools", "error").client()
+		_, err = strict.Responses.New(ctx, p)
 		wantAPIError(t, err, 400, "", "tools[0].type")
 		p = responseParams("echo", "hi")
 		p.Temperature = openai.Float(3)
