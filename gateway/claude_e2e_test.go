@@ -224,8 +224,8 @@ func TestClaudeCodeEcho(t *testing.T) {
 		t.Errorf("chat with the alias: %d %s, want an answer of echo", st, body)
 	}
 	chat["model"] = "claude-opus-5-5"
-	if st, body := callAPI(t, g, "POST", "/v1/chat/completions", "k1", chat); st != 404 {
-		t.Errorf("chat with a removed alias: %d %s, want 404", st, body)
+	if st, body := callAPI(t, g, "POST", "/v1/chat/completions", "k1", chat); st != 404 || !strings.Contains(string(body), "--model-alias claude-opus-5-5=MODEL") {
+		t.Errorf("chat with a removed alias: %d %s, want a 404 that says how to map the name", st, body)
 	}
 }
 

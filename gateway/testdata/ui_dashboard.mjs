@@ -225,7 +225,7 @@ try {
     await page.locator(`tr[data-instance="${tinyID}"]`).waitFor({ state: 'detached', timeout: 20000 });
   });
 
-  await step(env, 'settings: the router, swapped and back, and the feature flags', async () => {
+  await step(env, 'settings: the router, swapped and back, the feature flags and a model alias', async () => {
     await page.goto(cfg.url + '/#/settings');
     await page.locator('#router-current', { hasText: 'router-disagg' }).waitFor();
     await page.locator('section[aria-labelledby="flags-h"] td', { hasText: 'disaggregation' }).waitFor();
@@ -236,7 +236,16 @@ try {
     await page.click('#router-swap');
     await page.locator('#router-current', { hasText: 'router-disagg' }).waitFor();
     await page.locator('section[aria-labelledby="status-h"] td', { hasText: 'running' }).first().waitFor();
+    // A model alias, saved, read back after a reload, then removed again (other views list models).
+    await page.fill('#aliases-text', 'claude-opus-5-5=embedded');
+    await page.click('#aliases-save');
+    await page.locator('#aliases-msg', { hasText: '1 alias in use' }).waitFor();
     await env.shot('settings');
+    await page.reload();
+    await page.waitForFunction(() => document.querySelector('#aliases-text')?.value === 'claude-opus-5-5=embedded');
+    await page.fill('#aliases-text', '');
+    await page.click('#aliases-save');
+    await page.locator('#aliases-msg', { hasText: '0 aliases in use' }).waitFor();
   });
 
   await step(env, 'dark mode', async () => {

@@ -66,6 +66,25 @@ var events = map[string][]engine.Event{
 			engine.ToolCall{Name: "get_time", Arguments: ``},
 			engine.ToolCall{ID: "call_9", Name: "get_weather", Arguments: `["Oslo"]`})},
 	},
+	// Claude Code's turn with the echo engine (TestClaudeCodeEcho): thinking, then a Bash call whose
+	// arguments stream in pieces; and the answer after the tool's result.
+	"claude_code_bash_call": {
+		{Progress: &engine.Progress{Done: 2592, Total: 2592}},
+		{Token: &engine.Token{ID: 1, Reasoning: "about: "}},
+		{Token: &engine.Token{ID: 2, Reasoning: "Run the command."}},
+		{Token: &engine.Token{ID: 3, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_ef6ad4f12d9c29f5", Name: "Bash"}}}},
+		{Token: &engine.Token{ID: 4, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"comman`}}}},
+		{Token: &engine.Token{ID: 5, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `d":"echo duet-e2e-ok"}`}}}},
+		{Final: withCalls(final(engine.FinishToolCalls),
+			engine.ToolCall{ID: "call_ef6ad4f12d9c29f5", Name: "Bash", Arguments: `{"command":"echo duet-e2e-ok"}`})},
+	},
+	"claude_code_bash_answer": {
+		{Progress: &engine.Progress{Done: 2604, Total: 2604}},
+		{Token: &engine.Token{ID: 1, Reasoning: "about: "}},
+		{Token: &engine.Token{ID: 2, Reasoning: "duet-e2e-ok"}},
+		{Token: &engine.Token{ID: 3, Text: "duet-e2e-ok"}},
+		{Final: final(engine.FinishStop)},
+	},
 	"max_tokens": {
 		{Token: &engine.Token{ID: 1, Text: "The answer is"}},
 		{Final: final(engine.FinishLength)},

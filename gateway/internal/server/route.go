@@ -80,7 +80,10 @@ func (s *Server) decide(ctx context.Context, g *generation, requestID string, ex
 		}
 	}
 	if !known {
-		return nil, openai.ModelNotFound(g.model)
+		// Agents ask for their vendor's models by name: say how to point a name at a served model.
+		e := openai.ModelNotFound(g.model)
+		e.Message += fmt.Sprintf(" GET /v1/models lists the models served; to answer this name with one of them, start duet with --model-alias %s=MODEL (or PUT /admin/v1/model-aliases).", g.model)
+		return nil, e
 	}
 	r, release, err := s.routers.Acquire()
 	if err != nil {
