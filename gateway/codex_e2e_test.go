@@ -176,6 +176,29 @@ func TestCodexEcho(t *testing.T) {
 		}
 	})
 
+	// launch: the same turn through `duet launch codex`, whose temporary CODEX_HOME holds the configuration the
+	// README gives.
+	t.Run("launch", func(t *testing.T) {
+		dir, home := t.TempDir(), t.TempDir()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, duetBin, "launch", "codex", "--url", g.url, "--model", "echo", "--api-key", key,
+			"--bin", testnode.Agent(t, "codex"), "--", "exec", "--json", "--strict-config", "--skip-git-repo-check",
+			"--dangerously-bypass-approvals-and-sandbox", "--cd", dir, `call: exec_command {"cmd":"echo launched > launched.txt"}`)
+		cmd.Dir = dir
+		cmd.Env = []string{"HOME=" + home, "PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8", "NO_COLOR=1"}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("duet launch codex: %v\n%s", err, out)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "launched.txt")); err != nil || string(b) != "launched\n" {
+			t.Errorf("launched.txt: %q %v\n%s", b, err, out)
+		}
+		if !strings.Contains(string(out), `"type":"turn.completed"`) {
+			t.Errorf("want a completed turn:\n%s", out)
+		}
+	})
+
 	t.Run("code mode", func(t *testing.T) {
 		dir := t.TempDir()
 		r := runCodex(t, codexHome(t, codexConfig(g.url, "gpt-6.1-sol")), dir, key, `call: functions__exec {"input":"text(\"hello from the JavaScript host\")"}`)

@@ -71,13 +71,16 @@ func ClaudeEnv(o Options) []string {
 const CodexKeyEnv = "DUET_API_KEY"
 
 // CodexConfig is the config.toml that points Codex CLI at the gateway's Responses API: a provider "duet" and,
-// with a model, that model.
+// with a model, that model. gateway/codex_e2e_test.go runs the real Codex with it (TestCodexEcho/launch).
 func CodexConfig(o Options) string {
 	var b strings.Builder
 	if o.Model != "" {
 		fmt.Fprintf(&b, "model = %s\n", strconv.Quote(o.Model))
 	}
-	b.WriteString("model_provider = \"duet\"\n\n")
+	b.WriteString("model_provider = \"duet\"\n")
+	// Nothing that leaves the machine: no update check, no analytics.
+	b.WriteString("check_for_update_on_startup = false\n\n")
+	b.WriteString("[analytics]\nenabled = false\n\n")
 	b.WriteString("[model_providers.duet]\n")
 	b.WriteString("name = \"duet\"\n")
 	fmt.Fprintf(&b, "base_url = %s\n", strconv.Quote(o.URL+"/v1"))
