@@ -190,7 +190,7 @@ func run(ctx context.Context, cfg config.Config) error {
 		NodeID: nodeID, DataDir: cfg.DataDir, Bind: bind, BindExplicit: cfg.ClusterBindSet,
 		Advertise: cfg.ClusterAdvertise, APIAddr: apiAddr, APITLS: tlsServer != nil, TLS: tlsClient,
 		Join: cfg.Join, Secrets: secrets, Addresses: addressesFor(listenHost), Hardware: hardware, Version: version,
-		Timings: timingsFromEnv(), Logger: log.With("component", "cluster"),
+		Timings: timingsFromEnv(), Logger: log.With("component", "cluster"), StateKey: stateKey(cfg.Server),
 	})
 	if err != nil {
 		return fmt.Errorf("cluster: %w", err)
@@ -268,9 +268,11 @@ func run(ctx context.Context, cfg config.Config) error {
 	if ollamaLn != nil && !loopbackOnly(ollamaLn.Addr()) {
 		cfg.Server.ListensBeyondLoopback = true
 	}
+	hops := forward.NewClient(hopKey, tlsClient)
+	hops.SetIdleTimeout(cfg.Server.HopIdleTimeout)
 	srv = server.New(cfg.Server, server.Deps{
 		Registry: reg, Agent: agent, Engines: engines, Routers: routers.sw, Swapper: routers,
-		Forward: forward.NewClient(hopKey, tlsClient), HopKeys: secrets.HopKeys(),
+		Forward: hops, HopKeys: secrets.HopKeys(),
 		Status:  func() any { return pluginStatus() },
 		Metrics: m, Tracer: tracer, Reasoning: reasoning,
 	})
@@ -461,6 +463,18 @@ func advertisedAPI(a *net.TCPAddr, log *slog.Logger) string {
 
 // addressesFor is what this node advertises for paths: for an API bound to one address, only that one (peers
 // could not reach it elsewhere), with its interface's kind and speed; nil otherwise, to detect them all.
+// stateKey is the key this node pulls peers' cluster state with: its first API key (or admin key), which a
+// peer without a cluster secret asks for (the nodes of a cluster share their keys).
+func stateKey(c server.Config) string {
+	if len(c.APIKeys) > 0 {
+		return c.APIKeys[0]
+	}
+	if len(c.AdminKeys) > 0 {
+		return c.AdminKeys[0]
+	}
+	return ""
+}
+
 func addressesFor(listenHost string) []netif.Address {
 	ip, err := netip.ParseAddr(listenHost)
 	if listenHost == "localhost" {

@@ -36,6 +36,10 @@ type Config struct {
 	APITLS  bool
 	// TLS is the client configuration for pulling state from peers that serve TLS.
 	TLS *tls.Config
+	// StateKey, when set, is sent as a bearer token on pulls of peers' state: in a cluster without a secret,
+	// whose state is plain JSON, a gateway with API keys serves it only to a key (the cluster's nodes share
+	// their keys, as hops without a secret already need).
+	StateKey string
 	// Join lists peers' gossip addresses (host or host:port), retried in the background.
 	Join []string
 	// Secrets encrypt the gossip; nil: an unencrypted cluster.
@@ -84,8 +88,15 @@ func Start(cfg Config) (*Agent, error) {
 	if cfg.APITLS {
 		sc.StateURL = "https://" + cfg.APIAddr + serfcluster.StatePath
 	}
-	if cfg.TLS != nil {
-		sc.HTTPClient = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.TLS}}
+	if cfg.TLS != nil || cfg.StateKey != "" {
+		var tr http.RoundTripper = http.DefaultTransport
+		if cfg.TLS != nil {
+			tr = &http.Transport{TLSClientConfig: cfg.TLS}
+		}
+		if cfg.StateKey != "" && cfg.Secrets == nil {
+			tr = bearerTransport{next: tr, token: cfg.StateKey}
+		}
+		sc.HTTPClient = &http.Client{Transport: tr}
 	}
 	if cfg.Addresses != nil {
 		sc.Addresses = cfg.Addresses
@@ -114,6 +125,18 @@ func Start(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	return &Agent{c: c, cfg: cfg, log: cfg.Logger, published: map[string]serfcluster.Instance{}}, nil
+}
+
+// bearerTransport adds an API key to the requests it sends.
+type bearerTransport struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // addrInUse tells a port taken by another process (memberlist wraps the error as text, so the errno can be

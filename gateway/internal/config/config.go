@@ -229,6 +229,7 @@ func Parse(args []string, getenv func(string) string, stderr io.Writer) (Config,
 	fs.StringVar(&c.OTLPEndpoint, "otlp-endpoint", env("DUET_OTLP_ENDPOINT", ""), "an OTLP/HTTP collector (http://host:4318) to export each request's spans to; OTEL_EXPORTER_OTLP_ENDPOINT works too [DUET_OTLP_ENDPOINT]")
 	durationVar(&c.MetricsStatsInterval, "metrics-stats-interval", "DUET_METRICS_STATS_INTERVAL", "shortest interval between two reads of the engine's stats for /metrics")
 	durationVar(&c.Server.RequestTimeout, "request-timeout", "DUET_REQUEST_TIMEOUT", "longest a generation may run")
+	durationVar(&c.Server.HopIdleTimeout, "hop-idle-timeout", "DUET_HOP_IDLE_TIMEOUT", "longest a request forwarded to another gateway waits for a sign of life from it before it fails over (or, mid-answer, ends with an error); 0: no bound but --request-timeout")
 	durationVar(&c.Server.QueueTimeout, "queue-timeout", "DUET_QUEUE_TIMEOUT", "longest a request waits for a slot")
 	durationVar(&c.Server.ReadTimeout, "read-timeout", "DUET_READ_TIMEOUT", "longest reading a request may take")
 	durationVar(&c.Server.WriteTimeout, "write-timeout", "DUET_WRITE_TIMEOUT", "longest one response write may take")
@@ -355,6 +356,9 @@ func (c Config) validate() error {
 	}
 	if c.Server.RequestTimeout <= 0 {
 		errs = append(errs, errors.New("--request-timeout must be positive"))
+	}
+	if c.Server.HopIdleTimeout != 0 && c.Server.HopIdleTimeout < time.Second {
+		errs = append(errs, fmt.Errorf("--hop-idle-timeout %s: 0 (none) or at least 1s (owners send a keep-alive every third of it)", c.Server.HopIdleTimeout))
 	}
 	if c.MetricsListen != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsListen); err != nil {

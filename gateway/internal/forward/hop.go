@@ -19,6 +19,9 @@ const (
 	HeaderHop   = "X-Duet-Hop"
 	HeaderRoute = "X-Duet-Route"
 	HeaderAuth  = "X-Duet-Hop-Auth"
+	// HeaderKeepalive asks the owner for a sign of life at least every so many milliseconds until its answer
+	// is complete: an informational 102 before the response's headers, and a stream's heartbeat after them.
+	HeaderKeepalive = "X-Duet-Hop-Keepalive"
 )
 
 // MaxHops is how many hops a request may take: one, from the entry to the owner.
@@ -87,15 +90,18 @@ func DecodeRoute(s string) (Route, error) {
 	return r, nil
 }
 
-// Proof is what HeaderAuth says: "v1 <unix ms> <base64 HMAC>".
+// Proof is what HeaderAuth says: "v2 <unix ms> <base64 SHA-256 of the body> <base64 HMAC>". The body's hash
+// travels in the clear so that the owner checks the HMAC before it reads the body: a forged hop is refused
+// before it holds any of the body budget, and the body read afterwards must hash to what the proof says.
 func Proof(key []byte, method, path, requestID, route string, body []byte, now time.Time) string {
 	ts := now.UnixMilli()
-	return "v1 " + strconv.FormatInt(ts, 10) + " " + base64.RawStdEncoding.EncodeToString(mac(key, method, path, requestID, route, body, ts))
+	sum := sha256.Sum256(body)
+	return "v2 " + strconv.FormatInt(ts, 10) + " " + base64.RawStdEncoding.EncodeToString(sum[:]) + " " +
+		base64.RawStdEncoding.EncodeToString(mac(key, method, path, requestID, route, sum, ts))
 }
 
-func mac(key []byte, method, path, requestID, route string, body []byte, ts int64) []byte {
+func mac(key []byte, method, path, requestID, route string, bodySum [sha256.Size]byte, ts int64) []byte {
 	h := hmac.New(sha256.New, key)
-	bodySum := sha256.Sum256(body)
 	var n [8]byte
 	binary.BigEndian.PutUint64(n[:], uint64(ts))
 	for _, part := range [][]byte{[]byte("duet-hop-v1"), []byte(method), []byte(path), []byte(requestID), n[:], bodySum[:], []byte(route)} {
@@ -128,39 +134,63 @@ func NewVerifier(keys [][]byte) *Verifier {
 // ErrBadProof is the error of a hop that fails authentication.
 var ErrBadProof = errors.New("the hop's credential is missing, wrong, stale or replayed")
 
-// Verify checks a proof. The error says why, for the log; the client only hears 401.
+// Verify checks a proof against a body at hand (VerifyHead, then CheckBody).
 func (v *Verifier) Verify(proof, method, path, requestID, route string, body []byte) error {
+	sum, err := v.VerifyHead(proof, method, path, requestID, route)
+	if err != nil {
+		return err
+	}
+	return CheckBody(sum, body)
+}
+
+// CheckBody checks that a body read after VerifyHead is the one the proof covers.
+func CheckBody(sum [sha256.Size]byte, body []byte) error {
+	if got := sha256.Sum256(body); !hmac.Equal(got[:], sum[:]) {
+		return fmt.Errorf("%w: the body is not the one the proof covers", ErrBadProof)
+	}
+	return nil
+}
+
+// VerifyHead checks a proof's headers before the body is read and returns the body's SHA-256 the proof
+// vouches for (CheckBody compares it with the body). The error says why, for the log; the client only hears
+// 401. A proof is accepted once: a replay is refused here too, before its body.
+func (v *Verifier) VerifyHead(proof, method, path, requestID, route string) (sum [sha256.Size]byte, err error) {
 	parts := strings.Fields(proof)
-	if len(parts) != 3 || parts[0] != "v1" {
-		return fmt.Errorf("%w: malformed", ErrBadProof)
+	if len(parts) != 4 || parts[0] != "v2" {
+		return sum, fmt.Errorf("%w: malformed (want v2 <ms> <body sha256> <mac>)", ErrBadProof)
 	}
 	ts, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil {
-		return fmt.Errorf("%w: bad timestamp", ErrBadProof)
+		return sum, fmt.Errorf("%w: bad timestamp", ErrBadProof)
 	}
-	got, err := base64.RawStdEncoding.DecodeString(parts[2])
+	claimed, err := base64.RawStdEncoding.DecodeString(parts[2])
+	if err != nil || len(claimed) != sha256.Size {
+		return sum, fmt.Errorf("%w: bad body hash encoding", ErrBadProof)
+	}
+	copy(sum[:], claimed)
+	got, err := base64.RawStdEncoding.DecodeString(parts[3])
 	if err != nil || len(got) != sha256.Size {
-		return fmt.Errorf("%w: bad MAC encoding", ErrBadProof)
+		return sum, fmt.Errorf("%w: bad MAC encoding", ErrBadProof)
 	}
 	now := v.now().UnixMilli()
 	if d := now - ts; d > AuthWindow.Milliseconds() || -d > AuthWindow.Milliseconds() {
-		return fmt.Errorf("%w: timestamp %d ms away from this node's clock", ErrBadProof, d)
+		return sum, fmt.Errorf("%w: timestamp %d ms away from this node's clock", ErrBadProof, d)
 	}
 	ok := false
 	for _, k := range v.keys {
-		if hmac.Equal(got, mac(k, method, path, requestID, route, body, ts)) {
+		if hmac.Equal(got, mac(k, method, path, requestID, route, sum, ts)) {
 			ok = true
 			break
 		}
 	}
 	if !ok {
-		return fmt.Errorf("%w: the MAC does not match (another cluster secret?)", ErrBadProof)
+		return sum, fmt.Errorf("%w: the MAC does not match (another cluster secret?)", ErrBadProof)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	key := string(got)
 	if _, dup := v.seen[key]; dup {
-		return fmt.Errorf("%w: replayed", ErrBadProof)
+		return sum, fmt.Errorf("%w: replayed", ErrBadProof)
 	}
 	if len(v.seen) >= maxSeen {
 		for k, exp := range v.seen {
@@ -169,9 +199,9 @@ func (v *Verifier) Verify(proof, method, path, requestID, route string, body []b
 			}
 		}
 		if len(v.seen) >= maxSeen {
-			return fmt.Errorf("%w: too many hops in the replay window", ErrBadProof)
+			return sum, fmt.Errorf("%w: too many hops in the replay window", ErrBadProof)
 		}
 	}
 	v.seen[key] = ts + AuthWindow.Milliseconds()
-	return nil
+	return sum, nil
 }

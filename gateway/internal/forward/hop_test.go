@@ -67,10 +67,45 @@ func TestProof(t *testing.T) {
 		"other request": func() error { return v.Verify(sign(key, now), "POST", "/v1/chat/completions", "rid2", route, body) },
 		"missing":       func() error { return v.Verify("", "POST", "/v1/chat/completions", "rid", route, body) },
 		"garbage":       func() error { return v.Verify("v1 x y", "POST", "/v1/chat/completions", "rid", route, body) },
+		"v1 (no body hash before the body)": func() error {
+			f := strings.Fields(sign(key, now.Add(3*time.Second)))
+			return v.Verify("v1 "+f[1]+" "+f[3], "POST", "/v1/chat/completions", "rid", route, body)
+		},
 	}
 	for name, f := range cases {
 		if err := f(); !errors.Is(err, ErrBadProof) {
 			t.Errorf("%s: %v, want ErrBadProof", name, err)
 		}
+	}
+}
+
+// TestProofBeforeBody: the proof's head is checked before the body is read (a forged one costs no body), and
+// the body read afterwards must be the one the proof covers.
+func TestProofBeforeBody(t *testing.T) {
+	t.Parallel()
+	key := []byte("k1-k1-k1-k1-k1-k1")
+	now := time.Unix(1_800_000_000, 0)
+	v := NewVerifier([][]byte{key})
+	v.now = func() time.Time { return now }
+	route := Route{DecodeInstance: "d"}.Encode()
+	body := []byte(`{"model":"m"}`)
+	p := Proof(key, "POST", "/v1/chat/completions", "rid", route, body, now)
+	f := strings.Fields(p)
+	forged := strings.Join([]string{f[0], f[1], f[2], strings.Repeat("A", len(f[3]))}, " ")
+	if _, err := v.VerifyHead(forged, "POST", "/v1/chat/completions", "rid", route); !errors.Is(err, ErrBadProof) {
+		t.Errorf("a forged MAC passed the head check: %v", err)
+	}
+	sum, err := v.VerifyHead(p, "POST", "/v1/chat/completions", "rid", route)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckBody(sum, []byte(`{"model":"other"}`)); !errors.Is(err, ErrBadProof) {
+		t.Errorf("another body: %v", err)
+	}
+	if err := CheckBody(sum, body); err != nil {
+		t.Errorf("the body: %v", err)
+	}
+	if _, err := v.VerifyHead(p, "POST", "/v1/chat/completions", "rid", route); !errors.Is(err, ErrBadProof) {
+		t.Errorf("a replayed head: %v", err)
 	}
 }

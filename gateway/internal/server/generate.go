@@ -211,7 +211,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	rec := s.recent.open(c, g, route, s.metrics, s.tracer)
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		var err error
-		if d, err = s.fromPinned(hop, requestID); err != nil {
+		if d, err = s.fromPinned(hop, requestID, s.snaps.current()); err != nil {
 			return err
 		}
 		route.EntryNode, route.Forwarded = hop.EntryNode, true
@@ -327,7 +327,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	handedOver = true
 	sw := &streamWriter{
 		s: s, enc: rec.encoder(g.dialect.encoder(meta, g.request.N)), run: r, first: first, ctx: ctx, conn: conn,
-		done: func() { watch.stop(); cancel(); rec.streamEnded() },
+		done: func() { watch.stop(); cancel(); rec.streamEnded() }, heartbeat: s.heartbeatFor(c),
 	}
 	c.Context().SetBodyStreamWriter(sw.write)
 	return nil
@@ -441,6 +441,8 @@ type streamWriter struct {
 	ctx   context.Context
 	conn  interface{ SetWriteDeadline(time.Time) error }
 	done  func()
+	// heartbeat is the interval of keep-alive comments on an idle stream.
+	heartbeat time.Duration
 
 	buf []byte
 }
@@ -448,7 +450,7 @@ type streamWriter struct {
 func (w *streamWriter) write(bw *bufio.Writer) {
 	defer drain(w.run)
 	defer w.done()
-	heartbeat := time.NewTicker(w.s.cfg.Heartbeat)
+	heartbeat := time.NewTicker(w.heartbeat)
 	defer heartbeat.Stop()
 
 	// handle renders one event; it reports whether the stream is over (every choice ended, or one failed).

@@ -43,6 +43,10 @@ const (
 	linkProbePings = 3
 	// linkProbeMinBytes is the least a probe must have read after its first bytes to give a goodput.
 	linkProbeMinBytes = 64 << 10
+	// linkProbeWriteTimeout bounds serving one probe, which holds the node's only probe slot: a caller that
+	// does not read cannot keep it from everyone for longer (the server's --write-timeout is a minute). A link
+	// too slow for the whole download in it still gets a figure from what arrived.
+	linkProbeWriteTimeout = 5 * time.Second
 )
 
 // Paths of the probe on the admin API (behind the hop's credential or an API key).
@@ -241,10 +245,15 @@ func timeBody(r io.Reader, limit int64) (goodput float64, n int64, err error) {
 	return float64(n-firstN) / d.Seconds(), n, nil
 }
 
-// linkProbe serves a probe: linkProbeBytes of zeros, streamed, one probe at a time (503 while one is served).
+// linkProbe serves a probe: linkProbeBytes of zeros, streamed, one probe at a time (503 while one is served),
+// within linkProbeWriteTimeout.
 func (s *Server) linkProbe(c *fiber.Ctx) error {
 	if !s.probe.serving.CompareAndSwap(false, true) {
 		return openai.Unavailable("another link probe is being served; retry later")
+	}
+	if err := c.Context().SetWriteDeadline(time.Now().Add(linkProbeWriteTimeout)); err != nil {
+		s.probe.serving.Store(false)
+		return openai.Unavailable("the link probe cannot be served on this connection")
 	}
 	c.Set(fiber.HeaderContentType, "application/octet-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")

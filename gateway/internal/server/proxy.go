@@ -87,6 +87,9 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 			} else {
 				s.metrics.HopSent(metrics.HopBroken, 0)
 			}
+			if errors.Is(err, forward.ErrIdle) {
+				err = s.hopSilent(d.DecodeNode, requestID)
+			}
 			return true, s.runError(ctx, watch, fmt.Errorf("reading the answer of node %s: %w", d.DecodeNode, err))
 		}
 		s.metrics.HopSent(metrics.HopAnswered, hop)
@@ -126,6 +129,9 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 				// The owner died mid-stream: the client hears an error, not a stream that just stops.
 				s.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
 				e := openai.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))
+				if errors.Is(rerr, forward.ErrIdle) {
+					e = s.hopSilent(d.DecodeNode, requestID)
+				}
 				tap.failed(e)
 				w.Write(g.dialect.encoder(openai.Meta{ID: g.idPrefix + requestID, Model: g.model}, g.request.N).fail(nil, e))
 				w.Flush()
@@ -134,6 +140,12 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 		}
 	})
 	return true, nil
+}
+
+// hopSilent is the error of a hop whose owner went silent after its answer began.
+func (s *Server) hopSilent(node, requestID string) *openai.Error {
+	return openai.Unavailable(fmt.Sprintf("node %s sent nothing for %s (--hop-idle-timeout): it may be frozen, asleep or cut off; the answer is incomplete (request id %s)",
+		node, s.fwd.IdleTimeout(), requestID))
 }
 
 // requestHeader copies the client's request headers, for a hop.

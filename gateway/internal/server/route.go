@@ -16,6 +16,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
+	kvendpoint "github.com/duet-ai/duet/plugins/router-disagg/endpoint"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/prefixhash"
 	"github.com/duet-ai/duet/sdk/router"
@@ -189,8 +190,11 @@ func pinned(entry string, d *decision, attempt int) forward.Route {
 
 func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
 
-// fromPinned is the decision a hop carries, on its owner.
-func (s *Server) fromPinned(r forward.Route, requestID string) (*decision, error) {
+// fromPinned is the decision a hop carries, on its owner. The hop names instances; where their KV is served
+// is this node's own knowledge (resolvePinned), never the hop's: in a cluster without a secret a hop is any
+// client's request, and a client that could name an address would have this node's engine fetch KV from a
+// server of its choosing, whose answer the prefix cache would then serve to everyone.
+func (s *Server) fromPinned(r forward.Route, requestID string, snap *router.Snapshot) (*decision, error) {
 	if r.DecodeInstance == "" {
 		return nil, openai.BadRequest("", "a forwarded request names no decode instance (request id %s)", requestID)
 	}
@@ -203,10 +207,47 @@ func (s *Server) fromPinned(r forward.Route, requestID string) (*decision, error
 	if r.EstimateTotal > 0 && r.EstimateFirstToken > 0 {
 		d.Scores = map[string]float64{scoreEstimateFirstToken: r.EstimateFirstToken, scoreEstimateTotal: r.EstimateTotal}
 	}
-	for _, e := range r.Prefill {
-		d.PrefillEndpoints = append(d.PrefillEndpoints, router.PrefillEndpoint{InstanceID: e.InstanceID, Node: e.Node, Address: e.Address, Approximate: e.Approximate})
+	if len(r.Prefill) > 0 {
+		var dropped []string
+		d.PrefillEndpoints, dropped = resolvePinned(snap, r.DecodeInstance, r.Prefill)
+		if len(dropped) > 0 {
+			s.log.Warn("a forwarded request named prefill instances this node does not know as KV servers; they are not used",
+				"request_id", requestID, "instances", dropped)
+		}
 	}
 	return d, nil
+}
+
+// resolvePinned turns a hop's prefill instances into endpoints from snap, this node's own view: the address
+// is the one this (decode) node reaches the instance's KV server at, as the router would give it, and an
+// endpoint is approximate only when the KV is another quantization's and an instance link pairs the two.
+// Instances snap does not know, that serve no KV, or that are the decode instance itself are dropped (their
+// ids returned): the engine then prefills locally, as it does when a prefill node fails.
+func resolvePinned(snap *router.Snapshot, decode string, pinned []forward.Endpoint) (out []router.PrefillEndpoint, dropped []string) {
+	dec, ok := snap.Instance(decode)
+	if !ok {
+		dec = router.Instance{ID: decode, Node: snap.Self}
+	}
+	for _, e := range pinned {
+		p, ok := snap.Instance(e.InstanceID)
+		if !ok || p.ID == decode || p.KVEndpoint == "" || p.Status == router.InstanceUnavailable {
+			dropped = append(dropped, cut(e.InstanceID, 64))
+			continue
+		}
+		var pathAddr string
+		if path, ok := snap.Path(snap.Self, p.Node); ok {
+			pathAddr = path.Address
+		}
+		addr, err := kvendpoint.Resolve(p.KVEndpoint, p.Node == snap.Self, pathAddr)
+		if err != nil {
+			dropped = append(dropped, cut(e.InstanceID, 64))
+			continue
+		}
+		exact := p.Fingerprint != "" && p.Fingerprint == dec.Fingerprint
+		out = append(out, router.PrefillEndpoint{InstanceID: p.ID, Node: p.Node, Address: addr,
+			Approximate: e.Approximate && !exact && linked(snap, p.ID, decode)})
+	}
+	return out, dropped
 }
 
 // promptInfo gives the router the prompt's length in tokens and its chained prefix-block hashes: exact when a

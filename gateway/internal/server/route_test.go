@@ -18,6 +18,11 @@ func TestPinnedCarriesDecision(t *testing.T) {
 	reg := NewRegistry(RegistryConfig{Node: "n2"})
 	reg.instances["n2-0"] = &Instance{Desc: engine.Description{InstanceID: "n2-0"}}
 	s := &Server{reg: reg}
+	// The owner's own view: it knows n1-0 and where it serves KV.
+	snap := &router.Snapshot{Self: "n2", Instances: []router.Instance{
+		{ID: "n2-0", Node: "n2", Status: router.InstanceReady},
+		{ID: "n1-0", Node: "n1", Status: router.InstanceReady, KVEndpoint: "127.0.0.1:7000"},
+	}}
 	reason := "decode on n2-0@n2; prefill on n1-0@n1; auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s"
 	long := string(make([]byte, 2*forward.MaxReason))
 	for _, tc := range []struct {
@@ -45,7 +50,7 @@ func TestPinnedCarriesDecision(t *testing.T) {
 			if hop.Reason != tc.wantReason || hop.EstimateFirstToken != tc.first || hop.EstimateTotal != tc.total {
 				t.Fatalf("pinned %+v", hop)
 			}
-			got, err := s.fromPinned(hop, "rid")
+			got, err := s.fromPinned(hop, "rid", snap)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,5 +97,67 @@ func TestKeyedHashes(t *testing.T) {
 		if !c.want(c.got) {
 			t.Errorf("%s: %v", c.name, c.got)
 		}
+	}
+}
+
+// TestResolvePinned: the owner of a hop takes the prefill instances it names, never their addresses: each is
+// resolved from the owner's own view (the path address to its node replaces the KV endpoint's host), one it
+// does not know as a KV server is dropped, and an endpoint stays approximate only when an instance link pairs
+// it with the decode instance.
+func TestResolvePinned(t *testing.T) {
+	t.Parallel()
+	snap := &router.Snapshot{Self: "n2",
+		Instances: []router.Instance{
+			{ID: "d", Node: "n2", Status: router.InstanceReady, Fingerprint: "fp-a", KVEndpoint: "127.0.0.2:7002"},
+			{ID: "p", Node: "n1", Status: router.InstanceReady, Fingerprint: "fp-a", KVEndpoint: "0.0.0.0:7001"},
+			{ID: "q", Node: "n3", Status: router.InstanceReady, Fingerprint: "fp-q", KVEndpoint: "127.0.0.3:7003"},
+			{ID: "linked-q", Node: "n3", Status: router.InstanceReady, Fingerprint: "fp-q", KVEndpoint: "127.0.0.3:7004"},
+			{ID: "no-kv", Node: "n1", Status: router.InstanceReady, Fingerprint: "fp-a"},
+			{ID: "gone", Node: "n1", Status: router.InstanceUnavailable, Fingerprint: "fp-a", KVEndpoint: "127.0.0.1:7005"},
+			{ID: "local", Node: "n2", Status: router.InstanceReady, Fingerprint: "fp-a", KVEndpoint: "0.0.0.0:7006"},
+		},
+		Paths:         []router.Path{{From: "n2", To: "n1", Address: "127.0.0.1"}},
+		InstanceLinks: []router.InstanceLink{{ID: "l", PrefillInstances: []string{"linked-q"}, DecodeInstances: []string{"d"}}},
+	}
+	evil := "127.0.0.66:17666"
+	for _, tc := range []struct {
+		name    string
+		pinned  forward.Endpoint
+		want    *router.PrefillEndpoint
+		dropped bool
+	}{
+		{"known, the hop's address ignored", forward.Endpoint{InstanceID: "p", Node: "n1", Address: evil},
+			&router.PrefillEndpoint{InstanceID: "p", Node: "n1", Address: "127.0.0.1:7001"}, false},
+		{"no address in the hop", forward.Endpoint{InstanceID: "p"},
+			&router.PrefillEndpoint{InstanceID: "p", Node: "n1", Address: "127.0.0.1:7001"}, false},
+		{"no path: the KV endpoint as published", forward.Endpoint{InstanceID: "q", Address: evil},
+			&router.PrefillEndpoint{InstanceID: "q", Node: "n3", Address: "127.0.0.3:7003"}, false},
+		{"same node: loopback", forward.Endpoint{InstanceID: "local", Address: evil},
+			&router.PrefillEndpoint{InstanceID: "local", Node: "n2", Address: "127.0.0.1:7006"}, false},
+		{"approximate without a link: exact only", forward.Endpoint{InstanceID: "q", Approximate: true},
+			&router.PrefillEndpoint{InstanceID: "q", Node: "n3", Address: "127.0.0.3:7003"}, false},
+		{"approximate with a link", forward.Endpoint{InstanceID: "linked-q", Approximate: true},
+			&router.PrefillEndpoint{InstanceID: "linked-q", Node: "n3", Address: "127.0.0.3:7004", Approximate: true}, false},
+		{"exact is never approximate", forward.Endpoint{InstanceID: "p", Approximate: true},
+			&router.PrefillEndpoint{InstanceID: "p", Node: "n1", Address: "127.0.0.1:7001"}, false},
+		{"unknown instance", forward.Endpoint{InstanceID: "attacker", Node: "n1", Address: evil}, nil, true},
+		{"no instance id", forward.Endpoint{Address: evil}, nil, true},
+		{"serves no KV", forward.Endpoint{InstanceID: "no-kv", Address: evil}, nil, true},
+		{"unavailable", forward.Endpoint{InstanceID: "gone", Address: evil}, nil, true},
+		{"the decode instance itself", forward.Endpoint{InstanceID: "d", Address: evil}, nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			got, dropped := resolvePinned(snap, "d", []forward.Endpoint{tc.pinned})
+			if tc.dropped != (len(dropped) == 1) {
+				t.Errorf("dropped %q", dropped)
+			}
+			switch {
+			case tc.want == nil && len(got) != 0:
+				t.Errorf("got %+v, want none", got)
+			case tc.want != nil && (len(got) != 1 || got[0] != *tc.want):
+				t.Errorf("got %+v, want %+v", got, *tc.want)
+			}
+		})
 	}
 }

@@ -49,6 +49,11 @@ type Config struct {
 	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
 	// RequestTimeout bounds a whole generation.
 	RequestTimeout time.Duration
+	// HopIdleTimeout bounds how long a request forwarded to another gateway waits for any sign of life from
+	// it (headers, a keep-alive, body bytes): before the first byte the request fails over to the router's
+	// next candidate, after it the client hears an error. Owners send keep-alives at a third of it, so a long
+	// generation is never cut. 0: only RequestTimeout bounds a hop.
+	HopIdleTimeout time.Duration
 	// MaxInFlight generations run at once; MaxQueue more wait up to QueueTimeout; beyond that, 429.
 	MaxInFlight, MaxQueue int
 	QueueTimeout          time.Duration
@@ -97,6 +102,7 @@ func DefaultConfig() Config {
 		WriteTimeout:         60 * time.Second,
 		IdleTimeout:          120 * time.Second,
 		RequestTimeout:       30 * time.Minute,
+		HopIdleTimeout:       DefaultHopIdleTimeout,
 		MaxInFlight:          256,
 		MaxQueue:             1024,
 		QueueTimeout:         30 * time.Second,
@@ -105,6 +111,10 @@ func DefaultConfig() Config {
 		HostedTools:          responses.HostedToolsDrop,
 	}
 }
+
+// DefaultHopIdleTimeout is the default Config.HopIdleTimeout: a frozen owner (a laptop asleep) is given up on
+// in seconds, and a keep-alive every 5 s costs nothing.
+const DefaultHopIdleTimeout = 15 * time.Second
 
 // EngineProvider hands out the running engine plugin; pluginhost.Supervisor implements it.
 type EngineProvider interface {
@@ -254,14 +264,15 @@ func (s *Server) routes() {
 	s.app.Use(s.requestID, s.accessLog, rejectAmbiguousFraming)
 	s.app.Get("/healthz", s.healthz)
 	// Peers pull this node's cluster tables here; in an encrypted cluster the answer is sealed with the gossip
-	// key, so it needs no API key.
-	s.app.Get(serfcluster.StatePath, adaptor.HTTPHandler(s.snaps.agent.StateHandler()))
+	// key, so it needs no API key. Without a secret it is plain JSON (every node, instance and address): it
+	// takes an API key when the gateway has keys, and peers pull it with theirs.
+	s.app.Get(serfcluster.StatePath, s.stateAuth, adaptor.HTTPHandler(s.snaps.agent.StateHandler()))
 	if s.metrics != nil {
 		// Prometheus scrapes with a bearer token (scrape_config's authorization), so /metrics takes an API key
 		// like every read; a --metrics-listen listener serves it without one, for a private network.
 		s.app.Get("/metrics", s.auth, adaptor.HTTPHandler(s.metrics.Handler()))
 	}
-	v1 := s.app.Group("/v1", s.authOrHop, s.readBody, s.verifyHop)
+	v1 := s.app.Group("/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
 	v1.Post("/chat/completions", s.chatCompletions)
 	v1.Post("/completions", s.completions)
 	v1.Get("/models", s.listModels)
@@ -276,9 +287,9 @@ func (s *Server) routes() {
 	v1.Get("/feature-flags", s.featureFlags)
 	s.responsesRoutes(v1)
 	s.anthropicRoutes(v1)
-	s.ollamaRoutes(s.app.Group("/api", s.authOrHop, s.readBody, s.verifyHop))
+	s.ollamaRoutes(s.app.Group("/api", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive))
 	s.app.Get("/state", s.auth, s.state)
-	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop)
+	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
 	admin.Get("/status", s.adminStatus)
 	admin.Get(strings.TrimPrefix(linkProbePath, "/admin/v1"), s.linkProbe)
 	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
@@ -395,6 +406,14 @@ func (s *Server) auth(c *fiber.Ctx) error {
 	return c.Next()
 }
 
+// stateAuth guards the cluster state: sealed with a secret, behind the API key without one.
+func (s *Server) stateAuth(c *fiber.Ctx) error {
+	if s.hops != nil {
+		return c.Next()
+	}
+	return s.auth(c)
+}
+
 func bearer(c *fiber.Ctx) (string, bool) {
 	if token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer "); ok && strings.TrimSpace(token) != "" {
 		return strings.TrimSpace(token), true
@@ -414,10 +433,12 @@ func matchKey(token string, keys [][sha256.Size]byte) bool {
 	return match == 1
 }
 
-// adminOnly guards the writes of the cluster API: with admin keys configured, one of them (or a hop from
-// another gateway, which carries such a write to the node it concerns) is required.
+// adminOnly guards the writes of the cluster API: with admin keys configured, one of them is required, or a
+// hop proved with the cluster secret (the entry gateway checked the client's admin key before it forwarded
+// the write to the node it concerns). The hop headers alone count for nothing: without a secret a forwarded
+// write carries the client's own key, which is checked here like any.
 func (s *Server) adminOnly(c *fiber.Ctx) error {
-	if len(s.adminKeys) == 0 || c.Locals(hopRouteKey) != nil {
+	if len(s.adminKeys) == 0 || c.Locals(hopProvedKey) == true {
 		return c.Next()
 	}
 	if token, ok := bearer(c); ok && matchKey(token, s.adminKeys) {
@@ -428,13 +449,24 @@ func (s *Server) adminOnly(c *fiber.Ctx) error {
 }
 
 const (
-	hopRouteKey   = "duet.hop.route"   // a verified hop's pinned route
-	hopPendingKey = "duet.hop.pending" // a hop whose proof is checked once its body is read
+	hopRouteKey   = "duet.hop.route"   // a hop's pinned route (proved with the secret, or a client's in an open cluster)
+	hopPendingKey = "duet.hop.pending" // a hop whose proof's head checked out, and whose body is checked once read
+	hopProvedKey  = "duet.hop.proved"  // true: the hop carries a valid proof from the cluster secret
 )
 
-// authOrHop lets a hop from another gateway through on the cluster credential (checked by verifyHop once the
-// body is read, since the proof covers it), and everything else through auth. In a cluster without a secret a
-// hop is an ordinary request that carries a decision: it needs an API key like any other.
+// pendingHop is a hop whose proof checked out before its body was read: the body must hash to sum.
+type pendingHop struct {
+	route forward.Route
+	sum   [sha256.Size]byte
+}
+
+// authOrHop authenticates a request before its body is read (readBody comes after it, so no body holds the
+// body budget before its sender is known). A hop from another gateway is let through on the cluster
+// credential: the proof's HMAC covers the body's SHA-256, which it carries, so it is checked here, and the
+// body's hash once read (verifyHop). Everything else goes through auth. In a cluster without a secret nothing
+// tells a hop from a client's request, so a hop is one: it needs the client's API key like any other, its
+// route may pin only what a client could choose anyway (an instance of this node, prefill instances the
+// owner resolves from its own state: see fromPinned), and it has no admin rights of its own.
 func (s *Server) authOrHop(c *fiber.Ctx) error {
 	h := c.Get(forward.HeaderHop)
 	if h == "" {
@@ -454,24 +486,87 @@ func (s *Server) authOrHop(c *fiber.Ctx) error {
 		c.Locals(hopRouteKey, route)
 		return s.auth(c)
 	}
-	c.Locals(hopPendingKey, route)
+	sum, err := s.hops.VerifyHead(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader), c.Get(forward.HeaderRoute))
+	if err != nil {
+		return s.refuseHop(c, err)
+	}
+	c.Locals(hopPendingKey, pendingHop{route: route, sum: sum})
 	return c.Next()
 }
 
-// verifyHop checks a hop's proof against its body.
+func (s *Server) refuseHop(c *fiber.Ctx, err error) error {
+	s.metrics.HopReceived(metrics.HopRefused)
+	s.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
+	c.Context().SetConnectionClose() // a body that may follow is not read
+	return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
+}
+
+// verifyHop checks that a hop's body is the one its proof covers.
 func (s *Server) verifyHop(c *fiber.Ctx) error {
-	route, ok := c.Locals(hopPendingKey).(forward.Route)
+	p, ok := c.Locals(hopPendingKey).(pendingHop)
 	if !ok {
 		return c.Next()
 	}
-	if err := s.hops.Verify(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader),
-		c.Get(forward.HeaderRoute), c.Body()); err != nil {
-		s.metrics.HopReceived(metrics.HopRefused)
-		s.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
-		return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
+	if err := forward.CheckBody(p.sum, c.Body()); err != nil {
+		return s.refuseHop(c, err)
 	}
-	c.Locals(hopRouteKey, route)
+	c.Locals(hopRouteKey, p.route)
+	c.Locals(hopProvedKey, true)
 	return c.Next()
+}
+
+const hopKeepaliveKey = "duet.hop.keepalive" // the interval of a hop's signs of life (time.Duration)
+
+// processing is the sign of life a hop gets before its answer's headers: an informational response, which
+// HTTP clients skip (RFC 9110 §15.2) and the forwarding gateway counts as the owner being alive.
+var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
+
+// hopKeepalive keeps a hop that asks for it (forward.HeaderKeepalive) told that this node works on it: until
+// the handler has an answer, an informational 102 goes out at the interval asked, so the forwarding gateway
+// can give up on an owner that is frozen, asleep or cut off within seconds (forward.Client's idle timeout)
+// without cutting a long prefill or a long non-streamed generation. A stream keeps it up with its heartbeat
+// (serve shortens it to the interval). fasthttp writes nothing on the connection while the handler runs, so
+// the 102s come before the response; the writer stops before the handler returns.
+func (s *Server) hopKeepalive(c *fiber.Ctx) error {
+	if c.Locals(hopRouteKey) == nil {
+		return c.Next()
+	}
+	every, ok := forward.KeepaliveEvery(c.Get(forward.HeaderKeepalive))
+	conn := c.Context().Conn()
+	if !ok || conn == nil || !c.Context().Request.Header.IsHTTP11() {
+		return c.Next()
+	}
+	c.Locals(hopKeepaliveKey, every)
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = conn.SetWriteDeadline(time.Now().Add(every))
+				if _, err := conn.Write(processing); err != nil {
+					return // the hop's client left: the disconnect watch cancels the work
+				}
+			}
+		}
+	}()
+	err := c.Next()
+	close(stop)
+	<-done
+	_ = conn.SetWriteDeadline(time.Time{}) // fasthttp sets its own for the response, when it has one
+	return err
+}
+
+// heartbeatFor is the interval of a stream's heartbeat: shorter on a hop that asked for signs of life.
+func (s *Server) heartbeatFor(c *fiber.Ctx) time.Duration {
+	if every, ok := c.Locals(hopKeepaliveKey).(time.Duration); ok && every < s.cfg.Heartbeat {
+		return every
+	}
+	return s.cfg.Heartbeat
 }
 
 // handleError renders every error as an OpenAI error envelope.
