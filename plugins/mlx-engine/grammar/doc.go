@@ -64,9 +64,22 @@
 //     max_tokens.
 //   - A grammar never loops without progress: every token adds bytes, whitespace runs and numbers are
 //     bounded, nesting is bounded by MaxDepth. Strings and arrays without maxLength/maxItems are unbounded;
-//     max_tokens ends those.
+//     max_tokens ends those, and Fit makes them end in time (below).
 //   - No input panics. Compile refuses grammars over MaxStates states or too costly to determinize
 //     (ErrTooLarge), and grammars that match nothing (ErrNoMatch).
+//
+// # Fitting max_tokens
+//
+// Compile also computes, for every state, the fewest bytes that take it to an end of its rule (a call costs
+// the shortest sentence of the rule it enters), as Knuth's generalisation of Dijkstra's algorithm does for
+// grammars; a configuration's shortest completion is that of its state plus that of every frame below
+// (kept with each interned frame). Matcher.Shortest reports it. Fit narrows a mask to the tokens after which
+// the output can still be completed within the tokens left: when a budget runs short, a free string closes,
+// then the object around it. Each byte is at most one token, so with a vocabulary that has every byte as a
+// token (byte-level BPE, byte fallback) an output whose shortest completion fits max_tokens at the start
+// always ends complete; the steering may start a few tokens earlier than strictly needed, where a token
+// holds several bytes of the completion. A cached state mask also holds the longest completion any of its
+// tokens may leave, so Fit walks single tokens only on the few steps near the end of the budget.
 //
 // # JSON output
 //

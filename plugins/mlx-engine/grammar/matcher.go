@@ -27,6 +27,7 @@ const maxCallDepth = 1 << 10
 type sim struct {
 	g       *Grammar
 	frames  []cfg
+	cost    []int32 // frame id -> the fewest bytes from the frame's state to the end, through every frame below
 	intern  map[cfg]int32
 	touched bool // some path needed the unknown stack below bottomUnknown
 }
@@ -40,9 +41,22 @@ func (s *sim) push(state, parent int32) int32 {
 	}
 	id := int32(len(s.frames))
 	s.frames = append(s.frames, k)
+	s.cost = append(s.cost, addDist(s.g.dist[state], s.below(parent)))
 	s.intern[k] = id
 	return id
 }
+
+// below is the fewest bytes that end the rules of the stack from frame parent down (0 at a bottom: the end
+// of the grammar, or the unknown stack a mask is classified over, which the caller adds).
+func (s *sim) below(parent int32) int32 {
+	if parent < 0 {
+		return 0
+	}
+	return s.cost[parent]
+}
+
+// dist is the fewest bytes that complete the grammar from c (down to its bottom).
+func (s *sim) dist(c cfg) int32 { return addDist(s.g.dist[c.state], s.below(c.parent)) }
 
 // truncate drops the frames made after the first n, which nothing may refer to any more.
 func (s *sim) truncate(n int) {
@@ -50,6 +64,7 @@ func (s *sim) truncate(n int) {
 		delete(s.intern, f)
 	}
 	s.frames = s.frames[:n]
+	s.cost = s.cost[:n]
 }
 
 func addCfg(out []cfg, c cfg) []cfg {
@@ -160,6 +175,9 @@ type stateMask struct {
 	bits   []uint64
 	form   uint8   // formAccept, formReject or formBits
 	unc    []int32 // positions in index order
+	// after is the most bytes any accepted token may leave to complete, down to the frame the mask is keyed
+	// by (the stack below adds its own): while it fits in the budget, Fit need not look at single tokens.
+	after int32
 }
 
 const (
@@ -266,6 +284,7 @@ func (b *binding) classify(state, ret int32) *stateMask {
 	accept := w.accept[:0]
 	defer func() { w.accept = accept[:0] }()
 	var unc []int32
+	after := int32(0)
 	n := len(idx.order)
 	for i := 0; i < n; {
 		tok := idx.tok(i)
@@ -299,6 +318,13 @@ func (b *binding) classify(state, ret int32) *stateMask {
 		}
 		if w.count[d] > 0 {
 			accept = append(accept, idx.order[i])
+			left := s.dist(w.single[d])
+			if w.count[d] > 1 {
+				for _, c := range w.lv[d] {
+					left = min(left, s.dist(c))
+				}
+			}
+			after = max(after, left)
 			i++
 			continue
 		}
@@ -311,7 +337,7 @@ func (b *binding) classify(state, ret int32) *stateMask {
 		}
 		i = j
 	}
-	m := &stateMask{unc: unc}
+	m := &stateMask{unc: unc, after: after}
 	limit := idx.size / 32
 	switch {
 	case len(accept) <= limit:
@@ -381,8 +407,11 @@ type Matcher struct {
 	cur   []cfg
 	bufs  [2][]cfg // scratch for advance
 	ended bool     // an end-of-sequence token was accepted
+	// after bounds the bytes left to complete the grammar after any token the last Mask allowed.
+	after int32
 
 	tmp  []uint64
+	keep []uint64 // Fit's copy of the mask, to put back when nothing fits
 	uncs []int32
 	w    *walker
 }
@@ -426,13 +455,16 @@ func (m *Matcher) Mask(dst []uint64) []uint64 {
 		return dst
 	}
 	m.uncs = m.uncs[:0]
+	m.after = 0
 	nunc := 0
 	for i, c := range m.cur {
-		ret := int32(-1)
+		ret, below := int32(-1), int32(0)
 		if c.parent >= 0 {
-			ret = m.s.frames[c.parent].state
+			f := m.s.frames[c.parent]
+			ret, below = f.state, m.s.below(f.parent)
 		}
 		sm := m.b.mask(c.state, ret)
+		m.after = max(m.after, addDist(sm.after, below))
 		if i == 0 {
 			sm.write(dst, idx)
 		} else {
@@ -491,6 +523,7 @@ func (m *Matcher) checkUncertain(dst []uint64) {
 		prev, valid = tok, d
 		if len(w.lv[d]) > 0 {
 			dst[id>>6] |= 1 << (id & 63)
+			m.after = max(m.after, m.shortest(w.lv[d]))
 			i++
 			continue
 		}
@@ -600,6 +633,90 @@ func (m *Matcher) Done() bool {
 		}
 	}
 	return true
+}
+
+// Shortest is the fewest bytes that complete the output from here: 0 when it is complete. Each byte is at most
+// one token, so in a vocabulary that has every byte as a token (byte-level BPE, byte fallback) it bounds the
+// tokens a generation still needs to produce a sentence of the grammar.
+func (m *Matcher) Shortest() int {
+	if m.ended {
+		return 0
+	}
+	return int(m.shortest(m.cur))
+}
+
+func (m *Matcher) shortest(cs []cfg) int32 {
+	best := int32(math.MaxInt32)
+	for _, c := range cs {
+		best = min(best, m.s.dist(c))
+	}
+	return best
+}
+
+// Fit narrows mask, which the last Mask wrote, to the tokens after which the output can still be completed
+// within left-1 more tokens (left counts the token about to be sampled; an end-of-sequence token costs
+// none, as max_tokens counts it). It reports whether it took any token out. Sampling only from what Fit
+// leaves keeps Shortest within the tokens left, so a generation that starts with Shortest() <= max_tokens
+// ends complete: the budget makes a free string close, then what encloses it. Where no token would fit
+// (the budget was short from the start, or the vocabulary cannot spell the shortest completion byte by
+// byte) Fit leaves the mask as it was.
+//
+// Most steps cost nothing more: a state's cached mask knows the longest completion any of its tokens may
+// leave, and only when that does not fit are the allowed tokens walked one by one.
+func (m *Matcher) Fit(mask []uint64, left int) bool {
+	if m.ended || int64(m.after) <= int64(left)-1 {
+		return false
+	}
+	limit := int32(max(left-1, 0))
+	idx, s, w := m.idx, m.s, m.w
+	m.keep = append(m.keep[:0], mask[:idx.words]...)
+	mark := len(s.frames)
+	defer s.truncate(mark)
+	w.lv[0] = append(w.lv[0][:0], m.cur...)
+	var prev []byte
+	valid := 0 // levels 0..valid hold the configurations after prev[:level]
+	removed, kept := false, false
+	for p, id := range idx.order {
+		if mask[id>>6]&(1<<(id&63)) == 0 {
+			continue
+		}
+		tok := idx.tok(p)
+		d := min(commonPrefix(prev, tok), valid)
+		for d < len(tok) {
+			next := w.lv[d+1][:0]
+			for _, c := range w.lv[d] {
+				next = s.step(c, tok[d], next, 0)
+			}
+			w.lv[d+1] = next
+			d++
+			if len(next) == 0 {
+				break
+			}
+		}
+		prev, valid = tok, d
+		if len(w.lv[d]) == 0 || m.shortest(w.lv[d]) > limit {
+			mask[id>>6] &^= 1 << (id & 63)
+			removed = true
+			if len(w.lv[d]) == 0 {
+				valid = d - 1
+			}
+			continue
+		}
+		kept = true
+	}
+	if !kept && !m.Complete() {
+		copy(mask, m.keep)
+		return false
+	}
+	return removed
+}
+
+// addDist adds distances, saturating: a grammar's shortest sentence may be long, never negative.
+func addDist(a, b int32) int32 {
+	if c := int64(a) + int64(b); c < math.MaxInt32 {
+		return int32(c)
+	}
+	return math.MaxInt32
 }
 
 // ApplyMask sets the logits of tokens the mask does not allow to -Inf, so that any sampler picks an allowed
