@@ -40,6 +40,13 @@ type Constraint interface {
 	Accept(tok int32) error
 	// Done reports that nothing may follow: the sequence ends as if at a stop token.
 	Done() bool
+	// Within says, before each Mask, how many tokens the sequence may still generate (the one about to be
+	// sampled included): the constraint then keeps only tokens after which its output can still be
+	// completed in time, so a strict output parses whenever max_tokens allows one.
+	Within(left int)
+	// Steered reports that the budget took out a token the constraint would otherwise have allowed: the
+	// output was shaped by max_tokens, and the sequence reports finish reason "length".
+	Steered() bool
 }
 
 // Output splits a sequence's text into content, reasoning and tool calls (a reasoning and tool-call parser).
@@ -611,6 +618,9 @@ func (r *Runner) nextPrefill() *seq {
 
 // sample picks the next token of s from its logits and emits it, or ends the sequence.
 func (r *Runner) sample(s *seq) {
+	if s.constraint != nil {
+		s.constraint.Within(s.maxTokens - len(s.generated))
+	}
 	choice := s.sampler.Sample(s.logits)
 	tok := choice.Token
 	if tok < 0 {
@@ -622,7 +632,7 @@ func (r *Runner) sample(s *seq) {
 		return
 	}
 	if slices.Contains(s.req.StopTokens, tok) {
-		r.finish(s, engine.FinishStop, nil)
+		r.finish(s, r.stopReason(s), nil)
 		return
 	}
 	if s.constraint != nil {
@@ -651,12 +661,21 @@ func (r *Runner) sample(s *seq) {
 		s.stopped = true
 		r.finish(s, engine.FinishStop, nil)
 	case s.constraint != nil && s.constraint.Done():
-		r.finish(s, engine.FinishStop, nil)
+		r.finish(s, r.stopReason(s), nil)
 	case len(s.generated) >= s.maxTokens || s.cache.Len()+1 > r.maxCtx:
 		r.finish(s, engine.FinishLength, nil)
 	default:
 		s.last = tok
 	}
+}
+
+// stopReason is why a sequence that came to its end ended: "stop", or "length" when its constraint had to
+// steer the output to fit max_tokens (it would have gone on, or taken a longer way, without the budget).
+func (r *Runner) stopReason(s *seq) engine.FinishReason {
+	if s.constraint != nil && s.constraint.Steered() {
+		return engine.FinishLength
+	}
+	return engine.FinishStop
 }
 
 func (r *Runner) logprob(c sampling.Choice) *engine.Logprob {
