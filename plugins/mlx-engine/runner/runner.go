@@ -185,15 +185,24 @@ func (r *Runner) MaxContext() int { return r.maxCtx }
 // Stats are the runner's load figures.
 type Stats struct {
 	Active, Waiting int
-	KVBytes         int64
+	// KVBytes is the KV cache memory the instance holds: the caches of its sequences (generating, prefilling
+	// for a peer, or waiting for a remote prefill) and the prefix cache's entries, as the backend counts them.
+	KVBytes int64
+	// KVCapacityBytes is the most it may hold: MaxBatch caches of the whole context, from the model's KV
+	// layout, and the prefix cache's bound.
+	KVCapacityBytes int64
 	PrefixCache     prefixcache.Stats
 }
 
 // Stats reports load; it is cheap and safe to call at any time.
 func (r *Runner) Stats() Stats {
+	pc := r.prefix.Stats()
+	l := r.model.KVLayout()
+	perPos := int64(l.TokenBytes()) * 2 * int64(l.NumLayers)
 	return Stats{
 		Active: int(r.activeN.Load()), Waiting: int(r.waitingN.Load()), KVBytes: r.kvBytes.Load(),
-		PrefixCache: r.prefix.Stats(),
+		KVCapacityBytes: int64(r.cfg.MaxBatch)*int64(r.maxCtx)*perPos + pc.CapacityBytes,
+		PrefixCache:     pc,
 	}
 }
 
@@ -400,7 +409,9 @@ func (r *Runner) enqueue(s *seq) {
 }
 
 func (r *Runner) publish() {
-	var kv int64
+	// The prefix cache holds most of an idle instance's KV: without it an instance that served anything
+	// reported 0 B between requests, which is when a stats poll usually finds it.
+	kv := r.prefix.Stats().Bytes
 	for _, s := range r.active {
 		kv += s.cache.Bytes()
 	}
