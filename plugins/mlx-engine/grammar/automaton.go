@@ -48,6 +48,7 @@ type Grammar struct {
 	first  []byteSet  // bytes the state can consume without returning (directly or by a call)
 	simple []bool     // no calls, and ending here needs no stack (root or not final): the fast path
 	dist   []int32    // the fewest bytes that take the state to an end of its rule (0 where it may end)
+	hop    []int32    // the first step of one such shortest way: a byte (0..255), hopEnd, or hopCall-i for calls[i]
 	start  int32
 
 	specials []string // texts of the special tokens the grammar names
@@ -694,7 +695,63 @@ func (g *Grammar) computeDist() {
 			}
 		}
 	}
+	g.computeHops()
 }
+
+// computeHops picks, for every state, the first step of a shortest way to the end of its rule: the tree of
+// those steps spells one shortest completion from any state, which the token distance of a vocabulary
+// (binding.tokenDist) counts in tokens. A byte step takes a letter or a digit where the class has one, as
+// completions made of those are the ones vocabularies merge into long tokens.
+func (g *Grammar) computeHops() {
+	n, nc := len(g.final), g.nclass
+	rep := make([]int32, nc)
+	rank := func(b byte) int {
+		switch {
+		case b >= 'a' && b <= 'z':
+			return 0
+		case b >= '0' && b <= '9':
+			return 1
+		case b >= 'A' && b <= 'Z':
+			return 2
+		case b >= 0x20 && b < 0x7f:
+			return 3
+		}
+		return 4
+	}
+	for c := range rep {
+		rep[c] = -1
+	}
+	for b := 0; b < 256; b++ {
+		c := g.class[b]
+		if rep[c] < 0 || rank(byte(b)) < rank(byte(rep[c])) {
+			rep[c] = int32(b)
+		}
+	}
+	g.hop = make([]int32, n)
+	for s := 0; s < n; s++ {
+		g.hop[s] = hopEnd
+		if g.final[s] {
+			continue
+		}
+		found := false
+		for c := 0; c < nc && !found; c++ {
+			if t := g.trans[s*nc+c]; t >= 0 && g.dist[t]+1 == g.dist[s] {
+				g.hop[s], found = rep[c], true
+			}
+		}
+		for i, cl := range g.calls[s] {
+			if !found && addDist(g.dist[cl.start], g.dist[cl.ret]) == g.dist[s] {
+				g.hop[s], found = hopCall-int32(i), true
+			}
+		}
+	}
+}
+
+// Kinds of hop besides a byte.
+const (
+	hopEnd  int32 = -1 // the rule may end here
+	hopCall int32 = -2 // hopCall-i: enter calls[i]
+)
 
 // distQueue is a binary min-heap of states by distance.
 type distQueue struct{ d, s []int32 }
@@ -737,7 +794,7 @@ func (q *distQueue) pop() (int32, int32) {
 
 // matches reports whether text is a complete sentence of g.
 func (g *Grammar) matches(text []byte) bool {
-	s := newSim(g)
+	s := newSim(g, g.dist)
 	cur := []cfg{{g.start, bottomEnd}}
 	var next []cfg
 	for _, x := range text {

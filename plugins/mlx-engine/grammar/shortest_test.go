@@ -6,7 +6,22 @@ import (
 	"testing"
 )
 
-// follow accepts text byte by byte (the synthetic vocabulary has every byte but 0xFF as a token).
+// byteIndex is a vocabulary of single bytes (all but 0xFF) and an end-of-sequence token: a token is a byte,
+// so the shortest completion in tokens is the one in bytes.
+func byteIndex(t testing.TB) *Index {
+	t.Helper()
+	v := Vocabulary{Tokens: [][]byte{nil}, EOS: []int32{0}}
+	for b := 1; b < 0xFF; b++ {
+		v.Tokens = append(v.Tokens, []byte{byte(b)})
+	}
+	idx, err := NewIndex(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return idx
+}
+
+// follow accepts text byte by byte (both test vocabularies have every byte but 0xFF as a token).
 func follow(t *testing.T, m *Matcher, idx *Index, text string) {
 	t.Helper()
 	for i := range len(text) {
@@ -27,12 +42,13 @@ func shortestAfter(m *Matcher, x byte) int {
 	return int(m.shortest(cs))
 }
 
-// TestShortestCompletion: the fewest bytes that complete the grammar, per state reached by a prefix. The
-// completion given must complete it in exactly that many bytes, and no byte may shorten the way by more than
-// one, so no shorter completion exists (by induction down to 0, where the output is complete).
+// TestShortestCompletion: the fewest bytes that complete the grammar, per state reached by a prefix (with a
+// vocabulary of single bytes, where Shortest counts bytes). The completion given must complete it in exactly
+// that many bytes, and no byte may shorten the way by more than one, so no shorter completion exists (by
+// induction down to 0, where the output is complete).
 func TestShortestCompletion(t *testing.T) {
 	t.Parallel()
-	idx := syntheticIndex(t)
+	idx := byteIndex(t)
 	schema := func(s string) Node {
 		n, err := JSONSchema([]byte(s), Options{})
 		if err != nil {
@@ -101,6 +117,43 @@ func TestShortestCompletion(t *testing.T) {
 				if d := shortestAfter(m, byte(x)); d >= 0 && d < m.Shortest()-1 {
 					t.Errorf("byte %q after %q leaves %d, less than %d - 1", byte(x), tc.prefix, d, m.Shortest())
 				}
+			}
+		})
+	}
+}
+
+// TestShortestInTokens: with a vocabulary of longer tokens, Shortest counts the fewest tokens that spell a
+// shortest completion in bytes (keys, punctuation and special tokens whole), never more than its bytes.
+func TestShortestInTokens(t *testing.T) {
+	t.Parallel()
+	idx := syntheticIndex(t)
+	tests := []struct {
+		name   string
+		root   Node
+		prefix string
+		want   int
+	}{
+		{"one token", Literal("get_weather"), "", 1},
+		{"tokens across literals", Seq(Literal(`{"name": "`), Literal("get_weather"), Literal(`"`)), "", 3},
+		{"no token but bytes", Literal("get_weather"), "get", len("_weather")},
+		{"a special token", Seq(Special("[TOOL_CALLS]"), Literal("[")), "", 2},
+		// The shortest way in bytes is the one counted: "hello world" is 2 tokens but 11 bytes.
+		{"the shortest bytes, not the fewest tokens", Alt(Literal("hello world"), Literal("xyz")), "", 3},
+		{"through a called rule", Seq(Literal(`{"name": "`), Node{rule(Literal("get_weather").get())}, Literal(`"}`)), "", 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			g, err := Compile(tc.root)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := g.NewMatcher(idx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			follow(t, m, idx, tc.prefix)
+			if got := m.Shortest(); got != tc.want {
+				t.Errorf("Shortest after %q = %d tokens, want %d", tc.prefix, got, tc.want)
 			}
 		})
 	}
