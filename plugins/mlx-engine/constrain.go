@@ -144,16 +144,26 @@ func (in *instance) constraint(g *grammar.Grammar) (func() (runner.Constraint, e
 	}, nil
 }
 
-// matcherConstraint is a grammar matcher as the runner's constraint.
+// matcherConstraint is a grammar matcher as the runner's constraint. It fits the output to the tokens left
+// (grammar.Matcher.Fit): when the budget reaches the shortest completion, only tokens that keep a complete
+// output within reach stay allowed, so a free string closes, then the object around it.
 type matcherConstraint struct {
-	m    *grammar.Matcher
-	mask []uint64
+	m       *grammar.Matcher
+	mask    []uint64
+	left    int // tokens the sequence may still generate; 0: not told
+	steered bool
 }
+
+func (c *matcherConstraint) Within(left int) { c.left = left }
 
 func (c *matcherConstraint) Mask(logits []float32) {
 	c.mask = c.m.Mask(c.mask)
+	if c.left > 0 && c.m.Fit(c.mask, c.left) {
+		c.steered = true
+	}
 	grammar.ApplyMask(logits, c.mask)
 }
 
 func (c *matcherConstraint) Accept(tok int32) error { return c.m.Accept(tok) }
 func (c *matcherConstraint) Done() bool             { return c.m.Done() }
+func (c *matcherConstraint) Steered() bool          { return c.steered }

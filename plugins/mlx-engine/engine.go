@@ -595,7 +595,8 @@ func (e *Engine) Stats(context.Context) (engine.Stats, error) {
 			metrics = mm.Metrics() // backend memory figures, e.g. MLX's active, peak and cache bytes
 		}
 		st.Instances = append(st.Instances, engine.InstanceStats{
-			InstanceID: id, InFlight: rs.Active, Queued: rs.Waiting, KVBytes: rs.KVBytes, Metrics: metrics,
+			InstanceID: id, InFlight: rs.Active, Queued: rs.Waiting, KVBytes: rs.KVBytes, KVCapacityBytes: rs.KVCapacityBytes,
+			Metrics: metrics,
 			PrefixCache: engine.PrefixCacheStats{
 				Hits: pc.Hits, Misses: pc.Misses, HitTokens: pc.HitTokens, Entries: pc.Entries, Bytes: pc.Bytes,
 				CapacityBytes: pc.CapacityBytes, Evictions: pc.Evictions,

@@ -67,7 +67,7 @@ var (
 	descEngineQueued = prometheus.NewDesc("duet_engine_queue_depth",
 		"Requests waiting in the engine's queue of an instance, as the engine reports them.", []string{"instance"}, nil)
 	descKVBytes = prometheus.NewDesc("duet_engine_kv_cache_bytes",
-		"KV cache memory an instance uses.", []string{"instance"}, nil)
+		"KV cache memory an instance holds: its sequences' caches and its prefix cache.", []string{"instance"}, nil)
 	descKVCapacity = prometheus.NewDesc("duet_engine_kv_cache_capacity_bytes",
 		"KV cache memory an instance may use.", []string{"instance"}, nil)
 	descPrefixHits = prometheus.NewDesc("duet_prefix_cache_hits_total",

@@ -98,3 +98,36 @@ func TestBufferPool(t *testing.T) {
 		t.Fatalf("len %d, want 80", len(b))
 	}
 }
+
+// TestBodyBufferComesBackFirst: a large body's buffer is back in the pool before its bytes go back to the
+// budget, so the body the budget admits next reuses it; a burst of large bodies then holds one buffer, not
+// one more each time the next body wins the race to the pool.
+func TestBodyBufferComesBackFirst(t *testing.T) {
+	t.Parallel()
+	const size = 60
+	budget := newByteBudget(100)
+	pool := &bufferPool{max: 100}
+	if err := budget.acquire(context.Background(), size); err != nil {
+		t.Fatal(err)
+	}
+	buf := pool.get(size)
+	next := make(chan []byte)
+	go func() {
+		if err := budget.acquire(context.Background(), size); err != nil {
+			t.Error(err)
+		}
+		next <- pool.get(size)
+	}()
+	waitWaiters(t, budget, 1)
+	release := giveBack(pool, buf, func() {
+		if pool.size != size {
+			t.Errorf("the budget was given back while the pool holds %d bytes: the buffer was not back yet", pool.size)
+		}
+		budget.release(size)
+	})
+	release()
+	release() // idempotent
+	if got := <-next; &got[:1][0] != &buf[:1][0] {
+		t.Error("the next body got a new buffer")
+	}
+}

@@ -47,6 +47,8 @@ type Grammar struct {
 	calls  [][]call   // rules this state may enter, and where each returns to
 	first  []byteSet  // bytes the state can consume without returning (directly or by a call)
 	simple []bool     // no calls, and ending here needs no stack (root or not final): the fast path
+	dist   []int32    // the fewest bytes that take the state to an end of its rule (0 where it may end)
+	hop    []int32    // the first step of one such shortest way: a byte (0..255), hopEnd, or hopCall-i for calls[i]
 	start  int32
 
 	specials []string // texts of the special tokens the grammar names
@@ -590,6 +592,7 @@ func (b *nfaBuilder) determinize() (*Grammar, error) {
 		}
 	}
 	g.computeFirst()
+	g.computeDist()
 	return g, nil
 }
 
@@ -633,9 +636,165 @@ func (g *Grammar) computeFirst() {
 	}
 }
 
+// computeDist fills dist, the shortest way from each state to an end of its rule: a byte costs 1, a call the
+// shortest sentence of the called rule and then the way on from where it returns. It is Knuth's
+// generalisation of Dijkstra's algorithm to grammars: states are settled in order of distance, and a call is
+// relaxed once both the rule it enters and the state it returns to are settled (its cost is at least either,
+// so the order holds). Every state is live, so every distance is finite.
+func (g *Grammar) computeDist() {
+	n := len(g.final)
+	nc := g.nclass
+	const unknown = int32(1<<31 - 1)
+	g.dist = make([]int32, n)
+	type callEdge struct{ from, other int32 } // a call by from, waiting for the other of its two states
+	revByte := make([][]int32, n)
+	revCall := make([][]callEdge, n)
+	lastFrom := make([]int32, n) // dedups the byte edges of one state: many classes go to one target
+	for s := range lastFrom {
+		lastFrom[s] = -1
+	}
+	for s := 0; s < n; s++ {
+		g.dist[s] = unknown
+		for c := 0; c < nc; c++ {
+			if t := g.trans[s*nc+c]; t >= 0 && lastFrom[t] != int32(s) {
+				lastFrom[t] = int32(s)
+				revByte[t] = append(revByte[t], int32(s))
+			}
+		}
+		for _, cl := range g.calls[s] {
+			revCall[cl.start] = append(revCall[cl.start], callEdge{int32(s), cl.ret})
+			revCall[cl.ret] = append(revCall[cl.ret], callEdge{int32(s), cl.start})
+		}
+	}
+	settled := make([]bool, n)
+	var q distQueue
+	for s := 0; s < n; s++ {
+		if g.final[s] {
+			g.dist[s] = 0
+			q.push(0, int32(s))
+		}
+	}
+	relax := func(s, d int32) {
+		if !settled[s] && d < g.dist[s] {
+			g.dist[s] = d
+			q.push(d, s)
+		}
+	}
+	for q.len() > 0 {
+		d, t := q.pop()
+		if settled[t] || d > g.dist[t] {
+			continue
+		}
+		settled[t] = true
+		for _, p := range revByte[t] {
+			relax(p, d+1)
+		}
+		for _, e := range revCall[t] {
+			if settled[e.other] {
+				relax(e.from, addDist(d, g.dist[e.other]))
+			}
+		}
+	}
+	g.computeHops()
+}
+
+// computeHops picks, for every state, the first step of a shortest way to the end of its rule: the tree of
+// those steps spells one shortest completion from any state, which the token distance of a vocabulary
+// (binding.tokenDist) counts in tokens. A byte step takes a letter or a digit where the class has one, as
+// completions made of those are the ones vocabularies merge into long tokens.
+func (g *Grammar) computeHops() {
+	n, nc := len(g.final), g.nclass
+	rep := make([]int32, nc)
+	rank := func(b byte) int {
+		switch {
+		case b >= 'a' && b <= 'z':
+			return 0
+		case b >= '0' && b <= '9':
+			return 1
+		case b >= 'A' && b <= 'Z':
+			return 2
+		case b >= 0x20 && b < 0x7f:
+			return 3
+		}
+		return 4
+	}
+	for c := range rep {
+		rep[c] = -1
+	}
+	for b := 0; b < 256; b++ {
+		c := g.class[b]
+		if rep[c] < 0 || rank(byte(b)) < rank(byte(rep[c])) {
+			rep[c] = int32(b)
+		}
+	}
+	g.hop = make([]int32, n)
+	for s := 0; s < n; s++ {
+		g.hop[s] = hopEnd
+		if g.final[s] {
+			continue
+		}
+		found := false
+		for c := 0; c < nc && !found; c++ {
+			if t := g.trans[s*nc+c]; t >= 0 && g.dist[t]+1 == g.dist[s] {
+				g.hop[s], found = rep[c], true
+			}
+		}
+		for i, cl := range g.calls[s] {
+			if !found && addDist(g.dist[cl.start], g.dist[cl.ret]) == g.dist[s] {
+				g.hop[s], found = hopCall-int32(i), true
+			}
+		}
+	}
+}
+
+// Kinds of hop besides a byte.
+const (
+	hopEnd  int32 = -1 // the rule may end here
+	hopCall int32 = -2 // hopCall-i: enter calls[i]
+)
+
+// distQueue is a binary min-heap of states by distance.
+type distQueue struct{ d, s []int32 }
+
+func (q *distQueue) len() int { return len(q.d) }
+
+func (q *distQueue) push(d, s int32) {
+	q.d, q.s = append(q.d, d), append(q.s, s)
+	for i := len(q.d) - 1; i > 0; {
+		p := (i - 1) / 2
+		if q.d[p] <= q.d[i] {
+			break
+		}
+		q.d[p], q.d[i], q.s[p], q.s[i] = q.d[i], q.d[p], q.s[i], q.s[p]
+		i = p
+	}
+}
+
+func (q *distQueue) pop() (int32, int32) {
+	d, s := q.d[0], q.s[0]
+	last := len(q.d) - 1
+	q.d[0], q.s[0] = q.d[last], q.s[last]
+	q.d, q.s = q.d[:last], q.s[:last]
+	for i := 0; ; {
+		l, small := 2*i+1, i
+		if l < last && q.d[l] < q.d[small] {
+			small = l
+		}
+		if r := l + 1; r < last && q.d[r] < q.d[small] {
+			small = r
+		}
+		if small == i {
+			break
+		}
+		q.d[small], q.d[i], q.s[small], q.s[i] = q.d[i], q.d[small], q.s[i], q.s[small]
+		i = small
+	}
+	return d, s
+}
+
 // matches reports whether text is a complete sentence of g.
 func (g *Grammar) matches(text []byte) bool {
-	s := newSim(g)
+	s := newSim(g, g.dist)
 	cur := []cfg{{g.start, bottomEnd}}
 	var next []cfg
 	for _, x := range text {

@@ -146,6 +146,50 @@ func BenchmarkMaskFirstGeneration(b *testing.B) {
 	b.ReportMetric(float64(steps)/float64(b.N), "steps/gen")
 }
 
+// BenchmarkMaskFit is BenchmarkMask with a budget: every generation may take the shortest completion and 16
+// tokens more, so Fit steers each one to close, walking tokens one by one on its last steps. Mask and Fit
+// are timed together.
+func BenchmarkMaskFit(b *testing.B) {
+	idx := realIndex(b, "llama3")
+	g := compileSchema(b, readSchema(b, "nested.json"), Options{})
+	g.Precompute(idx)
+	m, err := g.NewMatcher(idx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	var mask []uint64
+	var lat []time.Duration
+	steered := 0
+	budget := m.Shortest() + 16
+	left := budget
+	for b.Loop() {
+		t0 := time.Now()
+		mask = m.Mask(mask)
+		if m.Fit(mask, left) {
+			steered++
+		}
+		t1 := time.Now()
+		id := pickAllowed(mask, rng)
+		if err := m.Accept(id); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, t1.Sub(t0))
+		if left--; m.Done() || idx.isEOS(id) || left == 0 {
+			if !m.Complete() {
+				b.Fatalf("incomplete with the budget spent")
+			}
+			m.Reset()
+			left = budget
+		}
+	}
+	slices.Sort(lat)
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Nanoseconds()) / 1e3 }
+	b.ReportMetric(q(0.5), "p50-µs")
+	b.ReportMetric(q(0.99), "p99-µs")
+	b.ReportMetric(float64(steered)/float64(len(lat)), "steered/step")
+}
+
 // pickAllowed picks an allowed token uniformly: count the set bits, then find the k-th.
 func pickAllowed(mask []uint64, rng *rand.Rand) int32 {
 	n := 0

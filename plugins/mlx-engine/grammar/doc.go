@@ -64,9 +64,24 @@
 //     max_tokens.
 //   - A grammar never loops without progress: every token adds bytes, whitespace runs and numbers are
 //     bounded, nesting is bounded by MaxDepth. Strings and arrays without maxLength/maxItems are unbounded;
-//     max_tokens ends those.
+//     max_tokens ends those, and Fit makes them end in time (below).
 //   - No input panics. Compile refuses grammars over MaxStates states or too costly to determinize
 //     (ErrTooLarge), and grammars that match nothing (ErrNoMatch).
+//
+// # Fitting max_tokens
+//
+// Compile also computes, for every state, the fewest bytes that take it to an end of its rule (a call costs
+// the shortest sentence of the rule it enters), as Knuth's generalisation of Dijkstra's algorithm does for
+// grammars, and the first step of one such shortest way. Per vocabulary, the steps from each state are
+// spelled with the fewest tokens that cover them (keys, punctuation and special tokens whole): that count,
+// summed over the frames of the stack (kept with each interned frame), is Matcher.Shortest, the tokens one
+// shortest completion needs. Fit narrows a mask to the tokens after which the output can still be completed
+// within the tokens left: when a budget runs short, a free string closes, then the object around it. Each
+// token of the spelling is one the grammar allows and takes the count down by one, so an output whose
+// Shortest fits max_tokens at the start always ends complete. The count follows the shortest way in bytes,
+// so it may exceed the true fewest tokens (steering then starts a little early), never fall below it.
+// A cached state mask also holds the longest completion any of its tokens may leave, so Fit walks single
+// tokens only on the few steps near the end of the budget.
 //
 // # JSON output
 //

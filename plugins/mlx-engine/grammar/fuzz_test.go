@@ -51,6 +51,26 @@ func FuzzJSONSchema(f *testing.F) {
 				t.Fatalf("the mask allows %d but Accept says %v", id, err)
 			}
 		}
+		// With a budget of exactly the shortest completion, what Fit leaves must complete the output in it.
+		m.Reset()
+		budget := m.Shortest()
+		if budget > 64 {
+			return
+		}
+		for left := budget; left > 0 && !m.Done(); left-- {
+			mask = m.Mask(mask)
+			m.Fit(mask, left)
+			id := firstSet(mask)
+			if id < 0 {
+				t.Fatalf("nothing allowed with %d of %d left", left, budget)
+			}
+			if err := m.Accept(id); err != nil {
+				t.Fatalf("Fit leaves %d but Accept says %v", id, err)
+			}
+		}
+		if !m.Complete() {
+			t.Fatalf("incomplete after a budget of %d, the shortest completion", budget)
+		}
 	})
 }
 

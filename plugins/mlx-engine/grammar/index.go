@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sort"
 	"unicode/utf8"
 )
 
@@ -203,6 +204,28 @@ func (x *Index) subtreeEnd(p, d int) int {
 }
 
 func (x *Index) tok(p int) []byte { return x.data[x.off[p]:x.off[p+1]] }
+
+// spelled appends to out the lengths l, ascending, for which text[:l] is a token. The tokens that start with
+// text[:l] are a range of the sorted order, narrowed one byte at a time; a token equal to text[:l] comes first
+// in its range.
+func (x *Index) spelled(text []byte, out []int) []int {
+	lo, hi := 0, len(x.order)
+	for l := 1; l <= len(text) && lo < hi; l++ {
+		b := text[l-1]
+		lo += sort.Search(hi-lo, func(i int) bool {
+			t := x.tok(lo + i)
+			return len(t) >= l && t[l-1] >= b
+		})
+		hi = lo + sort.Search(hi-lo, func(i int) bool {
+			t := x.tok(lo + i)
+			return len(t) >= l && t[l-1] > b
+		})
+		if lo < hi && len(x.tok(lo)) == l {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
 // bytesOf returns the bytes of id, or nil for ids that have none.
 func (x *Index) bytesOf(id int32) []byte {

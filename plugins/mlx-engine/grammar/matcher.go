@@ -1,6 +1,7 @@
 package grammar
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/bits"
@@ -26,12 +27,14 @@ const maxCallDepth = 1 << 10
 // stacks have equal ids and sets of configurations can be deduplicated by comparing cfgs.
 type sim struct {
 	g       *Grammar
+	dist    []int32 // per state, the way to the end of its rule: Grammar.dist in bytes, or a binding's in tokens
 	frames  []cfg
+	cost    []int32 // frame id -> the way from the frame's state to the end, through every frame below
 	intern  map[cfg]int32
 	touched bool // some path needed the unknown stack below bottomUnknown
 }
 
-func newSim(g *Grammar) *sim { return &sim{g: g, intern: map[cfg]int32{}} }
+func newSim(g *Grammar, dist []int32) *sim { return &sim{g: g, dist: dist, intern: map[cfg]int32{}} }
 
 func (s *sim) push(state, parent int32) int32 {
 	k := cfg{state, parent}
@@ -40,9 +43,22 @@ func (s *sim) push(state, parent int32) int32 {
 	}
 	id := int32(len(s.frames))
 	s.frames = append(s.frames, k)
+	s.cost = append(s.cost, addDist(s.dist[state], s.below(parent)))
 	s.intern[k] = id
 	return id
 }
+
+// below is the way to end the rules of the stack from frame parent down (0 at a bottom: the end of the
+// grammar, or the unknown stack a mask is classified over, which the caller adds).
+func (s *sim) below(parent int32) int32 {
+	if parent < 0 {
+		return 0
+	}
+	return s.cost[parent]
+}
+
+// left is the way to complete the grammar from c (down to its bottom).
+func (s *sim) left(c cfg) int32 { return addDist(s.dist[c.state], s.below(c.parent)) }
 
 // truncate drops the frames made after the first n, which nothing may refer to any more.
 func (s *sim) truncate(n int) {
@@ -50,6 +66,7 @@ func (s *sim) truncate(n int) {
 		delete(s.intern, f)
 	}
 	s.frames = s.frames[:n]
+	s.cost = s.cost[:n]
 }
 
 func addCfg(out []cfg, c cfg) []cfg {
@@ -132,7 +149,81 @@ type binding struct {
 	idx   *Index
 	masks []atomic.Pointer[stateMask] // root-rule states
 	inner sync.Map                    // maskKey(state, ret) -> *stateMask, for the other rules
+	tdist []int32                     // per state, the tokens of one shortest completion of its rule
 	walks sync.Pool                   // *walker
+}
+
+// maxSpell bounds the bytes of a completion tokenDist tries to spell with one token.
+const maxSpell = 64
+
+// tokenDist counts, for every state, the tokens of idx that spell the shortest completion of its rule that
+// the hop tree gives (Grammar.computeHops): a run of byte steps is spelled with the fewest tokens that cover
+// it exactly, a call costs the called rule's count and then the count from where it returns. The count is
+// what a generation can do, token by token: each token of the spelling is one the grammar allows and takes
+// the count down by one. So it bounds from above the tokens the output still needs, closer than its bytes
+// where a vocabulary holds keys and punctuation as whole tokens. A state whose run no token starts has no
+// count (math.MaxInt32): Fit then leaves the mask alone rather than steer to it.
+func (g *Grammar) tokenDist(idx *Index) []int32 {
+	n := len(g.final)
+	td := make([]int32, n)
+	done := make([]bool, n)
+	order := make([]int32, n)
+	for i := range order {
+		order[i] = int32(i)
+	}
+	// A byte step's count needs the states nearer the end; a call's, the rule it enters, which may be as far
+	// (resolve recurses for it) and the state it returns to, which is nearer.
+	isCall := func(s int32) int {
+		if g.hop[s] <= hopCall {
+			return 1
+		}
+		return 0
+	}
+	slices.SortFunc(order, func(a, b int32) int {
+		if c := cmp.Compare(g.dist[a], g.dist[b]); c != 0 {
+			return c
+		}
+		return isCall(a) - isCall(b)
+	})
+	limit := min(idx.maxLen, maxSpell)
+	var (
+		run    []byte
+		states []int32
+		lens   []int
+	)
+	var resolve func(s int32, depth int) int32
+	resolve = func(s int32, depth int) int32 {
+		if done[s] {
+			return td[s]
+		}
+		v := int32(math.MaxInt32)
+		switch h := g.hop[s]; {
+		case h == hopEnd:
+			v = 0
+		case h <= hopCall:
+			if depth < maxCallDepth {
+				cl := g.calls[s][hopCall-h]
+				v = addDist(resolve(cl.start, depth+1), resolve(cl.ret, depth+1))
+			}
+		default:
+			run, states = run[:0], states[:0]
+			for t := s; len(run) < limit && g.hop[t] >= 0; {
+				x := byte(g.hop[t])
+				t = g.next(t, x)
+				run, states = append(run, x), append(states, t)
+			}
+			lens = idx.spelled(run, lens[:0])
+			for _, l := range lens {
+				v = min(v, addDist(1, td[states[l-1]]))
+			}
+		}
+		td[s], done[s] = v, true
+		return v
+	}
+	for _, s := range order {
+		resolve(s, 0)
+	}
+	return td
 }
 
 func maskKey(state, ret int32) uint64 { return uint64(uint32(state))<<32 | uint64(uint32(ret)) }
@@ -143,7 +234,7 @@ func (g *Grammar) bind(idx *Index) *binding {
 	if b, ok := g.binds[idx]; ok {
 		return b
 	}
-	b := &binding{g: g, idx: idx, masks: make([]atomic.Pointer[stateMask], g.States())}
+	b := &binding{g: g, idx: idx, masks: make([]atomic.Pointer[stateMask], g.States()), tdist: g.tokenDist(idx)}
 	g.binds[idx] = b
 	return b
 }
@@ -160,6 +251,9 @@ type stateMask struct {
 	bits   []uint64
 	form   uint8   // formAccept, formReject or formBits
 	unc    []int32 // positions in index order
+	// after is the most bytes any accepted token may leave to complete, down to the frame the mask is keyed
+	// by (the stack below adds its own): while it fits in the budget, Fit need not look at single tokens.
+	after int32
 }
 
 const (
@@ -253,7 +347,7 @@ func (b *binding) walker() *walker {
 func (b *binding) classify(state, ret int32) *stateMask {
 	idx, g := b.idx, b.g
 	nc := g.nclass
-	s := newSim(g)
+	s := newSim(g, b.tdist)
 	w := b.walker()
 	defer b.walks.Put(w)
 	parent := bottomEnd
@@ -266,6 +360,7 @@ func (b *binding) classify(state, ret int32) *stateMask {
 	accept := w.accept[:0]
 	defer func() { w.accept = accept[:0] }()
 	var unc []int32
+	after := int32(0)
 	n := len(idx.order)
 	for i := 0; i < n; {
 		tok := idx.tok(i)
@@ -299,6 +394,13 @@ func (b *binding) classify(state, ret int32) *stateMask {
 		}
 		if w.count[d] > 0 {
 			accept = append(accept, idx.order[i])
+			left := s.left(w.single[d])
+			if w.count[d] > 1 {
+				for _, c := range w.lv[d] {
+					left = min(left, s.left(c))
+				}
+			}
+			after = max(after, left)
 			i++
 			continue
 		}
@@ -311,7 +413,7 @@ func (b *binding) classify(state, ret int32) *stateMask {
 		}
 		i = j
 	}
-	m := &stateMask{unc: unc}
+	m := &stateMask{unc: unc, after: after}
 	limit := idx.size / 32
 	switch {
 	case len(accept) <= limit:
@@ -381,8 +483,11 @@ type Matcher struct {
 	cur   []cfg
 	bufs  [2][]cfg // scratch for advance
 	ended bool     // an end-of-sequence token was accepted
+	// after bounds the bytes left to complete the grammar after any token the last Mask allowed.
+	after int32
 
 	tmp  []uint64
+	keep []uint64 // Fit's copy of the mask, to put back when nothing fits
 	uncs []int32
 	w    *walker
 }
@@ -396,7 +501,7 @@ func (g *Grammar) NewMatcher(idx *Index) (*Matcher, error) {
 		}
 	}
 	b := g.bind(idx)
-	m := &Matcher{g: g, b: b, idx: idx, s: newSim(g), tmp: make([]uint64, idx.words)}
+	m := &Matcher{g: g, b: b, idx: idx, s: newSim(g, b.tdist), tmp: make([]uint64, idx.words)}
 	m.w = newWalker(idx.maxLen)
 	m.Reset()
 	return m, nil
@@ -426,13 +531,16 @@ func (m *Matcher) Mask(dst []uint64) []uint64 {
 		return dst
 	}
 	m.uncs = m.uncs[:0]
+	m.after = 0
 	nunc := 0
 	for i, c := range m.cur {
-		ret := int32(-1)
+		ret, below := int32(-1), int32(0)
 		if c.parent >= 0 {
-			ret = m.s.frames[c.parent].state
+			f := m.s.frames[c.parent]
+			ret, below = f.state, m.s.below(f.parent)
 		}
 		sm := m.b.mask(c.state, ret)
+		m.after = max(m.after, addDist(sm.after, below))
 		if i == 0 {
 			sm.write(dst, idx)
 		} else {
@@ -491,6 +599,7 @@ func (m *Matcher) checkUncertain(dst []uint64) {
 		prev, valid = tok, d
 		if len(w.lv[d]) > 0 {
 			dst[id>>6] |= 1 << (id & 63)
+			m.after = max(m.after, m.shortest(w.lv[d]))
 			i++
 			continue
 		}
@@ -600,6 +709,89 @@ func (m *Matcher) Done() bool {
 		}
 	}
 	return true
+}
+
+// Shortest is the tokens the output needs to be complete from here (0 when it is): the fewest tokens of the
+// vocabulary that spell one of its shortest completions in bytes. Generating them one by one takes it down by
+// one each, so it is a count a generation can meet; it never counts fewer than the fewest tokens possible.
+func (m *Matcher) Shortest() int {
+	if m.ended {
+		return 0
+	}
+	return int(m.shortest(m.cur))
+}
+
+func (m *Matcher) shortest(cs []cfg) int32 {
+	best := int32(math.MaxInt32)
+	for _, c := range cs {
+		best = min(best, m.s.left(c))
+	}
+	return best
+}
+
+// Fit narrows mask, which the last Mask wrote, to the tokens after which the output can still be completed
+// within left-1 more tokens (left counts the token about to be sampled; an end-of-sequence token costs none:
+// it is not part of the output max_tokens bounds). It reports whether it took any token out. Sampling only
+// from what Fit leaves keeps Shortest within the tokens left, so a generation that starts with
+// Shortest() <= max_tokens ends complete: the budget makes a free string close, then what encloses it. Where
+// no token would fit (the budget was short from the start) Fit leaves the mask as it was.
+//
+// Most steps cost nothing more: a state's cached mask knows the longest completion any of its tokens may
+// leave, and only when that does not fit are the allowed tokens walked one by one.
+func (m *Matcher) Fit(mask []uint64, left int) bool {
+	if m.ended || int64(m.after) <= int64(left)-1 {
+		return false
+	}
+	limit := int32(max(left-1, 0))
+	idx, s, w := m.idx, m.s, m.w
+	m.keep = append(m.keep[:0], mask[:idx.words]...)
+	mark := len(s.frames)
+	defer s.truncate(mark)
+	w.lv[0] = append(w.lv[0][:0], m.cur...)
+	var prev []byte
+	valid := 0 // levels 0..valid hold the configurations after prev[:level]
+	removed, kept := false, false
+	for p, id := range idx.order {
+		if mask[id>>6]&(1<<(id&63)) == 0 {
+			continue
+		}
+		tok := idx.tok(p)
+		d := min(commonPrefix(prev, tok), valid)
+		for d < len(tok) {
+			next := w.lv[d+1][:0]
+			for _, c := range w.lv[d] {
+				next = s.step(c, tok[d], next, 0)
+			}
+			w.lv[d+1] = next
+			d++
+			if len(next) == 0 {
+				break
+			}
+		}
+		prev, valid = tok, d
+		if len(w.lv[d]) == 0 || m.shortest(w.lv[d]) > limit {
+			mask[id>>6] &^= 1 << (id & 63)
+			removed = true
+			if len(w.lv[d]) == 0 {
+				valid = d - 1
+			}
+			continue
+		}
+		kept = true
+	}
+	if !kept && !m.Complete() {
+		copy(mask, m.keep)
+		return false
+	}
+	return removed
+}
+
+// addDist adds distances, saturating: a grammar's shortest sentence may be long, never negative.
+func addDist(a, b int32) int32 {
+	if c := int64(a) + int64(b); c < math.MaxInt32 {
+		return int32(c)
+	}
+	return math.MaxInt32
 }
 
 // ApplyMask sets the logits of tokens the mask does not allow to -Inf, so that any sampler picks an allowed

@@ -40,6 +40,13 @@ type Constraint interface {
 	Accept(tok int32) error
 	// Done reports that nothing may follow: the sequence ends as if at a stop token.
 	Done() bool
+	// Within says, before each Mask, how many tokens the sequence may still generate (the one about to be
+	// sampled included): the constraint then keeps only tokens after which its output can still be
+	// completed in time, so a strict output parses whenever max_tokens allows one.
+	Within(left int)
+	// Steered reports that the budget took out a token the constraint would otherwise have allowed: the
+	// output was shaped by max_tokens, and the sequence reports finish reason "length".
+	Steered() bool
 }
 
 // Output splits a sequence's text into content, reasoning and tool calls (a reasoning and tool-call parser).
@@ -178,15 +185,24 @@ func (r *Runner) MaxContext() int { return r.maxCtx }
 // Stats are the runner's load figures.
 type Stats struct {
 	Active, Waiting int
-	KVBytes         int64
+	// KVBytes is the KV cache memory the instance holds: the caches of its sequences (generating, prefilling
+	// for a peer, or waiting for a remote prefill) and the prefix cache's entries, as the backend counts them.
+	KVBytes int64
+	// KVCapacityBytes is the most it may hold: MaxBatch caches of the whole context, from the model's KV
+	// layout, and the prefix cache's bound.
+	KVCapacityBytes int64
 	PrefixCache     prefixcache.Stats
 }
 
 // Stats reports load; it is cheap and safe to call at any time.
 func (r *Runner) Stats() Stats {
+	pc := r.prefix.Stats()
+	l := r.model.KVLayout()
+	perPos := int64(l.TokenBytes()) * 2 * int64(l.NumLayers)
 	return Stats{
 		Active: int(r.activeN.Load()), Waiting: int(r.waitingN.Load()), KVBytes: r.kvBytes.Load(),
-		PrefixCache: r.prefix.Stats(),
+		KVCapacityBytes: int64(r.cfg.MaxBatch)*int64(r.maxCtx)*perPos + pc.CapacityBytes,
+		PrefixCache:     pc,
 	}
 }
 
@@ -393,7 +409,9 @@ func (r *Runner) enqueue(s *seq) {
 }
 
 func (r *Runner) publish() {
-	var kv int64
+	// The prefix cache holds most of an idle instance's KV: without it an instance that served anything
+	// reported 0 B between requests, which is when a stats poll usually finds it.
+	kv := r.prefix.Stats().Bytes
 	for _, s := range r.active {
 		kv += s.cache.Bytes()
 	}
@@ -611,6 +629,9 @@ func (r *Runner) nextPrefill() *seq {
 
 // sample picks the next token of s from its logits and emits it, or ends the sequence.
 func (r *Runner) sample(s *seq) {
+	if s.constraint != nil {
+		s.constraint.Within(s.maxTokens - len(s.generated))
+	}
 	choice := s.sampler.Sample(s.logits)
 	tok := choice.Token
 	if tok < 0 {
@@ -622,7 +643,7 @@ func (r *Runner) sample(s *seq) {
 		return
 	}
 	if slices.Contains(s.req.StopTokens, tok) {
-		r.finish(s, engine.FinishStop, nil)
+		r.finish(s, r.stopReason(s), nil)
 		return
 	}
 	if s.constraint != nil {
@@ -651,12 +672,21 @@ func (r *Runner) sample(s *seq) {
 		s.stopped = true
 		r.finish(s, engine.FinishStop, nil)
 	case s.constraint != nil && s.constraint.Done():
-		r.finish(s, engine.FinishStop, nil)
+		r.finish(s, r.stopReason(s), nil)
 	case len(s.generated) >= s.maxTokens || s.cache.Len()+1 > r.maxCtx:
 		r.finish(s, engine.FinishLength, nil)
 	default:
 		s.last = tok
 	}
+}
+
+// stopReason is why a sequence that came to its end ended: "stop", or "length" when its constraint had to
+// steer the output to fit max_tokens (it would have gone on, or taken a longer way, without the budget).
+func (r *Runner) stopReason(s *seq) engine.FinishReason {
+	if s.constraint != nil && s.constraint.Steered() {
+		return engine.FinishLength
+	}
+	return engine.FinishStop
 }
 
 func (r *Runner) logprob(c sampling.Choice) *engine.Logprob {
