@@ -28,7 +28,9 @@ func TestClusterNetns(t *testing.T) {
 	client := &http.Client{Transport: &http.Transport{DialContext: dialInNetns(env.bridge)}}
 	start := func(i int, join string) *node {
 		n := &node{ip: fmt.Sprintf("10.215.0.%d", i), dataDir: t.TempDir()}
-		n.args = []string{"--data-dir", n.dataDir, "--cluster-secret-file", secret,
+		// The test links instances from the host, across the bridge: a client beyond each node's loopback, whose
+		// admin writes a keyless gateway refuses (protected mode) unless opened.
+		n.args = []string{"--data-dir", n.dataDir, "--cluster-secret-file", secret, "--allow-remote-admin",
 			"--engine-opt", "remote_prefill_threshold=64,kv_frame_timeout=20s"}
 		if join != "" {
 			n.args = append(n.args, "--join", join)
