@@ -172,7 +172,7 @@ func (f *fetch) run(parent context.Context, addr string, req *Request, h Handler
 		tc.SetNoDelay(true)
 	}
 
-	conn.SetWriteDeadline(f.frameDeadline())
+	f.setDeadline(conn.SetWriteDeadline)
 	if _, err := conn.Write(frame); err != nil {
 		return f.classify(err, "sending the request")
 	}
@@ -298,6 +298,15 @@ func (f *fetch) run(parent context.Context, addr string, req *Request, h Handler
 	}
 }
 
+// setDeadline sets the frame deadline with set, unless ctx has ended: cancelling ctx sets a deadline in the past,
+// and one set after it would undo that, leaving the fetch to wait out its frame timeout.
+func (f *fetch) setDeadline(set func(time.Time) error) {
+	set(f.frameDeadline())
+	if f.ctx.Err() != nil {
+		set(time.Unix(1, 0))
+	}
+}
+
 func (f *fetch) frameDeadline() time.Time {
 	d := time.Now().Add(f.opts.FrameTimeout)
 	if f.deadline.Before(d) {
@@ -308,7 +317,7 @@ func (f *fetch) frameDeadline() time.Time {
 
 // next reads the next frame within the frame deadline.
 func (f *fetch) next(what string) ([]byte, error) {
-	f.conn.SetReadDeadline(f.frameDeadline())
+	f.setDeadline(f.conn.SetReadDeadline)
 	body, err := f.fr.Next()
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {

@@ -162,15 +162,15 @@ func AppendHeader(b []byte, h *Header) ([]byte, error) {
 func AppendMessage(b []byte, m Message) ([]byte, error) {
 	switch m := m.(type) {
 	case *KVChunk:
-		head, mid, tail, err := appendChunkParts(nil, m)
+		parts, keysAt, valuesAt, err := appendChunkParts(nil, m)
 		if err != nil {
 			return b, err
 		}
-		b = append(b, head[4:]...) // without the length prefix
+		b = append(b, parts[4:keysAt]...) // without the length prefix
 		b = append(b, m.Keys...)
-		b = append(b, mid...)
+		b = append(b, parts[keysAt:valuesAt]...)
 		b = append(b, m.Values...)
-		return append(b, tail...), nil
+		return append(b, parts[valuesAt:]...), nil
 	case *ArraysState:
 		return appendArraysState(b, m)
 	case *Done:
@@ -219,19 +219,20 @@ func appendArraysState(b []byte, a *ArraysState) ([]byte, error) {
 	return b, nil
 }
 
-// appendChunkParts appends to scratch everything of c's frame except the tensor bytes, and returns it in three
-// slices of scratch: head is the 4-byte length prefix through the header of the keys bin, mid is the values key
-// and bin header, tail is whatever follows the values (the checksum extension, or nothing). The frame is
-// head, c.Keys, mid, c.Values, tail.
-func appendChunkParts(scratch []byte, c *KVChunk) (head, mid, tail []byte, err error) {
+// appendChunkParts appends to b everything of c's frame except the tensor bytes: from start = len(b) on, the
+// 4-byte length prefix through the header of the keys bin, up to keysAt; then the values key and bin header, up
+// to valuesAt; then whatever follows the values (the checksum extension, or nothing). The frame is
+// b[start:keysAt], c.Keys, b[keysAt:valuesAt], c.Values, b[valuesAt:].
+func appendChunkParts(b []byte, c *KVChunk) (out []byte, keysAt, valuesAt int, err error) {
 	if err := c.Check(); err != nil {
-		return nil, nil, nil, err
+		return b, 0, 0, err
 	}
 	n := 8
 	if c.HasCRC32C {
 		n++
 	}
-	b := append(scratch[:0], 0, 0, 0, 0)
+	start := len(b)
+	b = append(b, 0, 0, 0, 0)
 	b = mpack.AppendMapHeader(b, n)
 	b = mpack.AppendStr(mpack.AppendStr(b, keyType), string(TypeKVChunk))
 	b = mpack.AppendInt(mpack.AppendStr(b, keyLayerIdx), int64(c.LayerIdx))
@@ -246,12 +247,12 @@ func appendChunkParts(scratch []byte, c *KVChunk) (head, mid, tail []byte, err e
 	if c.HasCRC32C {
 		b = mpack.AppendUint(mpack.AppendStr(b, keyCRC32C), uint64(c.CRC32C))
 	}
-	size := len(b) - 4 + len(c.Keys) + len(c.Values)
+	size := len(b) - start - 4 + len(c.Keys) + len(c.Values)
 	if err := checkLen("kv_chunk frame", size); err != nil {
-		return nil, nil, nil, err
+		return b[:start], 0, 0, err
 	}
-	binary.BigEndian.PutUint32(b, uint32(size))
-	return b[:h], b[h:m], b[m:], nil
+	binary.BigEndian.PutUint32(b[start:], uint32(size))
+	return b, h, m, nil
 }
 
 // ChunkCRC32C is the checksum extension's value for keys and values.
@@ -265,13 +266,13 @@ func crc32Update(crc uint32, p []byte) uint32 { return crc32.Update(crc, castagn
 // (which may be nil; pass the returned slice back to reuse it) and the keys and values go from c's buffers to w,
 // with one writev when w is a *net.TCPConn.
 func WriteKVChunk(w io.Writer, c *KVChunk, scratch []byte) ([]byte, error) {
-	head, mid, tail, err := appendChunkParts(scratch, c)
+	b, keysAt, valuesAt, err := appendChunkParts(scratch[:0], c)
 	if err != nil {
-		return scratch, err
+		return b[:0], err
 	}
-	bufs := net.Buffers{head, c.Keys, mid, c.Values, tail}
+	bufs := net.Buffers{b[:keysAt], c.Keys, b[keysAt:valuesAt], c.Values, b[valuesAt:]}
 	_, err = bufs.WriteTo(w)
-	return head[:0], err
+	return b[:0], err
 }
 
 // WriteFrame writes the 4-byte big-endian length of body, then body.

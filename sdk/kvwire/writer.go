@@ -53,7 +53,9 @@ type Writer struct {
 	space    chan struct{}
 	failed   chan struct{}
 	finished chan struct{}
-	scratch  []byte // chunk header scratch, used by the send loop only
+	scratch  []byte     // chunk header scratch, used by the send loop only
+	batch    []sendItem // the items being written, used by the send loop only
+	iov      [][]byte   // their pieces, used by the send loop only
 }
 
 type sendItem struct {
@@ -62,6 +64,9 @@ type sendItem struct {
 	release func(KVChunk)
 	size    int64
 	final   bool
+
+	// Where the chunk's frame pieces lie in the send loop's scratch while it is written (see appendChunkParts).
+	partsAt, keysAt, valuesAt, partsEnd int
 }
 
 func newWriter(job *Job, conn net.Conn, cancel context.CancelCauseFunc, checksum Checksum, timeout time.Duration,
@@ -306,21 +311,42 @@ func (w *Writer) sendLoop() error {
 			}
 			return err
 		}
-		it := w.queue[0]
-		w.queue[0] = sendItem{}
-		w.queue = w.queue[1:]
+		// Everything queued goes out in one writev, up to a bound: a chunk per syscall cost a wakeup and a
+		// syscall per chunk, and the peer's reads a partial buffer at every frame boundary.
+		n, bytes := 0, 0
+		for n < len(w.queue) && n < maxBatchItems {
+			b := w.queue[n].wireSize()
+			if n > 0 && bytes+b > maxBatchBytes {
+				break
+			}
+			bytes += b
+			n++
+			if w.queue[n-1].final {
+				break
+			}
+		}
+		batch := append(w.batch[:0], w.queue[:n]...)
+		clear(w.queue[:n])
+		w.queue = w.queue[n:]
 		w.mu.Unlock()
 
-		if it.final && w.beforeFinal != nil {
+		final := batch[len(batch)-1].final
+		if final && w.beforeFinal != nil {
 			w.beforeFinal()
 		}
-		err := w.write(&it)
-		if it.release != nil {
-			it.release(it.chunk)
+		err := w.write(batch)
+		var size int64
+		for i := range batch {
+			if batch[i].release != nil {
+				batch[i].release(batch[i].chunk)
+			}
+			size += batch[i].size
 		}
+		clear(batch)
+		w.batch = batch[:0]
 		w.mu.Lock()
-		w.queued -= it.size
-		if err == nil && it.final {
+		w.queued -= size
+		if err == nil && final {
 			w.complete = true
 		}
 		w.mu.Unlock()
@@ -332,7 +358,7 @@ func (w *Writer) sendLoop() error {
 			w.fail(classifyWriteErr(err))
 			continue // release whatever is queued, then return
 		}
-		if it.final {
+		if final {
 			closeWrite(w.conn)
 			w.conn.Close()
 			return nil
@@ -340,18 +366,62 @@ func (w *Writer) sendLoop() error {
 	}
 }
 
-func (w *Writer) write(it *sendItem) error {
-	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+// A batch the send loop writes at once is at most maxBatchItems items and, beyond its first item,
+// maxBatchBytes bytes, so a slow client still gets a deadline per few MiB and buffers come back to the engine
+// as they are written.
+const (
+	maxBatchItems = 64
+	maxBatchBytes = 8 << 20
+)
+
+// wireSize is about how many bytes the item puts on the wire.
+func (it *sendItem) wireSize() int {
 	if it.frame != nil {
-		_, err := w.conn.Write(it.frame)
-		return err
+		return len(it.frame)
 	}
-	c := &it.chunk
-	if w.checksum == ChecksumCRC32C {
-		c.CRC32C, c.HasCRC32C = ChunkCRC32C(c.Keys, c.Values), true
+	return len(it.chunk.Keys) + len(it.chunk.Values) + 128
+}
+
+// write writes a batch of items with one writev (several when it has more than the kernel takes at once), the
+// tensor bytes straight from the engine's buffers, within one WriteTimeout.
+func (w *Writer) write(batch []sendItem) error {
+	// The chunks' headers go into one scratch buffer first (it may move as it grows), then the pieces are
+	// sliced out of it.
+	scratch := w.scratch[:0]
+	for i := range batch {
+		it := &batch[i]
+		if it.frame != nil {
+			continue
+		}
+		c := &it.chunk
+		if w.checksum == ChecksumCRC32C {
+			c.CRC32C, c.HasCRC32C = ChunkCRC32C(c.Keys, c.Values), true
+		}
+		start := len(scratch)
+		var err error
+		if scratch, it.keysAt, it.valuesAt, err = appendChunkParts(scratch, c); err != nil {
+			return err
+		}
+		it.partsAt, it.partsEnd = start, len(scratch)
 	}
-	var err error
-	w.scratch, err = WriteKVChunk(w.conn, c, w.scratch)
+	iov := w.iov[:0]
+	for i := range batch {
+		it := &batch[i]
+		if it.frame != nil {
+			iov = append(iov, it.frame)
+			continue
+		}
+		iov = append(iov, scratch[it.partsAt:it.keysAt], it.chunk.Keys, scratch[it.keysAt:it.valuesAt], it.chunk.Values)
+		if it.valuesAt < it.partsEnd {
+			iov = append(iov, scratch[it.valuesAt:it.partsEnd])
+		}
+	}
+	w.scratch = scratch[:0]
+	w.conn.SetWriteDeadline(time.Now().Add(w.timeout))
+	bufs := net.Buffers(iov)
+	_, err := bufs.WriteTo(w.conn)
+	clear(iov)
+	w.iov = iov[:0]
 	return err
 }
 

@@ -20,8 +20,8 @@ import (
 // `duet bench kvwire` measures the KV wire's goodput (tensor bytes per second) against raw TCP carrying the
 // same bytes in the same pieces, between two hosts: a --serve side runs a KV wire server that streams
 // synthetic KV of the shape the client asks for, as a prefill engine streams it (a chunk per layer per prefill
-// step, from a pool of reused buffers), and a raw TCP server on the next port; the client side fetches from
-// both in turn. --local runs both sides on loopback.
+// step, from a pool of reused buffers), and a raw TCP server on the next port that sends the same bytes from as
+// many buffers in turn; the client side fetches from both in turn. --local runs both sides on loopback.
 
 // KVWireOptions are `duet bench kvwire`'s flags.
 type KVWireOptions struct {
@@ -193,8 +193,8 @@ type kvServer struct {
 	poolSize int
 	pools    map[int]chan [2][]byte // by chunk size; the compute loop's alone
 
-	rawMu   sync.Mutex
-	rawBufs map[int][]byte // read-only pieces for raw TCP, by size
+	rawMu sync.Mutex
+	raw   map[int][][]byte // read-only pieces for raw TCP, by size
 }
 
 func startKVServer(addr string, secret []byte) (*kvServer, error) {
@@ -217,7 +217,7 @@ func startKVServer(addr string, secret []byte) (*kvServer, error) {
 		return nil, err
 	}
 	s := &kvServer{kvLn: kvLn, rawLn: rawLn, jobs: make(chan *kvwire.Job, 16), done: make(chan struct{}), poolSize: 32,
-		pools: map[int]chan [2][]byte{}, rawBufs: map[int][]byte{}}
+		pools: map[int]chan [2][]byte{}, raw: map[int][][]byte{}}
 	cfg := kvwire.ServerConfig{Dispatch: func(j *kvwire.Job) {
 		select {
 		case s.jobs <- j:
@@ -314,11 +314,11 @@ func (s *kvServer) serveRaw() {
 			if piece < 1 || piece > 64<<20 || total < 0 {
 				return
 			}
-			buf := s.rawBuf(piece)
-			for sent := int64(0); sent < total; {
+			bufs := s.rawBufs(piece)
+			for i, sent := 0, int64(0); sent < total; i++ {
 				n := int(min(int64(piece), total-sent))
 				_ = c.SetWriteDeadline(time.Now().Add(rawStall))
-				if _, err := c.Write(buf[:n]); err != nil {
+				if _, err := c.Write(bufs[i%len(bufs)][:n]); err != nil {
 					return
 				}
 				sent += int64(n)
@@ -327,14 +327,21 @@ func (s *kvServer) serveRaw() {
 	}
 }
 
-// rawBuf is a filled piece of size bytes, made once and shared (raw connections only read it).
-func (s *kvServer) rawBuf(size int) []byte {
+// rawBufs are as many filled pieces of size bytes as the KV side's pool holds keys and values, made once and
+// shared (raw connections only read them). Raw TCP sends them in turn, as the KV side sends its pool's buffers:
+// sending one piece over and over would send it from the CPU's cache, and the ratio would measure the cache
+// rather than the wire's format.
+func (s *kvServer) rawBufs(size int) [][]byte {
 	s.rawMu.Lock()
 	defer s.rawMu.Unlock()
-	b := s.rawBufs[size]
+	b := s.raw[size]
 	if b == nil {
-		b = (<-newKVPool(1, size))[0]
-		s.rawBufs[size] = b
+		pool := newKVPool(s.poolSize, size)
+		for range s.poolSize {
+			kv := <-pool
+			b = append(b, kv[0], kv[1])
+		}
+		s.raw[size] = b
 	}
 	return b
 }
