@@ -329,6 +329,24 @@ type walker struct {
 	touch  []bool
 }
 
+// extend steps the configurations of level d on along tok, one byte a level, and returns the level it
+// reached: len(tok), or the first level left with no configuration. Tokens are walked in sorted order, so the
+// levels a token shares with the one before it are reused and only its new bytes are stepped.
+func (w *walker) extend(s *sim, d int, tok []byte) int {
+	for d < len(tok) {
+		next := w.lv[d+1][:0]
+		for _, c := range w.lv[d] {
+			next = s.step(c, tok[d], next, 0)
+		}
+		w.lv[d+1] = next
+		d++
+		if len(next) == 0 {
+			break
+		}
+	}
+	return d
+}
+
 func newWalker(maxLen int) *walker {
 	return &walker{lv: make([][]cfg, maxLen+1), single: make([]cfg, maxLen+1), count: make([]int32, maxLen+1),
 		touch: make([]bool, maxLen+1)}
@@ -584,18 +602,7 @@ func (m *Matcher) checkUncertain(dst []uint64) {
 			i++
 			continue
 		}
-		d := min(commonPrefix(prev, tok), valid)
-		for d < len(tok) {
-			next := w.lv[d+1][:0]
-			for _, c := range w.lv[d] {
-				next = s.step(c, tok[d], next, 0)
-			}
-			w.lv[d+1] = next
-			d++
-			if len(next) == 0 {
-				break
-			}
-		}
+		d := w.extend(s, min(commonPrefix(prev, tok), valid), tok)
 		prev, valid = tok, d
 		if len(w.lv[d]) > 0 {
 			dst[id>>6] |= 1 << (id & 63)
@@ -756,18 +763,7 @@ func (m *Matcher) Fit(mask []uint64, left int) bool {
 			continue
 		}
 		tok := idx.tok(p)
-		d := min(commonPrefix(prev, tok), valid)
-		for d < len(tok) {
-			next := w.lv[d+1][:0]
-			for _, c := range w.lv[d] {
-				next = s.step(c, tok[d], next, 0)
-			}
-			w.lv[d+1] = next
-			d++
-			if len(next) == 0 {
-				break
-			}
-		}
+		d := w.extend(s, min(commonPrefix(prev, tok), valid), tok)
 		prev, valid = tok, d
 		if len(w.lv[d]) == 0 || m.shortest(w.lv[d]) > limit {
 			mask[id>>6] &^= 1 << (id & 63)
