@@ -236,12 +236,15 @@ try {
     await page.click('#router-swap');
     await page.locator('#router-current', { hasText: 'router-disagg' }).waitFor();
     await page.locator('section[aria-labelledby="status-h"] td', { hasText: 'running' }).first().waitFor();
-    // A model alias, saved, read back after a reload, then removed again (other views list models).
+    // A model alias, saved, read back, then removed again (other views list models).
     await page.fill('#aliases-text', 'claude-opus-5-5=embedded');
     await page.click('#aliases-save');
     await page.locator('#aliases-msg', { hasText: '1 alias in use' }).waitFor();
     await env.shot('settings');
-    await page.reload();
+    // Read back from the gateway: away and back mounts the view anew (a reload would also drop the chat the
+    // dark-mode step shows).
+    await page.goto(cfg.url + '/#/cluster');
+    await page.goto(cfg.url + '/#/settings');
     await page.waitForFunction(() => document.querySelector('#aliases-text')?.value === 'claude-opus-5-5=embedded');
     await page.fill('#aliases-text', '');
     await page.click('#aliases-save');

@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -85,8 +86,14 @@ type proc struct {
 
 func startEngine(t testing.TB, modelDir string, opts map[string]string) *proc {
 	t.Helper()
+	return startEngineCmd(t, enginetest.PluginCommand(t), modelDir, opts)
+}
+
+// startEngineCmd is startEngine with the plugin's command given: another binary than this test's.
+func startEngineCmd(t testing.TB, cmd *exec.Cmd, modelDir string, opts map[string]string) *proc {
+	t.Helper()
 	cfg := engine.ClientConfig()
-	cfg.Cmd = enginetest.PluginCommand(t)
+	cfg.Cmd = cmd
 	cfg.AutoMTLS = true
 	cfg.Logger = hclog.NewNullLogger()
 	e, pc, err := engine.Connect(cfg)

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,9 +46,37 @@ func procStatus(t testing.TB, pid int) (rss, peak int64) {
 // over for the garbage collector's headroom, and 64 MiB for the connections' goroutines and the runtime.
 const unauthRSSBound = 2*kvwire.DefaultMaxUnauthenticatedBytes + 64<<20
 
-// TestKVUnauthenticatedMemoryBounded opens 64 KV wire connections to a real engine plugin process, each
-// claiming a 16 MiB request frame (the largest the server takes) and sending all of it but the last byte, as an
-// attacker that knows no secret would; the engine's peak RSS may rise by at most unauthRSSBound, without a
+var (
+	engineBinOnce sync.Once
+	engineBin     string
+	engineBinErr  error
+)
+
+// engineBinary builds the engine plugin as it ships (cmd/duet-mlx-engine, without this test's -race: the race
+// detector's shadow memory would count in the RSS measured) once per test run, and returns its path.
+func engineBinary(t testing.TB) string {
+	t.Helper()
+	engineBinOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "duet-mlx-engine-")
+		if err != nil {
+			engineBinErr = err
+			return
+		}
+		engineBin = filepath.Join(dir, "duet-mlx-engine")
+		out, err := exec.Command("go", "build", "-o", engineBin, "./cmd/duet-mlx-engine").CombinedOutput()
+		if err != nil {
+			engineBinErr = fmt.Errorf("go build ./cmd/duet-mlx-engine: %v\n%s", err, out)
+		}
+	})
+	if engineBinErr != nil {
+		t.Fatal(engineBinErr)
+	}
+	return engineBin
+}
+
+// TestKVUnauthenticatedMemoryBounded opens 64 KV wire connections to a real engine plugin process (the binary
+// as built for users), each claiming a 16 MiB request frame (the largest the server takes) and sending all of it
+// but the last byte, as an attacker that knows no secret would; the engine's peak RSS may rise by at most unauthRSSBound, without a
 // cluster secret and with one. Then an ordinary request is served. Before, each connection's buffer grew to its
 // frame's size once a quarter of it had arrived: the engine grew by about 1 GiB.
 func TestKVUnauthenticatedMemoryBounded(t *testing.T) {
@@ -60,7 +90,7 @@ func TestKVUnauthenticatedMemoryBounded(t *testing.T) {
 			if tc.secret != nil {
 				t.Setenv(clustersecret.KVKeyEnv, hex.EncodeToString(tc.secret))
 			}
-			p := startEngine(t, dir, prefillOpts())
+			p := startEngineCmd(t, exec.Command(engineBinary(t)), dir, prefillOpts())
 			addr := p.desc.PrefillEndpoint
 			req := &kvwire.Request{RequestID: "ok", ModelID: p.desc.ModelID, TokenIDs: randomPrompt(1, 64, p.desc.VocabSize)}
 			fetch := func(what string) {
