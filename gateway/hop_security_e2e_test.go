@@ -413,9 +413,10 @@ func TestLinkProbeNotHeld(t *testing.T) {
 	}
 }
 
-// poisoner is a KV server of a client's on 127.0.0.66: it answers every request with real KV, of another
-// prompt of the same length (the request's tokens reversed, fetched from a real KV server), so that a decode
-// engine that takes it answers another prompt, and its prefix cache keeps the poison.
+// poisoner is a KV server of a client's on 127.0.0.66: it answers every request with KV of the right shape
+// but wrong (another prompt's, the request's tokens reversed, fetched from a real KV server, with keys and
+// values swapped), so that a decode engine that takes it answers something else, and its prefix cache keeps
+// the poison.
 type poisoner struct {
 	addr     string
 	upstream string
@@ -478,6 +479,11 @@ func (p *poisoner) serve(c net.Conn) {
 		return
 	}
 	resp.Header.RequestID = req.RequestID
+	for _, m := range resp.Messages {
+		if ch, ok := m.(*kvwire.KVChunk); ok {
+			ch.Keys, ch.Values = ch.Values, ch.Keys // and garbled, so that the poison shows even in a tiny model's answer
+		}
+	}
 	w := bufio.NewWriter(c)
 	if kvwiretest.WriteResponse(w, resp) == nil {
 		w.Flush()

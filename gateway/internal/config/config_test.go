@@ -24,6 +24,9 @@ func TestParse(t *testing.T) {
 		err   string
 	}{
 		{name: "defaults", check: func(t *testing.T, c Config) {
+			if c.Server.HopIdleTimeout != 15*time.Second {
+				t.Errorf("HopIdleTimeout %s, want 15s", c.Server.HopIdleTimeout)
+			}
 			if c.Server.Listen != "127.0.0.1:8000" || len(c.Models) != 1 || c.Models[0] != DefaultModel || c.Engine != DefaultEngine || len(c.Server.APIKeys) != 0 {
 				t.Errorf("%+v", c)
 			}
@@ -63,6 +66,17 @@ func TestParse(t *testing.T) {
 			}},
 		{name: "a model alias without a model", args: []string{"--model-alias", "claude"}, err: "want NAME=MODEL"},
 		{name: "a chain of model aliases", args: []string{"--model-alias", "a=b", "--model-alias", "b=m"}, err: "is an alias too"},
+		{name: "hop idle timeout", args: []string{"--hop-idle-timeout", "3s"}, check: func(t *testing.T, c Config) {
+			if c.Server.HopIdleTimeout != 3*time.Second {
+				t.Errorf("HopIdleTimeout %s", c.Server.HopIdleTimeout)
+			}
+		}},
+		{name: "hop idle timeout from env, 0: none", env: map[string]string{"DUET_HOP_IDLE_TIMEOUT": "0s"}, check: func(t *testing.T, c Config) {
+			if c.Server.HopIdleTimeout != 0 {
+				t.Errorf("HopIdleTimeout %s", c.Server.HopIdleTimeout)
+			}
+		}},
+		{name: "hop idle timeout too short for keep-alives", args: []string{"--hop-idle-timeout", "500ms"}, err: "--hop-idle-timeout"},
 		{name: "bad env duration", env: map[string]string{"DUET_REQUEST_TIMEOUT": "soon"}, err: "DUET_REQUEST_TIMEOUT"},
 		{name: "bad env int", env: map[string]string{"DUET_BODY_LIMIT": "big"}, err: "DUET_BODY_LIMIT"},
 		{name: "bad option", args: []string{"--engine-opt", "novalue"}, err: "key=value"},
