@@ -62,6 +62,9 @@ type Config struct {
 	EOSTokenIDs   []int
 	TorchDType    string
 	Quantization  *Quantization // nil: not quantized
+	// Arch is the computation as blocks; the global fields above describe the first layer of models whose
+	// layers differ.
+	Arch Arch
 }
 
 // RopeScaling is a supported rope_scaling entry (type "llama3").
@@ -278,6 +281,10 @@ func ParseConfig(b []byte) (*Config, error) {
 		q = r.QuantizationConfig
 	}
 	if c.Quantization, err = parseQuantization(q); err != nil {
+		return nil, err
+	}
+	c.Arch = denseArch(c)
+	if err := c.Arch.Validate(); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -50,13 +50,13 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				if m.Config.Family != fam || m.DType != dt {
 					t.Errorf("%s: loaded as %s %s", name, m.Config.Family, m.DType)
 				}
-				if (m.Layers[0].Q.Quant != nil) != (q != nil) {
-					t.Errorf("%s: q_proj quantized = %v", name, m.Layers[0].Q.Quant != nil)
+				if (m.Layers[0].Attn.Q.Quant != nil) != (q != nil) {
+					t.Errorf("%s: q_proj quantized = %v", name, m.Layers[0].Attn.Q.Quant != nil)
 				}
 				if qn == "mixed" && (m.LMHead.Quant != nil || m.Embed.Quant.Bits != 8 || m.Embed.Quant.GroupSize != 32) {
 					t.Errorf("%s: overrides not applied: lm_head %+v, embed %+v", name, m.LMHead.Quant, m.Embed.Quant)
 				}
-				if (m.Layers[0].QNorm != nil) != (fam == model.Qwen3) || (m.Layers[0].Q.Bias != nil) != (fam == model.Qwen2) {
+				if (m.Layers[0].Attn.QNorm != nil) != (fam == model.Qwen3) || (m.Layers[0].Attn.Q.Bias != nil) != (fam == model.Qwen2) {
 					t.Errorf("%s: family features wrong", name)
 				}
 				if n := m.NumParams(); n < 100000 || n > 200000 {

@@ -31,17 +31,63 @@ type Model struct {
 	fingerprint string
 }
 
-// Layer is one decoder layer.
+// Layer is one decoder layer's weights, in the block structure of its Spec. A norm slot is nil where the spec
+// has none; exactly one of MLP and MoE is set.
 type Layer struct {
-	InputNorm      *safetensors.Tensor // input_layernorm.weight
-	PostAttnNorm   *safetensors.Tensor // post_attention_layernorm.weight
-	Q, K, V, O     *Linear
-	QNorm, KNorm   *safetensors.Tensor // qwen3 only, [HeadDim]
+	Spec                           *LayerSpec
+	AttnIn, AttnOut, FFNIn, FFNOut *safetensors.Tensor // [Hidden]
+	Attn                           *Attention
+	MLP                            *MLP
+	MoE                            *MoE
+}
+
+// Attention holds an attention block's weights.
+type Attention struct {
+	Q, K, V, O   *Linear
+	QNorm, KNorm *safetensors.Tensor // [HeadDim], when the spec has QKNorm
+	Sinks        *safetensors.Tensor // [Heads], when the spec has Sinks
+}
+
+// MLP holds a gated feed-forward block's weights.
+type MLP struct {
 	Gate, Up, Down *Linear
 }
 
-// Linears are the layer's matrices in order: q, k, v, o, gate, up, down.
-func (l *Layer) Linears() []*Linear { return []*Linear{l.Q, l.K, l.V, l.O, l.Gate, l.Up, l.Down} }
+// MoE holds a mixture of experts' weights.
+type MoE struct {
+	Router *Linear // [Experts, Hidden], optional bias
+	// Gate and Up are [E, I, Hidden] each; when the checkpoint fuses them (gpt-oss), GateUp is [E, 2I, Hidden]
+	// with its rows interleaved (gate, up, gate, up, ...) when Interleaved holds, else I gate rows then I up.
+	Gate, Up    *Experts
+	GateUp      *Experts
+	Interleaved bool
+	Down        *Experts // [E, Hidden, I]
+	Shared      *MLP     // optional shared expert
+	SharedGate  *Linear  // [1, Hidden], optional
+}
+
+// Experts are E matrices of the same shape [Out, In], stored stacked in one tensor or one tensor per expert.
+type Experts struct {
+	Name       string
+	E, Out, In int
+	// Stacked is the one [E, Out, In] tensor (with scales/biases [E, Out, groups]) when the file stacks them.
+	Stacked *Linear
+	// Each is always filled: views into Stacked's bytes (no copy), or the per-expert tensors.
+	Each []Linear
+	Bias *safetensors.Tensor // [E, Out], optional
+}
+
+// Linears are the layer's matrices, attention first; expert matrices are counted by eachTensorUse.
+func (l *Layer) Linears() []*Linear {
+	var out []*Linear
+	if a := l.Attn; a != nil {
+		out = append(out, a.Q, a.K, a.V, a.O)
+	}
+	if m := l.MLP; m != nil {
+		out = append(out, m.Gate, m.Up, m.Down)
+	}
+	return out
+}
 
 // Linear is a weight matrix [Out, In] (a linear layer y = W x + b, or the embedding table), dense or quantized.
 type Linear struct {
@@ -126,13 +172,43 @@ func (m *Model) eachTensorUse(fn func(*Linear, *safetensors.Tensor)) {
 	fn(m.Embed, nil)
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		for _, v := range []*safetensors.Tensor{l.InputNorm, l.PostAttnNorm, l.QNorm, l.KNorm} {
+		vs := []*safetensors.Tensor{l.AttnIn, l.AttnOut, l.FFNIn, l.FFNOut}
+		if a := l.Attn; a != nil {
+			vs = append(vs, a.QNorm, a.KNorm, a.Sinks)
+		}
+		for _, v := range vs {
 			if v != nil {
 				fn(nil, v)
 			}
 		}
 		for _, lin := range l.Linears() {
 			fn(lin, nil)
+		}
+		if e := l.MoE; e != nil {
+			fn(e.Router, nil)
+			if e.Shared != nil {
+				fn(e.Shared.Gate, nil)
+				fn(e.Shared.Up, nil)
+				fn(e.Shared.Down, nil)
+			}
+			if e.SharedGate != nil {
+				fn(e.SharedGate, nil)
+			}
+			for _, x := range []*Experts{e.Gate, e.Up, e.GateUp, e.Down} {
+				if x == nil {
+					continue
+				}
+				if x.Stacked != nil {
+					fn(x.Stacked, nil)
+				} else {
+					for j := range x.Each {
+						fn(&x.Each[j], nil)
+					}
+				}
+				if x.Bias != nil {
+					fn(nil, x.Bias)
+				}
+			}
 		}
 	}
 	fn(nil, m.Norm)
@@ -260,56 +336,10 @@ func (m *Model) bind() error {
 	if err != nil {
 		return err
 	}
-	qDim, kvDim := c.NumHeads*c.HeadDim, c.NumKVHeads*c.HeadDim
 	m.Layers = make([]Layer, c.NumLayers)
 	for i := range m.Layers {
-		p := fmt.Sprintf("model.layers.%d.", i)
-		l := &m.Layers[i]
-		steps := []func() error{
-			func() (err error) { l.InputNorm, err = b.vector(p+"input_layernorm.weight", c.HiddenSize); return },
-			func() (err error) {
-				l.PostAttnNorm, err = b.vector(p+"post_attention_layernorm.weight", c.HiddenSize)
-				return
-			},
-			func() (err error) {
-				l.Q, err = b.linear(p+"self_attn.q_proj", qDim, c.HiddenSize, c.AttentionBias)
-				return
-			},
-			func() (err error) {
-				l.K, err = b.linear(p+"self_attn.k_proj", kvDim, c.HiddenSize, c.AttentionBias)
-				return
-			},
-			func() (err error) {
-				l.V, err = b.linear(p+"self_attn.v_proj", kvDim, c.HiddenSize, c.AttentionBias)
-				return
-			},
-			func() (err error) {
-				l.O, err = b.linear(p+"self_attn.o_proj", c.HiddenSize, qDim, c.OutputBias)
-				return
-			},
-			func() (err error) {
-				l.Gate, err = b.linear(p+"mlp.gate_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias)
-				return
-			},
-			func() (err error) {
-				l.Up, err = b.linear(p+"mlp.up_proj", c.IntermediateSize, c.HiddenSize, c.MLPBias)
-				return
-			},
-			func() (err error) {
-				l.Down, err = b.linear(p+"mlp.down_proj", c.HiddenSize, c.IntermediateSize, c.MLPBias)
-				return
-			},
-		}
-		if c.QKNorm {
-			steps = append(steps,
-				func() (err error) { l.QNorm, err = b.vector(p+"self_attn.q_norm.weight", c.HeadDim); return },
-				func() (err error) { l.KNorm, err = b.vector(p+"self_attn.k_norm.weight", c.HeadDim); return },
-			)
-		}
-		for _, s := range steps {
-			if err := s(); err != nil {
-				return err
-			}
+		if err := b.denseLayer(&m.Layers[i], &c.Arch.Layers[i], fmt.Sprintf("model.layers.%d.", i), c.HiddenSize); err != nil {
+			return err
 		}
 	}
 	if m.Norm, err = b.vector("model.norm.weight", c.HiddenSize); err != nil {
@@ -340,6 +370,48 @@ func (m *Model) bind() error {
 			extra = append(extra[:5], fmt.Sprintf("and %d more", len(extra)-5))
 		}
 		return fmt.Errorf("unexpected tensors for a %s model with this config (an unsupported variant?): %s", c.Family, strings.Join(extra, ", "))
+	}
+	return nil
+}
+
+// denseLayer binds a Llama-shaped layer: input_layernorm and post_attention_layernorm in the AttnIn and FFNIn
+// slots, self_attn.{q,k,v,o}_proj with optional q_norm/k_norm, and mlp.{gate,up,down}_proj.
+func (b *binder) denseLayer(l *Layer, spec *LayerSpec, p string, hidden int) error {
+	at := &spec.Attn
+	qDim, kvDim := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
+	l.Spec = spec
+	l.Attn, l.MLP = &Attention{}, &MLP{}
+	ff := &spec.FFN
+	steps := []func() error{
+		func() (err error) { l.AttnIn, err = b.vector(p+"input_layernorm.weight", hidden); return },
+		func() (err error) { l.FFNIn, err = b.vector(p+"post_attention_layernorm.weight", hidden); return },
+		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qDim, hidden, at.QBias); return },
+		func() (err error) { l.Attn.K, err = b.linear(p+"self_attn.k_proj", kvDim, hidden, at.KBias); return },
+		func() (err error) { l.Attn.V, err = b.linear(p+"self_attn.v_proj", kvDim, hidden, at.VBias); return },
+		func() (err error) { l.Attn.O, err = b.linear(p+"self_attn.o_proj", hidden, qDim, at.OBias); return },
+		func() (err error) {
+			l.MLP.Gate, err = b.linear(p+"mlp.gate_proj", ff.Intermediate, hidden, ff.Bias)
+			return
+		},
+		func() (err error) {
+			l.MLP.Up, err = b.linear(p+"mlp.up_proj", ff.Intermediate, hidden, ff.Bias)
+			return
+		},
+		func() (err error) {
+			l.MLP.Down, err = b.linear(p+"mlp.down_proj", hidden, ff.Intermediate, ff.Bias)
+			return
+		},
+	}
+	if at.QKNorm != nil {
+		steps = append(steps,
+			func() (err error) { l.Attn.QNorm, err = b.vector(p+"self_attn.q_norm.weight", at.HeadDim); return },
+			func() (err error) { l.Attn.KNorm, err = b.vector(p+"self_attn.k_norm.weight", at.HeadDim); return },
+		)
+	}
+	for _, s := range steps {
+		if err := s(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -85,6 +85,9 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 
 // loadOn is Load with the kernel path given.
 func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, error) {
+	if !m.Config.Arch.Dense() {
+		return nil, fmt.Errorf("cpu: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
+	}
 	threads := opts.Threads
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
@@ -115,12 +118,12 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 	cm.layers = make([]layer, len(m.Layers))
 	for i := range m.Layers {
 		src, dst := &m.Layers[i], &cm.layers[i]
-		dst.inputNorm, dst.postNorm = vec(src.InputNorm), vec(src.PostAttnNorm)
-		dst.qNorm, dst.kNorm = vec(src.QNorm), vec(src.KNorm)
+		dst.inputNorm, dst.postNorm = vec(src.AttnIn), vec(src.FFNIn)
+		dst.qNorm, dst.kNorm = vec(src.Attn.QNorm), vec(src.Attn.KNorm)
 		for _, p := range []struct {
 			dst *linear
 			src *model.Linear
-		}{{&dst.q, src.Q}, {&dst.k, src.K}, {&dst.v, src.V}, {&dst.o, src.O}, {&dst.gate, src.Gate}, {&dst.up, src.Up}, {&dst.down, src.Down}} {
+		}{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}, {&dst.gate, src.MLP.Gate}, {&dst.up, src.MLP.Up}, {&dst.down, src.MLP.Down}} {
 			if err == nil {
 				*p.dst, err = cm.prepare(p.src)
 			}

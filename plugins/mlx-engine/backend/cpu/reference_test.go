@@ -63,12 +63,12 @@ func newRef(t *testing.T, m *model.Model) *refModel {
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		rl := refLayer{
-			in: norm(model.Vector(L.InputNorm)), post: norm(model.Vector(L.PostAttnNorm)),
-			q: mat(L.Q), k: mat(L.K), v: mat(L.V), o: mat(L.O), g: mat(L.Gate), u: mat(L.Up), d: mat(L.Down),
-			qb: bias(L.Q), kb: bias(L.K), vb: bias(L.V), ob: bias(L.O),
+			in: norm(model.Vector(L.AttnIn)), post: norm(model.Vector(L.FFNIn)),
+			q: mat(L.Attn.Q), k: mat(L.Attn.K), v: mat(L.Attn.V), o: mat(L.Attn.O), g: mat(L.MLP.Gate), u: mat(L.MLP.Up), d: mat(L.MLP.Down),
+			qb: bias(L.Attn.Q), kb: bias(L.Attn.K), vb: bias(L.Attn.V), ob: bias(L.Attn.O),
 		}
-		if L.QNorm != nil {
-			rl.qn, rl.kn = norm(model.Vector(L.QNorm)), norm(model.Vector(L.KNorm))
+		if L.Attn.QNorm != nil {
+			rl.qn, rl.kn = norm(model.Vector(L.Attn.QNorm)), norm(model.Vector(L.Attn.KNorm))
 		}
 		r.layers = append(r.layers, rl)
 	}

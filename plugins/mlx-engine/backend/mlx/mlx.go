@@ -135,6 +135,9 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 }
 
 func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel, error) {
+	if !m.Config.Arch.Dense() {
+		return nil, fmt.Errorf("mlx: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
+	}
 	c := m.Config
 	chunk := opts.PrefillChunk
 	if chunk <= 0 {
@@ -185,7 +188,7 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 		for _, v := range []struct {
 			dst *C.mlx_array
 			t   *safetensors.Tensor
-		}{{&d.inNorm, s.InputNorm}, {&d.postNorm, s.PostAttnNorm}, {&d.qNorm, s.QNorm}, {&d.kNorm, s.KNorm}} {
+		}{{&d.inNorm, s.AttnIn}, {&d.postNorm, s.FFNIn}, {&d.qNorm, s.Attn.QNorm}, {&d.kNorm, s.Attn.KNorm}} {
 			if v.t == nil {
 				continue
 			}
@@ -196,7 +199,7 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 		for _, p := range []struct {
 			dst *linear
 			src *model.Linear
-		}{{&d.q, s.Q}, {&d.k, s.K}, {&d.v, s.V}, {&d.o, s.O}, {&d.gate, s.Gate}, {&d.up, s.Up}, {&d.down, s.Down}} {
+		}{{&d.q, s.Attn.Q}, {&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}, {&d.gate, s.MLP.Gate}, {&d.up, s.MLP.Up}, {&d.down, s.MLP.Down}} {
 			if *p.dst, err = m.loadLinear(p.src); err != nil {
 				return err
 			}

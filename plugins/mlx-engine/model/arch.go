@@ -1,0 +1,262 @@
+package model
+
+import (
+	"fmt"
+	"math"
+)
+
+// Arch describes a model's computation as blocks: an embedding, a list of layers and a head. config.json picks
+// every option through the family's mapper; specs hold numbers only, and the weights that go with them are
+// bound separately (Layer). Backends implement the blocks, never the families: a family name does not appear
+// below package model.
+//
+// The semantics of every block are in docs/models-design.md §1.2; backends and the float64 reference in
+// backend/backendtest follow them exactly.
+type Arch struct {
+	Hidden, Vocab int
+	// EmbedScale multiplies the embedding rows (0: none). Gemma scales by sqrt(Hidden) rounded to the compute
+	// dtype.
+	EmbedScale float64
+	FinalNorm  NormSpec
+	TiedHead   bool
+	Layers     []LayerSpec
+}
+
+// NormKind is the formula of a normalisation.
+type NormKind uint8
+
+const (
+	// NormRMS is x·rsqrt(mean(x²)+eps)·w.
+	NormRMS NormKind = iota
+	// NormRMSPlusOne is Gemma's x·rsqrt(mean(x²)+eps)·(1+w).
+	NormRMSPlusOne
+)
+
+// NormSpec is one normalisation.
+type NormSpec struct {
+	Kind NormKind
+	Eps  float64
+}
+
+// LayerSpec is one decoder layer: at most one attention and one feed-forward block, with norms in four slots:
+//
+//	a = Attn(norm_AttnIn(h));  h = h + norm_AttnOut(a)
+//	f = FFN(norm_FFNIn(h));    h = h + norm_FFNOut(f)
+//
+// The slots are named by role, not by checkpoint name: llama's "post_attention_layernorm" is the FFN's input
+// norm, Gemma's is the attention's output norm. A nil slot is the identity.
+type LayerSpec struct {
+	AttnIn, AttnOut, FFNIn, FFNOut *NormSpec
+	Attn                           AttnSpec
+	FFN                            FFNSpec
+}
+
+// AttnSpec is grouped-query attention with its options.
+type AttnSpec struct {
+	Heads, KVHeads, HeadDim    int // Heads % KVHeads == 0
+	QBias, KBias, VBias, OBias bool
+	// QKNorm, when set, normalises each head of q and k over HeadDim before RoPE (qwen3, gemma3).
+	QKNorm *NormSpec
+	Rope   RopeSpec
+	// Scale multiplies q·k: HeadDim^-0.5, or query_pre_attn_scalar^-0.5 (gemma).
+	Scale float64
+	// Window is 0 for full causal attention; W > 0 makes key j visible to query i iff i-W < j <= i.
+	Window int
+	// Sinks adds a learned per-head logit to the softmax's denominator (gpt-oss); its probability is dropped.
+	Sinks bool
+}
+
+// RopeType is a rotary embedding's frequency rule.
+type RopeType uint8
+
+// The rope types of modeling_rope_utils.py that duet implements.
+const (
+	RopeDefault RopeType = iota
+	RopeLinear
+	RopeLlama3
+	RopeYarn
+)
+
+func (t RopeType) String() string {
+	switch t {
+	case RopeDefault:
+		return "default"
+	case RopeLinear:
+		return "linear"
+	case RopeLlama3:
+		return "llama3"
+	case RopeYarn:
+		return "yarn"
+	}
+	return fmt.Sprintf("RopeType(%d)", uint8(t))
+}
+
+// RopeSpec is a rotary embedding: the "rotate half" form on the first RotaryDims dims of each head; the rest
+// pass through. InvFreq computes its frequencies, once, for both backends and the reference.
+type RopeSpec struct {
+	Base       float64
+	Type       RopeType
+	RotaryDims int // even, <= HeadDim: int(HeadDim·partial_rotary_factor)
+	Factor     float64
+	// llama3
+	LowFreqFactor, HighFreqFactor float64
+	OrigMaxPos                    int
+	// yarn
+	BetaFast, BetaSlow float64
+	Truncate           bool
+	// AttnFactor multiplies the rotated dims of q and k (yarn); 0 means the default rule of InvFreq.
+	AttnFactor           float64
+	MScale, MScaleAllDim float64
+}
+
+// FFNKind tells a dense feed-forward block from a mixture of experts.
+type FFNKind uint8
+
+// The feed-forward kinds.
+const (
+	FFNDense FFNKind = iota
+	FFNMoE
+)
+
+// Act is the gated activation of an MLP.
+type Act uint8
+
+// The activations.
+const (
+	// ActSiLU is SwiGLU: down(silu(gate·x) ⊙ up·x).
+	ActSiLU Act = iota
+	// ActGELUTanh is GeGLU with gelu_pytorch_tanh.
+	ActGELUTanh
+	// ActClampedSwiGLU is gpt-oss's: gate clamped above at Limit, up clamped to ±Limit,
+	// down((up+1) ⊙ gate·σ(Alpha·gate)).
+	ActClampedSwiGLU
+)
+
+// FFNSpec is a layer's feed-forward block.
+type FFNSpec struct {
+	Kind         FFNKind
+	Act          Act
+	Alpha, Limit float64 // ActClampedSwiGLU only
+	Intermediate int     // dense MLP
+	Bias         bool    // dense MLP: gate, up and down carry biases
+	MoE          *MoESpec
+}
+
+// RouteOrder is the order of softmax and top-k in a router.
+type RouteOrder uint8
+
+// The router orders.
+const (
+	// SoftmaxThenTopK: softmax over all experts in float32, then the k largest (qwen*, mixtral).
+	SoftmaxThenTopK RouteOrder = iota
+	// TopKThenSoftmax: the k largest logits, then softmax over those k (gpt-oss).
+	TopKThenSoftmax
+)
+
+// MoESpec is a sparse feed-forward block. Ties in top-k go to the lower expert index, and the chosen experts'
+// outputs are summed in ascending expert order.
+type MoESpec struct {
+	Experts, TopK, Intermediate int
+	Order                       RouteOrder
+	NormTopK                    bool // renormalise the k probabilities to sum 1 (SoftmaxThenTopK only)
+	RouterBias                  bool
+	ExpertBias                  bool // per-expert gate/up/down biases (gpt-oss)
+	// SharedIntermediate > 0 adds a shared SwiGLU expert (qwen2_moe), gated by σ(shared_expert_gate·x) when
+	// SharedGate holds.
+	SharedIntermediate int
+	SharedGate         bool
+}
+
+// Validate checks the arch for sizes a backend can rely on.
+func (a *Arch) Validate() error {
+	if a.Hidden <= 0 || a.Vocab <= 0 || len(a.Layers) == 0 {
+		return fmt.Errorf("arch: hidden %d, vocab %d, %d layers", a.Hidden, a.Vocab, len(a.Layers))
+	}
+	for i := range a.Layers {
+		l := &a.Layers[i]
+		at := &l.Attn
+		if at.Heads <= 0 || at.KVHeads <= 0 || at.Heads%at.KVHeads != 0 || at.HeadDim <= 0 || at.HeadDim%2 != 0 {
+			return fmt.Errorf("arch: layer %d: heads %d, kv heads %d, head dim %d", i, at.Heads, at.KVHeads, at.HeadDim)
+		}
+		if r := at.Rope.RotaryDims; r <= 0 || r%2 != 0 || r > at.HeadDim {
+			return fmt.Errorf("arch: layer %d: rotary dims %d for head dim %d", i, r, at.HeadDim)
+		}
+		if at.Window < 0 || !(at.Scale > 0) {
+			return fmt.Errorf("arch: layer %d: window %d, scale %g", i, at.Window, at.Scale)
+		}
+		switch l.FFN.Kind {
+		case FFNDense:
+			if l.FFN.Intermediate <= 0 {
+				return fmt.Errorf("arch: layer %d: intermediate size %d", i, l.FFN.Intermediate)
+			}
+		case FFNMoE:
+			m := l.FFN.MoE
+			if m == nil || m.Experts <= 0 || m.TopK <= 0 || m.TopK > m.Experts || m.Intermediate <= 0 {
+				return fmt.Errorf("arch: layer %d: bad mixture of experts %+v", i, m)
+			}
+		default:
+			return fmt.Errorf("arch: layer %d: feed-forward kind %d", i, l.FFN.Kind)
+		}
+	}
+	return nil
+}
+
+// Dense reports whether the arch uses only the blocks of the original Llama layer: SwiGLU MLPs, RMSNorm in the
+// llama slots, full attention without sinks, and default or llama3 RoPE on every dim.
+func (a *Arch) Dense() bool {
+	if a.EmbedScale != 0 || a.FinalNorm.Kind != NormRMS {
+		return false
+	}
+	for i := range a.Layers {
+		l := &a.Layers[i]
+		if l.AttnIn == nil || l.AttnOut != nil || l.FFNIn == nil || l.FFNOut != nil ||
+			l.AttnIn.Kind != NormRMS || l.FFNIn.Kind != NormRMS {
+			return false
+		}
+		at := &l.Attn
+		if at.Window != 0 || at.Sinks || at.Rope.RotaryDims != at.HeadDim ||
+			(at.Rope.Type != RopeDefault && at.Rope.Type != RopeLlama3) || (at.QKNorm != nil && at.QKNorm.Kind != NormRMS) {
+			return false
+		}
+		if l.FFN.Kind != FFNDense || l.FFN.Act != ActSiLU {
+			return false
+		}
+	}
+	return true
+}
+
+// HasWindows reports whether any layer attends over a sliding window.
+func (a *Arch) HasWindows() bool {
+	for i := range a.Layers {
+		if a.Layers[i].Attn.Window > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// denseArch is the arch of the four Llama-shaped families, from the global fields of c.
+func denseArch(c *Config) Arch {
+	norm := NormSpec{Kind: NormRMS, Eps: c.RMSNormEps}
+	rope := RopeSpec{Base: c.RopeTheta, Type: RopeDefault, RotaryDims: c.HeadDim}
+	if s := c.RopeScaling; s != nil {
+		rope.Type, rope.Factor = RopeLlama3, s.Factor
+		rope.LowFreqFactor, rope.HighFreqFactor, rope.OrigMaxPos = s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPositionEmbeddings
+	}
+	a := Arch{Hidden: c.HiddenSize, Vocab: c.VocabSize, FinalNorm: norm, TiedHead: c.TieWordEmbeddings,
+		Layers: make([]LayerSpec, c.NumLayers)}
+	for i := range a.Layers {
+		l := &a.Layers[i]
+		in, post := norm, norm
+		l.AttnIn, l.FFNIn = &in, &post
+		l.Attn = AttnSpec{Heads: c.NumHeads, KVHeads: c.NumKVHeads, HeadDim: c.HeadDim,
+			QBias: c.AttentionBias, KBias: c.AttentionBias, VBias: c.AttentionBias, OBias: c.OutputBias,
+			Rope: rope, Scale: 1 / math.Sqrt(float64(c.HeadDim))}
+		if c.QKNorm {
+			qk := norm
+			l.Attn.QKNorm = &qk
+		}
+		l.FFN = FFNSpec{Kind: FFNDense, Act: ActSiLU, Intermediate: c.IntermediateSize, Bias: c.MLPBias}
+	}
+	return a
+}
