@@ -22,15 +22,14 @@ const (
 	Qwen3   Family = "qwen3"
 )
 
-// Families lists the supported families.
-var Families = []Family{Llama, Mistral, Qwen2, Qwen3}
-
-var architectureFamily = map[string]Family{
-	"LlamaForCausalLM":   Llama,
-	"MistralForCausalLM": Mistral,
-	"Qwen2ForCausalLM":   Qwen2,
-	"Qwen3ForCausalLM":   Qwen3,
-}
+// Families lists the supported families (familyDefs).
+var Families = func() []Family {
+	var fs []Family
+	for _, d := range familyDefs {
+		fs = append(fs, d.name)
+	}
+	return fs
+}()
 
 // Config is the part of config.json that determines the computation, with family defaults applied and
 // derived values (HeadDim) filled in.
@@ -154,6 +153,12 @@ func ParseConfig(b []byte) (*Config, error) {
 	fam, err := family(&r)
 	if err != nil {
 		return nil, err
+	}
+	def := lookupFamily(fam)
+	if def.prepare != nil {
+		if err := def.prepare(&r); err != nil {
+			return nil, err
+		}
 	}
 	c := &Config{Family: fam, TorchDType: r.TorchDType}
 	if c.TorchDType == "" {
@@ -283,7 +288,13 @@ func ParseConfig(b []byte) (*Config, error) {
 	if c.Quantization, err = parseQuantization(q); err != nil {
 		return nil, err
 	}
-	c.Arch = denseArch(c)
+	if def.spec != nil {
+		if err := def.spec(&r, c); err != nil {
+			return nil, err
+		}
+	} else {
+		c.Arch = denseArch(c)
+	}
 	if err := c.Arch.Validate(); err != nil {
 		return nil, err
 	}
@@ -301,8 +312,12 @@ func family(r *rawConfig) (Family, error) {
 		return "", fmt.Errorf("unsupported architecture: model_type %q (%s)", r.ModelType, supported)
 	}
 	for _, a := range r.Architectures {
-		if f, ok := architectureFamily[a]; ok {
-			return f, nil
+		for _, d := range familyDefs {
+			for _, da := range d.architectures {
+				if a == da {
+					return d.name, nil
+				}
+			}
 		}
 	}
 	if len(r.Architectures) > 0 {

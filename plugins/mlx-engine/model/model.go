@@ -325,7 +325,9 @@ func (m *Model) bind() error {
 	}
 	c := &m.Config
 	var err error
-	if m.Embed, err = b.linear("model.embed_tokens", c.VocabSize, c.HiddenSize, false); err != nil {
+	def := lookupFamily(c.Family)
+	pre := def.modulePrefix()
+	if m.Embed, err = b.linear(pre+"embed_tokens", c.VocabSize, c.HiddenSize, false); err != nil {
 		return err
 	}
 	if m.Embed.Quant != nil {
@@ -338,11 +340,11 @@ func (m *Model) bind() error {
 	}
 	m.Layers = make([]Layer, c.NumLayers)
 	for i := range m.Layers {
-		if err := b.denseLayer(&m.Layers[i], &c.Arch.Layers[i], fmt.Sprintf("model.layers.%d.", i), c.HiddenSize); err != nil {
+		if err := def.bindLayer(b, &m.Layers[i], &c.Arch.Layers[i], fmt.Sprintf("%slayers.%d.", pre, i), c.HiddenSize); err != nil {
 			return err
 		}
 	}
-	if m.Norm, err = b.vector("model.norm.weight", c.HiddenSize); err != nil {
+	if m.Norm, err = b.vector(pre+"norm.weight", c.HiddenSize); err != nil {
 		return err
 	}
 	if c.TieWordEmbeddings {
