@@ -20,6 +20,10 @@ const (
 	Mistral Family = "mistral"
 	Qwen2   Family = "qwen2"
 	Qwen3   Family = "qwen3"
+	// The mixture-of-experts families (familyDefs).
+	Qwen3MoE Family = "qwen3_moe"
+	Qwen2MoE Family = "qwen2_moe"
+	Mixtral  Family = "mixtral"
 )
 
 // Families lists the supported families (familyDefs).
@@ -113,6 +117,15 @@ type rawConfig struct {
 	DType                 string          `json:"dtype"`
 	Quantization          json.RawMessage `json:"quantization"`
 	QuantizationConfig    json.RawMessage `json:"quantization_config"`
+	// Mixture of experts (qwen2_moe, qwen3_moe: num_experts; mixtral: num_local_experts).
+	NumExperts                   *int  `json:"num_experts"`
+	NumLocalExperts              *int  `json:"num_local_experts"`
+	NumExpertsPerTok             *int  `json:"num_experts_per_tok"`
+	MoEIntermediateSize          *int  `json:"moe_intermediate_size"`
+	NormTopKProb                 *bool `json:"norm_topk_prob"`
+	DecoderSparseStep            *int  `json:"decoder_sparse_step"`
+	MLPOnlyLayers                []int `json:"mlp_only_layers"`
+	SharedExpertIntermediateSize *int  `json:"shared_expert_intermediate_size"`
 }
 
 // maxDim bounds every size in config.json so that a hostile file cannot make a backend allocate absurdly.
@@ -219,7 +232,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("rms_norm_eps %g is out of range", c.RMSNormEps)
 	}
 	c.RopeTheta = 10000
-	if fam == Qwen2 || fam == Qwen3 {
+	if fam == Qwen2 || fam == Qwen3 || fam == Qwen2MoE || fam == Mixtral {
 		c.RopeTheta = 1000000
 	}
 	if r.RopeTheta != nil {
@@ -251,7 +264,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, fmt.Errorf("hidden_act %q is not supported (only silu)", r.HiddenAct)
 	}
 	switch fam {
-	case Qwen2, Qwen3:
+	case Qwen2, Qwen3, Qwen2MoE, Qwen3MoE:
 		// Qwen configs always carry a sliding_window size; it only applies when use_sliding_window is true.
 		if r.UseSlidingWindow != nil && *r.UseSlidingWindow {
 			return nil, errors.New("use_sliding_window is true: sliding-window attention is not supported for qwen models")
@@ -264,13 +277,13 @@ func ParseConfig(b []byte) (*Config, error) {
 	c.TieWordEmbeddings = r.TieWordEmbeddings != nil && *r.TieWordEmbeddings
 	bias := r.AttentionBias != nil && *r.AttentionBias
 	switch fam {
-	case Qwen2:
+	case Qwen2, Qwen2MoE:
 		c.AttentionBias = true // Qwen2 always has q/k/v biases and never an o_proj bias
 	default:
 		c.AttentionBias, c.OutputBias = bias, bias
 	}
 	c.MLPBias = r.MLPBias != nil && *r.MLPBias
-	c.QKNorm = fam == Qwen3
+	c.QKNorm = fam == Qwen3 || fam == Qwen3MoE
 	if !isNull(r.BOSTokenID) {
 		ids, err := tokenIDs(r.BOSTokenID)
 		if err != nil || len(ids) != 1 {

@@ -56,7 +56,8 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				if qn == "mixed" && (m.LMHead.Quant != nil || m.Embed.Quant.Bits != 8 || m.Embed.Quant.GroupSize != 32) {
 					t.Errorf("%s: overrides not applied: lm_head %+v, embed %+v", name, m.LMHead.Quant, m.Embed.Quant)
 				}
-				if (m.Layers[0].Attn.QNorm != nil) != (fam == model.Qwen3) || (m.Layers[0].Attn.Q.Bias != nil) != (fam == model.Qwen2) {
+				qkNorm, qkvBias := fam == model.Qwen3 || fam == model.Qwen3MoE, fam == model.Qwen2 || fam == model.Qwen2MoE
+				if (m.Layers[0].Attn.QNorm != nil) != qkNorm || (m.Layers[0].Attn.Q.Bias != nil) != qkvBias {
 					t.Errorf("%s: family features wrong", name)
 				}
 				if n := m.NumParams(); n < 100000 || n > 200000 {

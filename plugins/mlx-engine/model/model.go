@@ -70,7 +70,8 @@ type MoE struct {
 type Experts struct {
 	Name       string
 	E, Out, In int
-	// Stacked is the one [E, Out, In] tensor (with scales/biases [E, Out, groups]) when the file stacks them.
+	// Stacked is the one [E, Out, In] tensor (with scales/biases [E, Out, groups]) when the file stacks them,
+	// as a Linear of E·Out rows (its tensors' shapes flattened to two dimensions, over the same bytes).
 	Stacked *Linear
 	// Each is always filled: views into Stacked's bytes (no copy), or the per-expert tensors.
 	Each []Linear
@@ -153,6 +154,67 @@ func (m *Model) NumParams() int64 {
 	return n
 }
 
+// ActiveParams is the number of parameters one token's forward pass uses: one embedding row, every layer's
+// attention, norms, dense MLP, router and shared expert, only TopK of its experts, and the output layer (the
+// whole embedding table when tied). For a dense model it is NumParams less the embedding rows a token does not
+// read.
+func (m *Model) ActiveParams() int64 {
+	lin := func(l *Linear) int64 {
+		if l == nil {
+			return 0
+		}
+		n := int64(l.Out) * int64(l.In)
+		if l.Bias != nil {
+			n += int64(l.Out)
+		}
+		return n
+	}
+	var n int64
+	if m.Embed != nil {
+		n += int64(m.Embed.In)
+	}
+	for i := range m.Layers {
+		l := &m.Layers[i]
+		for _, v := range []*safetensors.Tensor{l.AttnIn, l.AttnOut, l.FFNIn, l.FFNOut} {
+			if v != nil {
+				n += int64(v.NumElements())
+			}
+		}
+		if a := l.Attn; a != nil {
+			for _, v := range []*safetensors.Tensor{a.QNorm, a.KNorm, a.Sinks} {
+				if v != nil {
+					n += int64(v.NumElements())
+				}
+			}
+		}
+		for _, x := range l.Linears() {
+			n += lin(x)
+		}
+		e := l.MoE
+		if e == nil {
+			continue
+		}
+		n += lin(e.Router) + lin(e.SharedGate)
+		if s := e.Shared; s != nil {
+			n += lin(s.Gate) + lin(s.Up) + lin(s.Down)
+		}
+		k := int64(l.Spec.FFN.MoE.TopK)
+		for _, x := range []*Experts{e.Gate, e.Up, e.GateUp, e.Down} {
+			if x == nil {
+				continue
+			}
+			n += k * int64(x.Out) * int64(x.In)
+			if x.Bias != nil {
+				n += k * int64(x.Out)
+			}
+		}
+	}
+	if m.Norm != nil {
+		n += int64(m.Norm.NumElements())
+	}
+	return n + lin(m.LMHead)
+}
+
 // WeightBytes is the size of all tensor data the model uses, as stored.
 func (m *Model) WeightBytes() int64 {
 	var n int64
@@ -198,12 +260,8 @@ func (m *Model) eachTensorUse(fn func(*Linear, *safetensors.Tensor)) {
 				if x == nil {
 					continue
 				}
-				if x.Stacked != nil {
-					fn(x.Stacked, nil)
-				} else {
-					for j := range x.Each {
-						fn(&x.Each[j], nil)
-					}
+				for j := range x.Each { // views of a stacked tensor add up to its bytes
+					fn(&x.Each[j], nil)
 				}
 				if x.Bias != nil {
 					fn(nil, x.Bias)
@@ -379,18 +437,9 @@ func (m *Model) bind() error {
 // denseLayer binds a Llama-shaped layer: input_layernorm and post_attention_layernorm in the AttnIn and FFNIn
 // slots, self_attn.{q,k,v,o}_proj with optional q_norm/k_norm, and mlp.{gate,up,down}_proj.
 func (b *binder) denseLayer(l *Layer, spec *LayerSpec, p string, hidden int) error {
-	at := &spec.Attn
-	qDim, kvDim := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
-	l.Spec = spec
-	l.Attn, l.MLP = &Attention{}, &MLP{}
+	l.MLP = &MLP{}
 	ff := &spec.FFN
-	steps := []func() error{
-		func() (err error) { l.AttnIn, err = b.vector(p+"input_layernorm.weight", hidden); return },
-		func() (err error) { l.FFNIn, err = b.vector(p+"post_attention_layernorm.weight", hidden); return },
-		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qDim, hidden, at.QBias); return },
-		func() (err error) { l.Attn.K, err = b.linear(p+"self_attn.k_proj", kvDim, hidden, at.KBias); return },
-		func() (err error) { l.Attn.V, err = b.linear(p+"self_attn.v_proj", kvDim, hidden, at.VBias); return },
-		func() (err error) { l.Attn.O, err = b.linear(p+"self_attn.o_proj", hidden, qDim, at.OBias); return },
+	mlp := []func() error{
 		func() (err error) {
 			l.MLP.Gate, err = b.linear(p+"mlp.gate_proj", ff.Intermediate, hidden, ff.Bias)
 			return
@@ -404,6 +453,31 @@ func (b *binder) denseLayer(l *Layer, spec *LayerSpec, p string, hidden int) err
 			return
 		},
 	}
+	return b.layerSteps(l, spec, p, hidden, mlp)
+}
+
+// attentionLayer binds the norms and the attention block of a Llama-shaped layer, for families whose
+// feed-forward block is bound separately.
+func (b *binder) attentionLayer(l *Layer, spec *LayerSpec, p string, hidden int) error {
+	return b.layerSteps(l, spec, p, hidden, nil)
+}
+
+// layerSteps binds the norms, q/k/v/o, then ffn's steps, then q_norm/k_norm: the order in which a missing
+// tensor is reported.
+func (b *binder) layerSteps(l *Layer, spec *LayerSpec, p string, hidden int, ffn []func() error) error {
+	at := &spec.Attn
+	qDim, kvDim := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
+	l.Spec = spec
+	l.Attn = &Attention{}
+	steps := []func() error{
+		func() (err error) { l.AttnIn, err = b.vector(p+"input_layernorm.weight", hidden); return },
+		func() (err error) { l.FFNIn, err = b.vector(p+"post_attention_layernorm.weight", hidden); return },
+		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qDim, hidden, at.QBias); return },
+		func() (err error) { l.Attn.K, err = b.linear(p+"self_attn.k_proj", kvDim, hidden, at.KBias); return },
+		func() (err error) { l.Attn.V, err = b.linear(p+"self_attn.v_proj", kvDim, hidden, at.VBias); return },
+		func() (err error) { l.Attn.O, err = b.linear(p+"self_attn.o_proj", hidden, qDim, at.OBias); return },
+	}
+	steps = append(steps, ffn...)
 	if at.QKNorm != nil {
 		steps = append(steps,
 			func() (err error) { l.Attn.QNorm, err = b.vector(p+"self_attn.q_norm.weight", at.HeadDim); return },

@@ -22,7 +22,7 @@ func Generate(dir string, o Options) error {
 	if err := o.normalize(); err != nil {
 		return err
 	}
-	tok, err := buildTokenizer(o.Tokenizer, o.Family, trainingText(o.Seed), o.VocabSize)
+	tok, err := buildTokenizer(o.Tokenizer, baseFamily(o.Family), trainingText(o.Seed), o.VocabSize)
 	if err != nil {
 		return err
 	}
@@ -131,14 +131,18 @@ func (g *generator) writeWeights(dir string) error {
 }
 
 var architectures = map[model.Family]string{
-	model.Llama:   "LlamaForCausalLM",
-	model.Mistral: "MistralForCausalLM",
-	model.Qwen2:   "Qwen2ForCausalLM",
-	model.Qwen3:   "Qwen3ForCausalLM",
+	model.Llama:    "LlamaForCausalLM",
+	model.Mistral:  "MistralForCausalLM",
+	model.Qwen2:    "Qwen2ForCausalLM",
+	model.Qwen3:    "Qwen3ForCausalLM",
+	model.Qwen3MoE: "Qwen3MoeForCausalLM",
+	model.Qwen2MoE: "Qwen2MoeForCausalLM",
+	model.Mixtral:  "MixtralForCausalLM",
 }
 
 func (g *generator) configJSON() ([]byte, error) {
 	o := &g.o
+	base := baseFamily(o.Family)
 	eos := any(g.tok.eosIDs)
 	if len(g.tok.eosIDs) == 1 {
 		eos = g.tok.eosIDs[0]
@@ -149,25 +153,45 @@ func (g *generator) configJSON() ([]byte, error) {
 	}
 	c := obj{
 		{"architectures", []string{architectures[o.Family]}},
-		{"attention_bias", o.Family == model.Qwen2},
+		{"attention_bias", base == model.Qwen2},
 		{"attention_dropout", 0.0},
 		{"bos_token_id", bos},
 		{"eos_token_id", eos},
 	}
-	if o.Family == model.Qwen3 || o.HeadDim != o.HiddenSize/o.NumHeads || o.HiddenSize%o.NumHeads != 0 {
+	if base == model.Qwen3 || o.HeadDim != o.HiddenSize/o.NumHeads || o.HiddenSize%o.NumHeads != 0 {
 		c = append(c, kv{"head_dim", o.HeadDim})
 	}
 	c = append(c,
 		kv{"hidden_act", "silu"},
 		kv{"hidden_size", o.HiddenSize},
 		kv{"initializer_range", 0.02},
-		kv{"intermediate_size", o.IntermediateSize},
-		kv{"max_position_embeddings", o.MaxPositionEmbeddings},
-		kv{"model_type", string(o.Family)},
-		kv{"num_attention_heads", o.NumHeads},
-		kv{"num_hidden_layers", o.NumLayers},
-		kv{"num_key_value_heads", o.NumKVHeads},
 	)
+	inter := o.IntermediateSize
+	if o.Family == model.Mixtral {
+		inter = o.MoEIntermediate // mixtral's experts are its intermediate_size
+	}
+	c = append(c, kv{"intermediate_size", inter}, kv{"max_position_embeddings", o.MaxPositionEmbeddings})
+	switch o.Family {
+	case model.Qwen3MoE, model.Qwen2MoE:
+		mlpOnly := append([]int{}, o.MLPOnlyLayers...)
+		c = append(c, kv{"decoder_sparse_step", o.SparseStep}, kv{"mlp_only_layers", mlpOnly},
+			kv{"moe_intermediate_size", o.MoEIntermediate})
+	}
+	c = append(c, kv{"model_type", string(o.Family)})
+	if o.Family == model.Qwen3MoE || o.Family == model.Qwen2MoE {
+		c = append(c, kv{"norm_topk_prob", o.NormTopK}, kv{"num_experts", o.NumExperts})
+	}
+	c = append(c, kv{"num_attention_heads", o.NumHeads})
+	if o.moe() {
+		c = append(c, kv{"num_experts_per_tok", o.TopK})
+	}
+	c = append(c, kv{"num_hidden_layers", o.NumLayers}, kv{"num_key_value_heads", o.NumKVHeads})
+	if o.Family == model.Mixtral {
+		c = append(c, kv{"num_local_experts", o.NumExperts})
+	}
+	if o.moe() {
+		c = append(c, kv{"output_router_logits", false})
+	}
 	if q := o.Quantization; q != nil {
 		qc := obj{{"group_size", q.GroupSize}, {"bits", q.Bits}}
 		for _, m := range g.weights() {
@@ -190,7 +214,13 @@ func (g *generator) configJSON() ([]byte, error) {
 		c = append(c, kv{"rope_scaling", nil})
 	}
 	c = append(c, kv{"rope_theta", o.RopeTheta})
-	switch o.Family {
+	if o.moe() {
+		c = append(c, kv{"router_aux_loss_coef", 0.001})
+	}
+	if o.Family == model.Qwen2MoE {
+		c = append(c, kv{"shared_expert_intermediate_size", o.SharedIntermediate})
+	}
+	switch base {
 	case model.Mistral:
 		c = append(c, kv{"sliding_window", nil})
 	case model.Qwen2, model.Qwen3:

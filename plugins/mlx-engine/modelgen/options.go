@@ -49,9 +49,66 @@ type Options struct {
 	// embedding (default 0.25). Small values keep the embedding's bigram structure readable; larger ones make
 	// context matter more, which numerical tests want.
 	ResidualScale float64
+	// Mixture of experts, for the families that have one (qwen3_moe, qwen2_moe, mixtral); zero values take
+	// the tiny defaults of normalize: 4 experts, 2 per token, MoEIntermediate of IntermediateSize/2, and for
+	// qwen2_moe a shared expert of that size in every second layer (decoder_sparse_step 2), for qwen3_moe a
+	// dense layer 1 (mlp_only_layers). Mixtral's experts are its intermediate_size, so MoEIntermediate is
+	// written there.
+	NumExperts, TopK, MoEIntermediate int
+	SharedIntermediate                int
+	NormTopK                          bool
+	SparseStep                        int   // decoder_sparse_step (qwen*_moe)
+	MLPOnlyLayers                     []int // mlp_only_layers (qwen*_moe); nil takes the default, empty none
+	// RouterTies makes the router rows of experts 0 and 1 identical, so every token ties them exactly and the
+	// tie rule (the lower index first) decides whenever the top k ends between them.
+	RouterTies bool
+	// Layout is how experts are stored: LayoutHF (one module per expert, the Hugging Face names) or
+	// LayoutMLX (mlx-lm's sanitize: switch_mlp stacks of [E, Out, In]). The values of a seed are the same.
+	Layout Layout
 	// Bigram shapes the output layer of untied models so that the model continues text like the training
 	// corpus does (token bigram statistics); otherwise it is random. Default: on for Embedded.
 	Bigram bool
+}
+
+// Layout is a checkpoint's naming of expert weights.
+type Layout string
+
+// The layouts.
+const (
+	LayoutHF  Layout = "hf"
+	LayoutMLX Layout = "mlx"
+)
+
+// baseFamily is the dense family whose attention, tokenizer and names an MoE family shares.
+func baseFamily(f model.Family) model.Family {
+	switch f {
+	case model.Qwen3MoE:
+		return model.Qwen3
+	case model.Qwen2MoE:
+		return model.Qwen2
+	case model.Mixtral:
+		return model.Mistral
+	}
+	return f
+}
+
+// moe reports whether the family has a mixture of experts.
+func (o *Options) moe() bool { return baseFamily(o.Family) != o.Family }
+
+// sparse reports whether layer i is a mixture of experts.
+func (o *Options) sparse(i int) bool {
+	if !o.moe() {
+		return false
+	}
+	if o.Family == model.Mixtral {
+		return true
+	}
+	for _, d := range o.MLPOnlyLayers {
+		if d == i {
+			return false
+		}
+	}
+	return (i+1)%o.SparseStep == 0
 }
 
 // Quantization asks for MLX affine quantization of every linear layer and the embeddings.
@@ -157,7 +214,7 @@ func (o *Options) normalize() error {
 	}
 	if o.RopeTheta == 0 {
 		o.RopeTheta = 10000
-		if o.Family == model.Qwen2 || o.Family == model.Qwen3 {
+		if f := baseFamily(o.Family); f == model.Qwen2 || f == model.Qwen3 || o.Family == model.Mixtral {
 			o.RopeTheta = 1000000
 		}
 	}
@@ -179,6 +236,41 @@ func (o *Options) normalize() error {
 	if o.Tokenizer != ByteLevel && o.Tokenizer != SentencePiece {
 		return fmt.Errorf("modelgen: unknown tokenizer kind %q", o.Tokenizer)
 	}
+	if o.moe() {
+		if o.NumExperts == 0 {
+			o.NumExperts = 4
+		}
+		if o.TopK == 0 {
+			o.TopK = 2
+		}
+		if o.MoEIntermediate == 0 {
+			o.MoEIntermediate = o.IntermediateSize / 2
+		}
+		if o.SparseStep == 0 {
+			o.SparseStep = 1
+			if o.Family == model.Qwen2MoE {
+				o.SparseStep = 2
+			}
+		}
+		if o.MLPOnlyLayers == nil && o.Family == model.Qwen3MoE && o.NumLayers > 1 {
+			o.MLPOnlyLayers = []int{1}
+		}
+		if o.SharedIntermediate == 0 && o.Family == model.Qwen2MoE {
+			o.SharedIntermediate = o.MoEIntermediate
+		}
+		if o.Family == model.Mixtral {
+			o.NormTopK = true
+		}
+		if o.NumExperts < 2 || o.TopK <= 0 || o.TopK > o.NumExperts || o.MoEIntermediate <= 0 || o.SparseStep <= 0 || o.SharedIntermediate < 0 {
+			return fmt.Errorf("modelgen: %d experts, top %d, intermediate %d, sparse step %d", o.NumExperts, o.TopK, o.MoEIntermediate, o.SparseStep)
+		}
+	}
+	if o.Layout == "" {
+		o.Layout = LayoutHF
+	}
+	if o.Layout != LayoutHF && o.Layout != LayoutMLX {
+		return fmt.Errorf("modelgen: unknown layout %q", o.Layout)
+	}
 	if o.ResidualScale == 0 {
 		o.ResidualScale = 0.25
 	}
@@ -190,7 +282,7 @@ func (o *Options) normalize() error {
 			if p.GroupSize != 32 && p.GroupSize != 64 && p.GroupSize != 128 {
 				return fmt.Errorf("modelgen: %s: group size %d is not supported (32, 64, 128)", what, p.GroupSize)
 			}
-			for _, in := range []int{o.HiddenSize, o.IntermediateSize, o.NumHeads * o.HeadDim} {
+			for _, in := range []int{o.HiddenSize, o.IntermediateSize, o.NumHeads * o.HeadDim, max(o.MoEIntermediate, p.GroupSize), max(o.SharedIntermediate, p.GroupSize)} {
 				if in%p.GroupSize != 0 {
 					return fmt.Errorf("modelgen: %s: input size %d is not a multiple of group size %d", what, in, p.GroupSize)
 				}

@@ -17,6 +17,7 @@ type matrix struct {
 	values  func(dst []float32) // fills out*in (or out) float32 values
 	linear  bool                // quantizable
 	suffix  string              // ".weight", ".bias", or "" for vectors named in full
+	experts int                 // > 0: a stack of this many [out/experts, in] matrices, stored [E, out/E, in]
 }
 
 // weights lists every tensor of the model in a fixed order with deterministic contents.
@@ -41,7 +42,8 @@ func (g *generator) weights() []matrix {
 		lin(p+"self_attn.k_proj", kvDim, h, inv(h))
 		lin(p+"self_attn.v_proj", kvDim, h, inv(h))
 		lin(p+"self_attn.o_proj", h, qDim, resid*inv(qDim))
-		if o.Family == model.Qwen2 {
+		base := baseFamily(o.Family)
+		if base == model.Qwen2 {
 			for _, n := range []string{"q_proj", "k_proj", "v_proj"} {
 				out := kvDim
 				if n == "q_proj" {
@@ -50,13 +52,17 @@ func (g *generator) weights() []matrix {
 				vec(p+"self_attn."+n+".bias", out, 0, 0.1)
 			}
 		}
-		if o.Family == model.Qwen3 {
+		if base == model.Qwen3 {
 			vec(p+"self_attn.q_norm.weight", o.HeadDim, 1, 0.1)
 			vec(p+"self_attn.k_norm.weight", o.HeadDim, 1, 0.1)
 		}
-		lin(p+"mlp.gate_proj", o.IntermediateSize, h, inv(h))
-		lin(p+"mlp.up_proj", o.IntermediateSize, h, inv(h))
-		lin(p+"mlp.down_proj", h, o.IntermediateSize, resid*inv(o.IntermediateSize))
+		if !o.sparse(i) {
+			lin(p+"mlp.gate_proj", o.IntermediateSize, h, inv(h))
+			lin(p+"mlp.up_proj", o.IntermediateSize, h, inv(h))
+			lin(p+"mlp.down_proj", h, o.IntermediateSize, resid*inv(o.IntermediateSize))
+			continue
+		}
+		ms = append(ms, g.moeWeights(p, resid)...)
 	}
 	if o.TieWordEmbeddings {
 		// The output layer is the embedding itself; a zero-mean final norm keeps the model from simply
@@ -65,6 +71,60 @@ func (g *generator) weights() []matrix {
 	} else {
 		vec("model.norm.weight", h, 1, 0.1)
 		ms = append(ms, matrix{module: "lm_head", out: o.VocabSize, in: h, linear: true, suffix: ".weight", values: g.outputLayer})
+	}
+	return ms
+}
+
+// moeWeights are the router, experts and shared expert of the sparse layer at module path p. An expert's
+// values are seeded by its Hugging Face name whatever the layout, so both layouts of a seed hold the same model.
+func (g *generator) moeWeights(p string, resid float32) []matrix {
+	o := &g.o
+	h, inter, e := o.HiddenSize, o.MoEIntermediate, o.NumExperts
+	inv := func(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
+	moe, each := p+"mlp.", "experts"
+	names := [3]string{"gate_proj", "up_proj", "down_proj"}
+	if o.Family == model.Mixtral {
+		moe = p + "block_sparse_moe."
+		names = [3]string{"w1", "w3", "w2"}
+	}
+	router := moe + "gate"
+	// Router logits of about unit spread, so that the top k changes from token to token.
+	var ms []matrix
+	ms = append(ms, matrix{module: router, out: e, in: h, linear: true, suffix: ".weight", values: func(dst []float32) {
+		g.normal(router+".weight", inv(h), 0)(dst)
+		if o.RouterTies {
+			copy(dst[h:2*h], dst[:h])
+		}
+	}})
+	shapes := [3][2]int{{inter, h}, {inter, h}, {h, inter}}
+	stds := [3]float32{inv(h), inv(h), resid * inv(inter)}
+	for i, stacked := range [3]string{"gate_proj", "up_proj", "down_proj"} {
+		out, in, std := shapes[i][0], shapes[i][1], stds[i]
+		hf := func(x int) string { return fmt.Sprintf("%s%s.%d.%s", moe, each, x, names[i]) }
+		if o.Layout == LayoutMLX {
+			ms = append(ms, matrix{module: moe + "switch_mlp." + stacked, out: e * out, in: in, linear: true, suffix: ".weight",
+				experts: e, values: func(dst []float32) {
+					for x := range e {
+						g.normal(hf(x)+".weight", std, 0)(dst[x*out*in : (x+1)*out*in])
+					}
+				}})
+			continue
+		}
+		for x := range e {
+			ms = append(ms, matrix{module: hf(x), out: out, in: in, linear: true, suffix: ".weight", values: g.normal(hf(x)+".weight", std, 0)})
+		}
+	}
+	if si := o.SharedIntermediate; si > 0 && o.Family == model.Qwen2MoE {
+		sh := moe + "shared_expert."
+		for _, l := range []struct {
+			name    string
+			out, in int
+			std     float32
+		}{{"gate_proj", si, h, inv(h)}, {"up_proj", si, h, inv(h)}, {"down_proj", h, si, resid * inv(si)}} {
+			ms = append(ms, matrix{module: sh + l.name, out: l.out, in: l.in, linear: true, suffix: ".weight", values: g.normal(sh+l.name+".weight", l.std, 0)})
+		}
+		ms = append(ms, matrix{module: moe + "shared_expert_gate", out: 1, in: h, linear: true, suffix: ".weight",
+			values: g.normal(moe+"shared_expert_gate.weight", inv(h), 0)})
 	}
 	return ms
 }
@@ -241,6 +301,14 @@ func (g *generator) tensorsFor(m matrix, add func(name string, dt safetensors.DT
 	if m.in > 0 {
 		shape = []int{m.out, m.in}
 	}
+	// stack turns a [rows, cols] shape of a stacked matrix into [E, rows/E, cols].
+	stack := func(s []int) []int {
+		if m.experts == 0 {
+			return s
+		}
+		return []int{m.experts, s[0] / m.experts, s[1]}
+	}
+	shape = stack(shape)
 	params, quantized := g.quantFor(m)
 	if !quantized {
 		return add(m.module+m.suffix, st, shape, func(dst []byte) error {
@@ -259,8 +327,8 @@ func (g *generator) tensorsFor(m matrix, add func(name string, dt safetensors.DT
 		}
 		return memo
 	}
-	groups := []int{m.out, m.in / params.GroupSize}
-	if err := add(m.module+".weight", safetensors.U32, []int{m.out, m.in * params.Bits / 32}, func(dst []byte) error {
+	groups := stack([]int{m.out, m.in / params.GroupSize})
+	if err := add(m.module+".weight", safetensors.U32, stack([]int{m.out, m.in * params.Bits / 32}), func(dst []byte) error {
 		copy(dst, get().packed)
 		return nil
 	}); err != nil {

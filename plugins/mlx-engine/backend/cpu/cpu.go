@@ -45,10 +45,11 @@ type cpuModel struct {
 	lmHead linear
 	rope   []float64 // inverse frequencies, head_dim/2
 
-	mu      sync.Mutex // one Forward at a time; guards scratch
-	scratch scratch
-	work    []workerScratch
-	closed  atomic.Bool
+	mu         sync.Mutex // one Forward at a time; guards scratch and moeScratch
+	scratch    scratch
+	moeScratch moeScratch
+	work       []workerScratch
+	closed     atomic.Bool
 
 	stored   bool  // matrices not stored as aligned float32 are expanded per tile (see WeightsStored)
 	expanded int64 // bytes of float32 matrices made at load
@@ -59,6 +60,7 @@ type layer struct {
 	qNorm, kNorm        []float32 // qwen3
 	q, k, v, o          linear
 	gate, up, down      linear
+	moe                 *moeLayer // a sparse feed-forward block instead of gate, up and down
 }
 
 // linear is a weight matrix [out, in] with an optional bias: float32 in w, or (w nil) the stored matrix src,
@@ -85,7 +87,7 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 
 // loadOn is Load with the kernel path given.
 func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, error) {
-	if !m.Config.Arch.Dense() {
+	if !supportedArch(&m.Config.Arch) {
 		return nil, fmt.Errorf("cpu: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
 	}
 	threads := opts.Threads
@@ -120,14 +122,22 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 		src, dst := &m.Layers[i], &cm.layers[i]
 		dst.inputNorm, dst.postNorm = vec(src.AttnIn), vec(src.FFNIn)
 		dst.qNorm, dst.kNorm = vec(src.Attn.QNorm), vec(src.Attn.KNorm)
-		for _, p := range []struct {
+		type pair struct {
 			dst *linear
 			src *model.Linear
-		}{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}, {&dst.gate, src.MLP.Gate}, {&dst.up, src.MLP.Up}, {&dst.down, src.MLP.Down}} {
+		}
+		pairs := []pair{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}}
+		if src.MLP != nil {
+			pairs = append(pairs, pair{&dst.gate, src.MLP.Gate}, pair{&dst.up, src.MLP.Up}, pair{&dst.down, src.MLP.Down})
+		}
+		for _, p := range pairs {
 			if err == nil {
 				*p.dst, err = cm.prepare(p.src)
 			}
 			p.dst.bias = vec(p.src.Bias)
+		}
+		if src.MoE != nil && err == nil {
+			dst.moe, err = cm.prepareMoE(src.MoE, src.Spec.FFN.MoE)
 		}
 	}
 	cm.norm = vec(m.Norm)
@@ -194,6 +204,9 @@ func expandedBytes(m *model.Model) int64 {
 		for _, p := range m.Layers[i].Linears() {
 			add(p)
 		}
+		if e := m.Layers[i].MoE; e != nil {
+			moeExpandedBytes(e, add)
+		}
 	}
 	add(m.LMHead)
 	return n
@@ -241,6 +254,6 @@ func (m *cpuModel) Close() error {
 		return nil
 	}
 	m.pool.close()
-	m.layers, m.lmHead, m.scratch = nil, linear{}, scratch{}
+	m.layers, m.lmHead, m.scratch, m.moeScratch = nil, linear{}, scratch{}, moeScratch{}
 	return nil
 }

@@ -160,6 +160,11 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 		m.matmul(s.att, rows, mm{s.tmp, &L.o})
 		m.addRows(s.x, s.tmp, L.o.bias, rows)
 		m.rmsNormRows(s.xn, s.x, L.postNorm, rows, eps)
+		if L.moe != nil {
+			m.moe(L.moe, s.xn, s.tmp, rows)
+			m.addRows(s.x, s.tmp, nil, rows)
+			continue
+		}
 		m.matmul(s.xn, rows, mm{s.gate, &L.gate}, mm{s.up, &L.up})
 		inter := c.IntermediateSize
 		m.pool.run(rows, 4, func(_, lo, hi int) {

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"math"
+	"sort"
 	"testing"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
@@ -19,12 +20,27 @@ type refModel struct {
 	lm     [][]float64
 	norm   []float64
 	layers []refLayer
+	// minGap is the smallest difference between a router's k-th and (k+1)-th probability over the positions
+	// computed, exact ties left out: float32 routing can pick differently from float64 below about 1e-6.
+	minGap float64
 }
 
 type refLayer struct {
 	in, post, qn, kn    []float64
 	q, k, v, o, g, u, d [][]float64
 	qb, kb, vb, ob      []float64
+	moe                 *refMoE
+}
+
+// refMoE is a sparse feed-forward block as the Hugging Face modeling files compute it (Qwen2MoeSparseMoeBlock,
+// Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock): softmax over the router logits, the top k (ties to the
+// lower expert index, duet's convention), optionally renormalised, Σ w_e·SwiGLU_e(x), plus a sigmoid-gated
+// shared expert.
+type refMoE struct {
+	spec              model.MoESpec
+	router            [][]float64
+	gate, up, down    [][][]float64
+	sg, su, sd, sgate [][]float64
 }
 
 func newRef(t *testing.T, m *model.Model) *refModel {
@@ -57,18 +73,36 @@ func newRef(t *testing.T, m *model.Model) *refModel {
 		}
 		return f64(v)
 	}
-	r := &refModel{cfg: m.Config, round: func(x float64) float64 { return float64(m.DType.Round(float32(x))) }}
+	r := &refModel{cfg: m.Config, minGap: math.Inf(1), round: func(x float64) float64 { return float64(m.DType.Round(float32(x))) }}
 	r.embed, r.lm = mat(m.Embed), mat(m.LMHead)
 	r.norm = norm(model.Vector(m.Norm))
 	for i := range m.Layers {
 		L := &m.Layers[i]
 		rl := refLayer{
 			in: norm(model.Vector(L.AttnIn)), post: norm(model.Vector(L.FFNIn)),
-			q: mat(L.Attn.Q), k: mat(L.Attn.K), v: mat(L.Attn.V), o: mat(L.Attn.O), g: mat(L.MLP.Gate), u: mat(L.MLP.Up), d: mat(L.MLP.Down),
+			q: mat(L.Attn.Q), k: mat(L.Attn.K), v: mat(L.Attn.V), o: mat(L.Attn.O),
 			qb: bias(L.Attn.Q), kb: bias(L.Attn.K), vb: bias(L.Attn.V), ob: bias(L.Attn.O),
+		}
+		if L.MLP != nil {
+			rl.g, rl.u, rl.d = mat(L.MLP.Gate), mat(L.MLP.Up), mat(L.MLP.Down)
 		}
 		if L.Attn.QNorm != nil {
 			rl.qn, rl.kn = norm(model.Vector(L.Attn.QNorm)), norm(model.Vector(L.Attn.KNorm))
+		}
+		if e := L.MoE; e != nil {
+			rm := &refMoE{spec: *L.Spec.FFN.MoE, router: mat(e.Router)}
+			for x := range e.Gate.Each {
+				rm.gate = append(rm.gate, mat(&e.Gate.Each[x]))
+				rm.up = append(rm.up, mat(&e.Up.Each[x]))
+				rm.down = append(rm.down, mat(&e.Down.Each[x]))
+			}
+			if s := e.Shared; s != nil {
+				rm.sg, rm.su, rm.sd = mat(s.Gate), mat(s.Up), mat(s.Down)
+			}
+			if e.SharedGate != nil {
+				rm.sgate = mat(e.SharedGate)
+			}
+			rl.moe = rm
 		}
 		r.layers = append(r.layers, rl)
 	}
@@ -201,11 +235,12 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 				xs[p][i] += o[i]
 			}
 			xn := refRMSNorm(xs[p], L.post, c.RMSNormEps)
-			g, u := matVec(L.g, xn, nil), matVec(L.u, xn, nil)
-			for i := range g {
-				g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+			var dn []float64
+			if L.moe != nil {
+				dn = r.moe(L.moe, xn)
+			} else {
+				dn = refSwiGLU(L.g, L.u, L.d, xn)
 			}
-			dn := matVec(L.d, g, nil)
 			for i := range dn {
 				xs[p][i] += dn[i]
 			}
@@ -216,4 +251,66 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 		out[p] = matVec(r.lm, refRMSNorm(xs[p], r.norm, c.RMSNormEps), nil)
 	}
 	return out
+}
+
+func refSwiGLU(gw, uw, dw [][]float64, x []float64) []float64 {
+	g, u := matVec(gw, x, nil), matVec(uw, x, nil)
+	for i := range g {
+		g[i] = g[i] / (1 + math.Exp(-g[i])) * u[i]
+	}
+	return matVec(dw, g, nil)
+}
+
+// moe is the sparse block L at one position.
+func (r *refModel) moe(L *refMoE, x []float64) []float64 {
+	logits := matVec(L.router, x, nil)
+	mx := math.Inf(-1)
+	for _, v := range logits {
+		mx = math.Max(mx, v)
+	}
+	p := make([]float64, len(logits))
+	var sum float64
+	for i, v := range logits {
+		p[i] = math.Exp(v - mx)
+		sum += p[i]
+	}
+	order := make([]int, len(p))
+	for i := range order {
+		p[i] /= sum
+		order[i] = i
+	}
+	sort.SliceStable(order, func(a, b int) bool { return p[order[a]] > p[order[b]] }) // stable: ties by index
+	k := L.spec.TopK
+	if k < len(p) {
+		if gap := p[order[k-1]] - p[order[k]]; gap > 0 {
+			r.minGap = math.Min(r.minGap, gap)
+		}
+	}
+	chosen := append([]int(nil), order[:k]...)
+	var total float64
+	for _, e := range chosen {
+		total += p[e]
+	}
+	sort.Ints(chosen)
+	y := make([]float64, len(x))
+	for _, e := range chosen {
+		w := p[e]
+		if L.spec.NormTopK {
+			w /= total
+		}
+		for i, v := range refSwiGLU(L.gate[e], L.up[e], L.down[e], x) {
+			y[i] += w * v
+		}
+	}
+	if L.sg != nil {
+		g := 1.0
+		if L.sgate != nil {
+			z := matVec(L.sgate, x, nil)[0]
+			g = 1 / (1 + math.Exp(-z))
+		}
+		for i, v := range refSwiGLU(L.sg, L.su, L.sd, x) {
+			y[i] += g * v
+		}
+	}
+	return y
 }

@@ -136,6 +136,11 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 
 func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel, error) {
 	if !m.Config.Arch.Dense() {
+		for i := range m.Config.Arch.Layers {
+			if m.Config.Arch.Layers[i].FFN.Kind == model.FFNMoE {
+				return nil, fmt.Errorf("mlx: model_type %q has mixture-of-experts layers, which this backend does not implement yet (the cpu backend does)", m.Config.Family)
+			}
+		}
 		return nil, fmt.Errorf("mlx: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
 	}
 	c := m.Config

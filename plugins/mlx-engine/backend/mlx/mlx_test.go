@@ -10,6 +10,7 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
@@ -201,5 +202,17 @@ func TestModelDTypeCompute(t *testing.T) {
 				t.Errorf("%s compute differs from float32 by %.3e", mod.DType, d)
 			}
 		})
+	}
+}
+
+// TestRefusesMoE: a mixture-of-experts model fails at load with a message that says so, not somewhere in the
+// forward pass.
+func TestRefusesMoE(t *testing.T) {
+	for _, f := range []model.Family{model.Qwen3MoE, model.Qwen2MoE, model.Mixtral} {
+		mod := backendtest.Generate(t, backendtest.Tiny(func(o *modelgen.Options) { o.Family = f }))
+		_, err := Backend{}.Load(mod, backend.Options{})
+		if err == nil || !strings.Contains(err.Error(), "mixture-of-experts") {
+			t.Errorf("%s: Load = %v, want a mixture-of-experts refusal", f, err)
+		}
 	}
 }
