@@ -64,6 +64,17 @@ func pdModel(t testing.TB, name string) string {
 		q8 := base // the same base model, quantized: same KVCompat, another fingerprint
 		q8.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 32}
 		variants["llama-q8"] = q8
+		// A mixture of experts as mlx-community stores it: stacked 4-bit experts, 8 of them with 3 per token, a
+		// routing tie in every token and a dense layer among the sparse ones.
+		moe := modelgen.Tiny()
+		moe.Family, moe.DType, moe.Layout = model.Qwen3MoE, dtype.BFloat16, modelgen.LayoutMLX
+		moe.NumExperts, moe.TopK, moe.NormTopK, moe.RouterTies = 8, 3, true, true
+		moe.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+		variants["qwen3_moe-q4"] = moe
+		// And one stored per expert (Hugging Face names), with qwen2_moe's gated shared expert.
+		moe2 := modelgen.Tiny()
+		moe2.Family, moe2.DType, moe2.SparseStep = model.Qwen2MoE, dtype.BFloat16, 1
+		variants["qwen2_moe-bf16"] = moe2
 		for name, o := range variants {
 			if pdModelsErr = modelgen.Generate(filepath.Join(pdModelsDir, name), o); pdModelsErr != nil {
 				return
@@ -199,7 +210,7 @@ func prefillOpts(extra ...string) map[string]string {
 }
 
 func TestPDExact(t *testing.T) {
-	for _, name := range []string{"llama-bf16", "qwen3-q4"} {
+	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16"} {
 		t.Run(name, func(t *testing.T) {
 			dir := pdModel(t, name)
 			ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})

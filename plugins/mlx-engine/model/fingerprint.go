@@ -43,9 +43,10 @@ func (m *Model) computeFingerprint() string {
 		Tied, QKVBias, OBias, MLPBias, QKNorm bool
 		Quant                                 *Quantization
 		DType                                 string
+		MoE                                   []*MoESpec `json:",omitempty"` // dense models: absent, as before
 	}{1, string(c.Family), c.HiddenSize, c.IntermediateSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.HeadDim,
 		c.VocabSize, c.RMSNormEps, c.RopeTheta, c.RopeScaling, c.TieWordEmbeddings, c.AttentionBias, c.OutputBias,
-		c.MLPBias, c.QKNorm, c.Quantization, string(m.DType)}
+		c.MLPBias, c.QKNorm, c.Quantization, string(m.DType), c.moeLayers()}
 	h := sha256.New()
 	a, _ := json.Marshal(arch) // struct field order and sorted map keys make this canonical
 	h.Write(a)
@@ -93,8 +94,9 @@ func (m *Model) KVCompat(tokenizerID string) string {
 		Scaling                        *RopeScaling
 		QKNorm                         bool
 		Tokenizer                      string
+		MoE                            []*MoESpec `json:",omitempty"` // routing changes every later layer's KV
 	}{1, string(c.Family), c.HiddenSize, c.IntermediateSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.HeadDim,
-		c.VocabSize, c.RMSNormEps, c.RopeTheta, c.RopeScaling, c.QKNorm, tokenizerID}
+		c.VocabSize, c.RMSNormEps, c.RopeTheta, c.RopeScaling, c.QKNorm, tokenizerID, c.moeLayers()}
 	a, _ := json.Marshal(arch)
 	sum := sha256.Sum256(a)
 	return fmt.Sprintf("kv1:%s-%s", c.Family, hex.EncodeToString(sum[:8]))
@@ -112,4 +114,20 @@ func sampleBytes(write func([]byte) (int, error), d []byte) {
 		off := int(int64(span) * int64(i) / (fpWindows - 1))
 		write(d[off : off+fpWindow])
 	}
+}
+
+// moeLayers is each layer's mixture of experts (nil for a dense layer), or nil when the model has none: the
+// routing options that the tensor shapes do not show (top k, normalisation) are part of the computation.
+func (c *Config) moeLayers() []*MoESpec {
+	var out []*MoESpec
+	sparse := false
+	for i := range c.Arch.Layers {
+		m := c.Arch.Layers[i].FFN.MoE
+		sparse = sparse || m != nil
+		out = append(out, m)
+	}
+	if !sparse {
+		return nil
+	}
+	return out
 }

@@ -281,3 +281,55 @@ func writeIndex(t *testing.T, dir string, weightMap map[string]string) {
 		t.Fatal(err)
 	}
 }
+
+// TestMoEParams: NumParams and WeightBytes count every expert, ActiveParams only the k a token uses, in both
+// layouts; stacked experts are views of the file's bytes; the routing options are part of the fingerprint and
+// of KVCompat, which a dense model's do not change.
+func TestMoEParams(t *testing.T) {
+	t.Parallel()
+	load := func(mod func(*modelgen.Options)) *model.Model {
+		m, err := model.Load(gen(t, mod))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Close() })
+		return m
+	}
+	const h, inter, vocab, e, k, qDim, kvDim = 64, 32, 512, 8, 3, 64, 32
+	for _, layout := range []modelgen.Layout{modelgen.LayoutHF, modelgen.LayoutMLX} {
+		m := load(func(o *modelgen.Options) {
+			o.Family, o.NumExperts, o.TopK, o.MoEIntermediate, o.MLPOnlyLayers, o.Layout = model.Qwen3MoE, e, k, inter, []int{}, layout
+		})
+		vocabRows := int64(m.Config.VocabSize)
+		attn := int64(2*h*qDim+2*h*kvDim) + 2*h + 2*16 // q, o, k, v; two norms; q/k norms
+		expert := int64(3 * h * inter)
+		perLayerAll := attn + e*h + e*expert
+		perLayerActive := attn + e*h + k*expert
+		want := 2*vocabRows*h + h + 2*perLayerAll
+		if got := m.NumParams(); got != want {
+			t.Errorf("%s: NumParams %d, want %d", layout, got, want)
+		}
+		if got, want := m.ActiveParams(), h+vocabRows*h+h+2*perLayerActive; got != want {
+			t.Errorf("%s: ActiveParams %d, want %d", layout, got, want)
+		}
+		if got, want := m.WeightBytes(), 4*m.NumParams(); got != want {
+			t.Errorf("%s: WeightBytes %d, want %d", layout, got, want)
+		}
+		if x := m.Layers[0].MoE.Down; layout == modelgen.LayoutMLX {
+			if x.Stacked == nil || &x.Each[1].Weight.Data[0] != &x.Stacked.Weight.Data[h*inter*4] {
+				t.Errorf("stacked expert 1 is not a view of the stacked tensor")
+			}
+		}
+	}
+	base := load(func(o *modelgen.Options) { o.Family = model.Qwen3MoE })
+	for name, mod := range map[string]func(*modelgen.Options){
+		"top k":    func(o *modelgen.Options) { o.Family, o.TopK = model.Qwen3MoE, 1 },
+		"norm":     func(o *modelgen.Options) { o.Family, o.NormTopK = model.Qwen3MoE, true },
+		"mlp only": func(o *modelgen.Options) { o.Family, o.MLPOnlyLayers = model.Qwen3MoE, []int{0} },
+	} {
+		other := load(mod)
+		if other.Fingerprint() == base.Fingerprint() || other.KVCompat("tok") == base.KVCompat("tok") {
+			t.Errorf("%s: a routing change kept the fingerprint or KVCompat", name)
+		}
+	}
+}
