@@ -161,6 +161,41 @@ func Bench100M() Options {
 	}
 }
 
+// MoE2B is a qwen3_moe model at a realistic shape for benchmarks, 4-bit (group 64, bfloat16 scales) as
+// mlx-community publishes such models: 24 layers of width 1024 (16 query heads, 4 KV heads of 64), 64 experts
+// of 512 with 4 per token, and a 16384-token vocabulary: ~2.5B parameters, ~0.27B active per token.
+func MoE2B() Options {
+	return Options{
+		Family:                model.Qwen3MoE,
+		HiddenSize:            1024,
+		IntermediateSize:      2048,
+		NumLayers:             24,
+		NumHeads:              16,
+		NumKVHeads:            4,
+		HeadDim:               64,
+		VocabSize:             16384,
+		MaxPositionEmbeddings: 8192,
+		NumExperts:            64,
+		TopK:                  4,
+		MoEIntermediate:       512,
+		NormTopK:              true,
+		MLPOnlyLayers:         []int{},
+		Layout:                LayoutMLX,
+		DType:                 dtype.BFloat16,
+		Quantization:          &Quantization{Bits: 4, GroupSize: 64},
+		Tokenizer:             ByteLevel,
+		Seed:                  5,
+	}
+}
+
+// MoE2BDense is the dense model of MoE2B's active size: its attention, and an MLP of TopK·MoEIntermediate.
+func MoE2BDense() Options {
+	o := MoE2B()
+	o.Family, o.IntermediateSize = model.Qwen3, o.TopK*o.MoEIntermediate
+	o.NumExperts, o.TopK, o.MoEIntermediate, o.NormTopK, o.MLPOnlyLayers = 0, 0, 0, false, nil
+	return o
+}
+
 // Tiny is a very small model for tests: 2 layers of width 64, GQA, a 512-token vocabulary. Override fields
 // (Family, DType, Quantization, ...) to cover the supported variants.
 func Tiny() Options {

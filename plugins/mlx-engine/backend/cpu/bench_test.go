@@ -101,15 +101,37 @@ func weightBytesPerToken(m *cpuModel) int64 {
 		for _, w := range []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
 			n += size(w)
 		}
+		for _, w := range activeExperts(l.moe) {
+			n += size(w)
+		}
 	}
 	return n
+}
+
+// activeExperts are the matrices of a sparse block that one token reads: the router, TopK experts' (all of a
+// size: the first ones stand for any) and the shared expert.
+func activeExperts(e *moeLayer) []linear {
+	if e == nil {
+		return nil
+	}
+	ws := []linear{e.router}
+	for i := range e.spec.TopK {
+		ws = append(ws, e.gate[i], e.up[i], e.down[i])
+	}
+	if e.shared != nil {
+		ws = append(ws, e.shared[:]...)
+	}
+	if e.sharedGate != nil {
+		ws = append(ws, *e.sharedGate)
+	}
+	return ws
 }
 
 // macsPerToken is the multiply-adds of one token's matrix products.
 func macsPerToken(m *cpuModel) int64 {
 	n := int64(m.lmHead.out * m.lmHead.in)
 	for _, l := range m.layers {
-		for _, w := range []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
+		for _, w := range append([]linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down}, activeExperts(l.moe)...) {
 			n += int64(w.out * w.in)
 		}
 	}

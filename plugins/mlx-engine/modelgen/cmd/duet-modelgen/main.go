@@ -24,9 +24,10 @@ func main() {
 }
 
 func run() error {
-	preset := flag.String("preset", "embedded", "starting point: embedded, bench100m or tiny")
+	preset := flag.String("preset", "embedded", "starting point: embedded, bench100m, moe2b, moe2b-dense or tiny")
 	out := flag.String("out", "", "directory to write (required)")
-	family := flag.String("family", "", "override: llama, mistral, qwen2 or qwen3")
+	family := flag.String("family", "", "override: llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe or mixtral")
+	layout := flag.String("layout", "", "override: how experts are stored, hf (one module per expert) or mlx (stacked switch_mlp)")
 	dt := flag.String("dtype", "", "override: float32, float16 or bfloat16")
 	bits := flag.Int("bits", 0, "quantize linear layers and embeddings to this many bits (2, 4, 8)")
 	group := flag.Int("group-size", 64, "quantization group size (32, 64, 128)")
@@ -45,6 +46,10 @@ func run() error {
 		o = modelgen.Embedded()
 	case "bench100m":
 		o = modelgen.Bench100M()
+	case "moe2b":
+		o = modelgen.MoE2B()
+	case "moe2b-dense":
+		o = modelgen.MoE2BDense()
 	case "tiny":
 		o = modelgen.Tiny()
 	default:
@@ -52,6 +57,9 @@ func run() error {
 	}
 	if *family != "" {
 		o.Family = model.Family(*family)
+	}
+	if *layout != "" {
+		o.Layout = modelgen.Layout(*layout)
 	}
 	if *dt != "" {
 		d, err := dtype.Parse(*dt)
