@@ -10,8 +10,8 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
-// BenchmarkMoE measures a mixture of experts at a realistic shape (modelgen.MoE2B: ~2.5B parameters, ~0.27B
-// active, 4-bit, generated into a temporary directory, ~1.4 GB) against what bounds it:
+// BenchmarkMoE measures a mixture of experts at a realistic shape (modelgen.MoE2B: 2.51B parameters, 0.23B
+// active, 4-bit, generated into a temporary directory, 1.4 GB) against what bounds it:
 //
 //   - decode-batch1: tok/s against the read-bandwidth bound of the bytes one token reads (attention, router, 4
 //     experts per layer, output layer), each step paired with a read of as many bytes (of-bound, as in
