@@ -2,6 +2,7 @@ package modelgen_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
+	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
 )
 
 func generate(t *testing.T, o modelgen.Options) string {
@@ -177,4 +179,81 @@ func TestRegenerateReplacesShards(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.Close()
+}
+
+// TestMoELayouts: the mlx-community layout of a mixture of experts is what mlx-lm's sanitize makes of the
+// Hugging Face one: each expert's weight (or packed weight, scales and biases) is slice e of the stacked
+// switch_mlp tensor, byte for byte, and every other tensor is the same; both load.
+func TestMoELayouts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		fam          model.Family
+		moe, w       string
+		gate, up, dn string
+	}{
+		{model.Qwen3MoE, "mlp.", "experts", "gate_proj", "up_proj", "down_proj"},
+		{model.Qwen2MoE, "mlp.", "experts", "gate_proj", "up_proj", "down_proj"},
+		{model.Mixtral, "block_sparse_moe.", "experts", "w1", "w3", "w2"},
+	} {
+		for _, q := range []*modelgen.Quantization{nil, {Bits: 4, GroupSize: 32}} {
+			t.Run(fmt.Sprintf("%s/quantized=%v", tc.fam, q != nil), func(t *testing.T) {
+				t.Parallel()
+				open := func(l modelgen.Layout) map[string]*safetensors.Tensor {
+					o := modelgen.Tiny()
+					o.Family, o.DType, o.Quantization, o.Layout = tc.fam, dtype.BFloat16, q, l
+					dir := generate(t, o)
+					m, err := model.Load(dir)
+					if err != nil {
+						t.Fatal(err)
+					}
+					m.Close()
+					f, err := safetensors.Open(filepath.Join(dir, "model.safetensors"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { f.Close() })
+					ts := map[string]*safetensors.Tensor{}
+					for _, n := range f.Names() {
+						ts[n], _ = f.Tensor(n)
+					}
+					return ts
+				}
+				hf, mlx := open(modelgen.LayoutHF), open(modelgen.LayoutMLX)
+				const experts = 4 // the tiny preset's
+				seen := 0
+				for name, st := range mlx {
+					i := strings.Index(name, ".switch_mlp.")
+					if i < 0 {
+						if h, ok := hf[name]; !ok || !bytes.Equal(h.Data, st.Data) || fmt.Sprint(h.Shape) != fmt.Sprint(st.Shape) {
+							t.Errorf("%s differs between the layouts", name)
+						}
+						continue
+					}
+					seen++
+					proj, suffix, _ := strings.Cut(name[i+len(".switch_mlp."):], ".")
+					each := map[string]string{"gate_proj": tc.gate, "up_proj": tc.up, "down_proj": tc.dn}[proj]
+					if len(st.Shape) != 3 || st.Shape[0] != experts {
+						t.Fatalf("%s has shape %v, want [%d ...]", name, st.Shape, experts)
+					}
+					n := len(st.Data) / experts
+					for e := range experts {
+						h, ok := hf[fmt.Sprintf("%s%s.%d.%s.%s", name[:i+1], tc.w, e, each, suffix)]
+						if !ok || !bytes.Equal(h.Data, st.Data[e*n:(e+1)*n]) || fmt.Sprint(h.Shape) != fmt.Sprint(st.Shape[1:]) {
+							t.Errorf("%s[%d] is not the Hugging Face expert's tensor", name, e)
+						}
+					}
+				}
+				per := 3
+				if q != nil {
+					per = 9
+				}
+				if sparse := seen / per; seen%per != 0 || sparse == 0 {
+					t.Errorf("%d stacked tensors", seen)
+				}
+				if len(hf) != len(mlx)+seen*(experts-1) {
+					t.Errorf("%d tensors per expert, %d stacked: the layouts hold different modules", len(hf), len(mlx))
+				}
+			})
+		}
+	}
 }
