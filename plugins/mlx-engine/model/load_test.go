@@ -321,6 +321,14 @@ func TestMoEParams(t *testing.T) {
 			}
 		}
 	}
+	mixed := load(func(o *modelgen.Options) {
+		o.Family, o.Layout = model.Qwen3MoE, modelgen.LayoutMLX
+		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32, Overrides: map[string]*model.QuantParams{
+			"model.layers.0.mlp.gate": {Bits: 8, GroupSize: 64}, "model.layers.0.mlp.switch_mlp.down_proj": {Bits: 8, GroupSize: 32}}}
+	})
+	if e := mixed.Layers[0].MoE; e.Router.Quant.Bits != 8 || e.Down.Each[3].Quant.Bits != 8 || e.Gate.Each[3].Quant.Bits != 4 {
+		t.Errorf("per-module widths not applied: router %d, down %d, gate %d bits", e.Router.Quant.Bits, e.Down.Each[3].Quant.Bits, e.Gate.Each[3].Quant.Bits)
+	}
 	base := load(func(o *modelgen.Options) { o.Family = model.Qwen3MoE })
 	for name, mod := range map[string]func(*modelgen.Options){
 		"top k":    func(o *modelgen.Options) { o.Family, o.TopK = model.Qwen3MoE, 1 },

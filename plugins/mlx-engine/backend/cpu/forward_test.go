@@ -67,6 +67,15 @@ var variants = []backendtest.Variant{
 		o.Family, o.DType, o.Layout, o.NormTopK = model.Qwen3MoE, dtype.BFloat16, modelgen.LayoutMLX, true
 		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
 	}),
+	// mlx-community's mixed widths: the router at 8 bits (mlx-lm's quant_predicate) beside 4-bit experts, and
+	// one stacked projection at its own width.
+	backendtest.TinyVariant("qwen3_moe/bf16/q4g32/mlx/router-q8", func(o *modelgen.Options) {
+		o.Family, o.DType, o.Layout, o.NormTopK = model.Qwen3MoE, dtype.BFloat16, modelgen.LayoutMLX, true
+		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32, Overrides: map[string]*model.QuantParams{
+			"model.layers.0.mlp.gate":                 {Bits: 8, GroupSize: 64},
+			"model.layers.0.mlp.switch_mlp.down_proj": {Bits: 8, GroupSize: 32},
+		}}
+	}),
 	backendtest.TinyVariant("qwen2_moe/f32/shared/ties", func(o *modelgen.Options) {
 		o.Family, o.SparseStep, o.RouterTies = model.Qwen2MoE, 1, true
 	}),
