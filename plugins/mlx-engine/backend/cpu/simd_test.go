@@ -177,11 +177,11 @@ func testAttentionCloseToGo(t *testing.T, kp kernelPath) {
 
 // TestKernelPathsAgree checks that every kernel path gives the Go path's logits within the reference test's
 // tolerance and the same greedy tokens, on every conformance variant (each path is bit-exact only with
-// itself: the vector paths fuse multiply-adds and sum in lanes).
+// itself: the vector paths fuse multiply-adds and sum in lanes), and on the mixtures of experts.
 func TestKernelPathsAgree(t *testing.T) {
 	t.Parallel()
 	paths := kernelPaths()
-	for _, v := range backendtest.Variants() {
+	for _, v := range append(backendtest.Variants(), moeVariants...) {
 		t.Run(v.Name, func(t *testing.T) {
 			t.Parallel()
 			m := backendtest.Generate(t, v.Options)
