@@ -32,6 +32,10 @@
 //     of weights is widened or dequantized once and applied to every token, the same bits for each.
 //   - A Forward call with several sequences reads every weight once for all of them (continuous batching);
 //     long prompts are processed PrefillChunk tokens at a time with the same multi-token kernels.
+//   - Mixtures of experts (moe.go) route each row in float32 (ties to the lower expert index), group a step's
+//     rows by expert so every chosen expert's matrices are read once per step and unchosen ones not at all,
+//     run each expert with the kernels of a dense product, and sum a row's experts in ascending order: the
+//     exactness rules above hold for them too.
 //   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),
 //     rounded when written, and attention always reads them back from the cache. KV exported and imported
 //     elsewhere therefore reproduces local decoding exactly.
