@@ -20,10 +20,27 @@ const (
 	Mistral Family = "mistral"
 	Qwen2   Family = "qwen2"
 	Qwen3   Family = "qwen3"
+	// Gemma3Text is gemma-3-1b and the text-only saves of the larger Gemma 3 models.
+	Gemma3Text Family = "gemma3_text"
+	// Gemma3 is a multimodal Gemma 3 checkpoint, of which duet serves the text part.
+	Gemma3 Family = "gemma3"
+	// GptOSS is OpenAI's gpt-oss (20b, 120b).
+	GptOSS Family = "gpt_oss"
 )
 
-// Families lists the supported families (familyDefs).
+// Families lists the supported families (familyDefs): those the backends run.
 var Families = func() []Family {
+	var fs []Family
+	for _, d := range familyDefs {
+		if !d.pending {
+			fs = append(fs, d.name)
+		}
+	}
+	return fs
+}()
+
+// AllFamilies lists every family whose config and weights Load reads: Families and those no backend runs yet.
+var AllFamilies = func() []Family {
 	var fs []Family
 	for _, d := range familyDefs {
 		fs = append(fs, d.name)
@@ -64,6 +81,9 @@ type Config struct {
 	// Arch is the computation as blocks; the global fields above describe the first layer of models whose
 	// layers differ.
 	Arch Arch
+	// embedScaleSqrtHidden: Arch.EmbedScale is sqrt(HiddenSize) rounded to the compute dtype, which Load learns
+	// from the weights (ParseConfig rounds to torch_dtype).
+	embedScaleSqrtHidden bool
 }
 
 // RopeScaling is a supported rope_scaling entry (type "llama3").
@@ -113,6 +133,10 @@ type rawConfig struct {
 	DType                 string          `json:"dtype"`
 	Quantization          json.RawMessage `json:"quantization"`
 	QuantizationConfig    json.RawMessage `json:"quantization_config"`
+	// raw is the whole file, for the keys only one family reads.
+	raw []byte
+	// ext holds what a family's prepare read for its spec.
+	ext any
 }
 
 // maxDim bounds every size in config.json so that a hostile file cannot make a backend allocate absurdly.
@@ -150,6 +174,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("not a valid config: %w", err)
 	}
+	r.raw = b
 	fam, err := family(&r)
 	if err != nil {
 		return nil, err
@@ -304,7 +329,7 @@ func ParseConfig(b []byte) (*Config, error) {
 func family(r *rawConfig) (Family, error) {
 	supported := fmt.Sprintf("supported: %v", Families)
 	if r.ModelType != "" {
-		for _, f := range Families {
+		for _, f := range AllFamilies {
 			if Family(r.ModelType) == f {
 				return f, nil
 			}

@@ -1,5 +1,7 @@
 package model
 
+import "github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
+
 // familyDef maps one model_type onto blocks: how its config.json becomes an Arch and how its tensor names
 // become Layer weights. Adding a family whose blocks exist means adding an entry here (and its generator in
 // modelgen), not backend code.
@@ -14,6 +16,15 @@ type familyDef struct {
 	spec func(r *rawConfig, c *Config) error
 	// prefix is the module path that holds embed_tokens, layers and norm ("model.").
 	prefix string
+	// prefixes, when set, replace prefix with candidates for checkpoints saved in several layouts (a multimodal
+	// model's text part): the first whose embed_tokens.weight exists is the prefix.
+	prefixes []string
+	// ignore names tensors that the family leaves unbound on purpose (a multimodal model's vision tower), so
+	// that they are not reported as unexpected. Optional.
+	ignore func(name string) bool
+	// pending families parse and bind but no backend runs them yet: they are left out of Families (what tests
+	// run and what the load error calls supported) and listed in AllFamilies.
+	pending bool
 	// layer binds one layer's weights, whose module path is p ("model.layers.3."). Optional: denseLayer.
 	layer func(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error
 }
@@ -24,6 +35,12 @@ var familyDefs = []familyDef{
 	{name: Mistral, architectures: []string{"MistralForCausalLM"}},
 	{name: Qwen2, architectures: []string{"Qwen2ForCausalLM"}},
 	{name: Qwen3, architectures: []string{"Qwen3ForCausalLM"}},
+	{name: Gemma3Text, architectures: []string{"Gemma3ForCausalLM"}, prepare: gemma3Prepare, spec: gemma3Spec,
+		layer: gemma3Layer, pending: true},
+	{name: Gemma3, architectures: []string{"Gemma3ForConditionalGeneration"}, prepare: gemma3Prepare, spec: gemma3Spec,
+		prefixes: gemma3Prefixes, ignore: gemma3Ignore, layer: gemma3Layer, pending: true},
+	{name: GptOSS, architectures: []string{"GptOssForCausalLM"}, prepare: gptossPrepare, spec: gptossSpec,
+		layer: gptossLayer, pending: true},
 }
 
 func lookupFamily(f Family) *familyDef {
@@ -35,7 +52,12 @@ func lookupFamily(f Family) *familyDef {
 	return nil
 }
 
-func (d *familyDef) modulePrefix() string {
+func (d *familyDef) modulePrefix(tensors map[string]*safetensors.Tensor) string {
+	for _, p := range d.prefixes {
+		if _, ok := tensors[p+"embed_tokens.weight"]; ok {
+			return p
+		}
+	}
 	if d.prefix == "" {
 		return "model."
 	}

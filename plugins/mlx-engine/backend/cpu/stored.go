@@ -49,6 +49,9 @@ func newStoredMatrix(l *model.Linear) (storedMatrix, error) {
 		}
 		return s, nil
 	}
+	if q.Mode != model.ModeAffine {
+		return s, nil // expanded by tiles with model.Linear.Row
+	}
 	switch q.Bits {
 	case 4:
 		s.kind = storedQ4
