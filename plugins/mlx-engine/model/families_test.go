@@ -231,6 +231,7 @@ func TestGptOSSConfig(t *testing.T) {
 				return r.Base == 1000 && r.Factor == 4 && r.BetaFast == 8 && r.BetaSlow == 2 && r.Truncate
 			}},
 		{"limit", `{"model_type": "gpt_oss", "swiglu_limit": 3.5, ` + base + `}`, func(c *Config) bool { return c.Arch.Layers[2].FFN.Limit == 3.5 }},
+		{"rope null", `{"model_type": "gpt_oss", "rope_scaling": null, ` + base + `}`, func(c *Config) bool { return c.Arch.Layers[0].Attn.Rope.Type == RopeDefault }},
 		{"mlx quantization", `{"model_type": "gpt_oss", "quantization": {"group_size": 64, "bits": 8, "model.layers.0.mlp.experts.gate_proj": {"group_size": 32, "bits": 4, "mode": "mxfp4"}, "model.layers.0.mlp.router": {"group_size": 64, "bits": 8}}, ` + base + `}`,
 			func(c *Config) bool {
 				p, ok, given := c.Quantization.For("model.layers.0.mlp.experts.gate_proj")

@@ -122,10 +122,11 @@ func gptossPrepare(r *rawConfig) error {
 		}
 	}
 	rope := k.RopeScaling
-	if isNull(rope) {
+	if isNull(rope) && !isNull(k.RopeParameters) {
 		rope = k.RopeParameters
 	}
-	if isNull(rope) {
+	if rope == nil && k.RopeParameters == nil {
+		// Absent: GptOssConfig's default argument. An explicit null is plain RoPE.
 		rope = json.RawMessage(`{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
 			"truncate": false, "original_max_position_embeddings": 4096}`)
 	}

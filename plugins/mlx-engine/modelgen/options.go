@@ -52,6 +52,85 @@ type Options struct {
 	// Bigram shapes the output layer of untied models so that the model continues text like the training
 	// corpus does (token bigram statistics); otherwise it is random. Default: on for Embedded.
 	Bigram bool
+
+	// Layout picks the tensor names of families whose Hugging Face and mlx-community checkpoints differ
+	// (gemma3's prefix, gpt_oss's experts). Default LayoutHF.
+	Layout Layout
+	// SlidingWindow is the window of sliding layers (gemma3*, gpt_oss); LayerTypes lists each layer's kind
+	// ("sliding_attention" / "full_attention") explicitly, otherwise gemma3 writes SlidingPattern (a full layer
+	// every SlidingPattern layers) and gpt_oss alternates sliding and full.
+	SlidingWindow  int
+	LayerTypes     []string
+	SlidingPattern int
+	// QueryPreAttnScalar (gemma3) scales attention scores by its inverse square root; default HeadDim.
+	QueryPreAttnScalar float64
+	// RopeLocalBase (gemma3) is the RoPE base of sliding layers; default 10000.
+	RopeLocalBase float64
+	// Yarn is gpt_oss's rope_scaling (RopeScaling carries llama3 and gemma3's linear scaling).
+	Yarn *Yarn
+	// NumExperts and TopK size gpt_oss's mixture of experts; IntermediateSize is each expert's.
+	NumExperts, TopK int
+	// SinkStd is the standard deviation of gpt_oss's attention sink logits (default 2: some heads are
+	// dominated by their sink). SwiGLULimit is its clamp (default 7); ExpertScale is the standard deviation of
+	// the experts' gate and up projections of a unit-RMS input (default 6, so that a good share of them cross
+	// the clamp).
+	SinkStd, SwiGLULimit, ExpertScale float64
+	// RouterTies makes router rows 0 and 1 (and their biases) equal, so every token ties experts 0 and 1.
+	RouterTies bool
+	// ExpertsMXFP4 stores gpt_oss's experts in mxfp4: openai's _blocks/_scales in the HF layout, MLX's packed
+	// weights with mode "mxfp4" entries in the MLX layout (beside Quantization for the other modules, if any).
+	ExpertsMXFP4 bool
+}
+
+// Layout is a checkpoint naming convention.
+type Layout string
+
+// The layouts.
+const (
+	// LayoutHF is the Hugging Face repository's: openai's gpt-oss experts (or transformers' float save),
+	// gemma3's model.language_model. prefix.
+	LayoutHF Layout = "hf"
+	// LayoutMLX is what mlx-lm / mlx-vlm write (mlx-community): gpt-oss experts split and stacked by
+	// sanitize, gemma3's language_model.model. prefix.
+	LayoutMLX Layout = "mlx"
+)
+
+// Yarn is a yarn rope_scaling entry.
+type Yarn struct {
+	Factor             float64
+	OrigMaxPos         int
+	BetaFast, BetaSlow float64
+	Truncate           bool
+}
+
+// TinyFamily is a tiny model of a family whose blocks differ from Llama's, shaped so that a 64-token prompt
+// crosses every sliding window several times (window 8) and exercises what is easy to get wrong: Gemma's
+// (1+w) norms, embedding scale (√96 is not a bfloat16), query_pre_attn_scalar ≠ head_dim, a RoPE base per
+// layer kind and linear scaling on full layers; gpt-oss's sinks, clamping, yarn with non-integer correction
+// dims and truncate false, and exact router ties. Other families get Tiny.
+func TinyFamily(f model.Family) Options {
+	o := Tiny()
+	o.Family = f
+	switch f {
+	case model.Gemma3Text, model.Gemma3:
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 96, 160, 6, 4, 2, 16
+		o.TieWordEmbeddings = true
+		o.SlidingWindow, o.SlidingPattern = 8, 3
+		o.QueryPreAttnScalar, o.RopeLocalBase, o.RopeTheta = 24, 10000, 1000000
+		o.RopeScaling = &model.RopeScaling{Type: "linear", Factor: 8}
+	case model.GptOSS:
+		// H ≠ I and H ≠ 2I: transformers' float experts are [E, in, out], told apart from [E, out, in] by shape.
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 64, 96, 4, 4, 2, 16
+		o.NumExperts, o.TopK = 8, 2
+		o.SlidingWindow = 8
+		o.LayerTypes = []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}
+		o.RopeTheta = 150000
+		o.MaxPositionEmbeddings = 4096
+		// corr(r) = 16·ln(1024/(2πr))/(2·ln 150000): lo = 1.09, hi = 3.42, so truncating changes the ramp.
+		o.Yarn = &Yarn{Factor: 4, OrigMaxPos: 1024, BetaFast: 32, BetaSlow: 1}
+		o.RouterTies = true
+	}
+	return o
 }
 
 // Quantization asks for MLX affine quantization of every linear layer and the embeddings.
@@ -128,11 +207,14 @@ func (o *Options) normalize() error {
 		o.Family = model.Llama
 	}
 	known := false
-	for _, f := range model.Families {
+	for _, f := range model.AllFamilies {
 		known = known || f == o.Family
 	}
 	if !known {
-		return fmt.Errorf("modelgen: unknown family %q (supported: %v)", o.Family, model.Families)
+		return fmt.Errorf("modelgen: unknown family %q (supported: %v)", o.Family, model.AllFamilies)
+	}
+	if err := o.normalizeBlocks(); err != nil {
+		return err
 	}
 	if o.HiddenSize <= 0 || o.IntermediateSize <= 0 || o.NumLayers <= 0 || o.NumHeads <= 0 || o.VocabSize <= 0 {
 		return errors.New("modelgen: HiddenSize, IntermediateSize, NumLayers, NumHeads and VocabSize must be positive")
@@ -156,9 +238,13 @@ func (o *Options) normalize() error {
 		o.MaxPositionEmbeddings = 4096
 	}
 	if o.RopeTheta == 0 {
-		o.RopeTheta = 10000
-		if o.Family == model.Qwen2 || o.Family == model.Qwen3 {
+		switch o.Family {
+		case model.Qwen2, model.Qwen3, model.Gemma3, model.Gemma3Text:
 			o.RopeTheta = 1000000
+		case model.GptOSS:
+			o.RopeTheta = 150000
+		default:
+			o.RopeTheta = 10000
 		}
 	}
 	if o.DType == "" {
@@ -207,6 +293,77 @@ func (o *Options) normalize() error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// normalizeBlocks checks and defaults the options of the families built from more than Llama's blocks.
+func (o *Options) normalizeBlocks() error {
+	if o.Layout == "" {
+		o.Layout = LayoutHF
+	}
+	if o.Layout != LayoutHF && o.Layout != LayoutMLX {
+		return fmt.Errorf("modelgen: unknown layout %q", o.Layout)
+	}
+	gemma, oss := o.Family == model.Gemma3 || o.Family == model.Gemma3Text, o.Family == model.GptOSS
+	if !gemma && !oss {
+		if o.Layout != LayoutHF || o.SlidingWindow != 0 || o.LayerTypes != nil || o.NumExperts != 0 || o.ExpertsMXFP4 || o.Yarn != nil {
+			return fmt.Errorf("modelgen: layouts, windows, experts and yarn are options of gemma3 and gpt_oss, not %s", o.Family)
+		}
+		return nil
+	}
+	if o.SlidingWindow <= 0 {
+		return errors.New("modelgen: SlidingWindow must be positive")
+	}
+	if o.LayerTypes != nil && len(o.LayerTypes) != o.NumLayers {
+		return fmt.Errorf("modelgen: %d LayerTypes for %d layers", len(o.LayerTypes), o.NumLayers)
+	}
+	if gemma {
+		o.TieWordEmbeddings = true // Gemma's head is its embedding
+		if o.SlidingPattern == 0 {
+			o.SlidingPattern = 6
+		}
+		if o.QueryPreAttnScalar == 0 {
+			o.QueryPreAttnScalar = float64(o.HeadDim)
+		}
+		if o.RopeLocalBase == 0 {
+			o.RopeLocalBase = 10000
+		}
+		if rs := o.RopeScaling; rs != nil && rs.Type != "linear" {
+			return fmt.Errorf("modelgen: gemma3 takes linear rope scaling, not %q", rs.Type)
+		}
+		if o.NumExperts != 0 || o.ExpertsMXFP4 || o.Yarn != nil {
+			return errors.New("modelgen: gemma3 has no experts and no yarn")
+		}
+		return nil
+	}
+	if o.NumExperts <= 0 || o.TopK <= 0 || o.TopK > o.NumExperts {
+		return fmt.Errorf("modelgen: gpt_oss needs 0 < TopK <= NumExperts, got %d of %d", o.TopK, o.NumExperts)
+	}
+	if o.RopeScaling != nil {
+		return errors.New("modelgen: gpt_oss takes Yarn, not RopeScaling")
+	}
+	if o.SinkStd == 0 {
+		o.SinkStd = 2
+	}
+	if o.SwiGLULimit == 0 {
+		o.SwiGLULimit = 7
+	}
+	if o.ExpertScale == 0 {
+		o.ExpertScale = 6
+	}
+	if o.TieWordEmbeddings {
+		return errors.New("modelgen: gpt_oss has an untied head")
+	}
+	if o.Layout == LayoutHF && o.Quantization != nil {
+		return errors.New("modelgen: the Hugging Face gpt_oss layout has no MLX quantization (use LayoutMLX, or ExpertsMXFP4 for openai's mxfp4 experts)")
+	}
+	if o.ExpertsMXFP4 && (o.HiddenSize%32 != 0 || o.IntermediateSize%32 != 0) {
+		return errors.New("modelgen: mxfp4 experts need HiddenSize and IntermediateSize multiples of 32")
+	}
+	if o.HiddenSize == 2*o.IntermediateSize || o.HiddenSize == o.IntermediateSize {
+		// The loader tells transformers' [E, in, out] expert tensors from [E, out, in] by their shape.
+		return errors.New("modelgen: gpt_oss needs HiddenSize ≠ IntermediateSize and ≠ 2·IntermediateSize")
 	}
 	return nil
 }
