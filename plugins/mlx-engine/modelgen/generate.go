@@ -242,6 +242,9 @@ func (g *generator) quantizationJSON() obj {
 	switch {
 	case q != nil:
 		qc = obj{{"group_size", q.GroupSize}, {"bits", q.Bits}}
+		if q.Mode != "" && q.Mode != model.ModeAffine {
+			qc = append(qc, kv{"mode", q.Mode})
+		}
 	case len(g.overrides) > 0:
 		// Only some modules are quantized (mxfp4 experts): what mlx-lm writes for openai's quant_method mxfp4.
 		qc = obj{{"group_size", 32}, {"bits", 4}, {"mode", model.ModeMXFP4}}

@@ -133,10 +133,12 @@ func TinyFamily(f model.Family) Options {
 	return o
 }
 
-// Quantization asks for MLX affine quantization of every linear layer and the embeddings.
+// Quantization asks for MLX quantization of every linear layer and the embeddings.
 type Quantization struct {
 	Bits      int
 	GroupSize int
+	// Mode is model.ModeAffine (the default) or model.ModeMXFP4 (4 bits in groups of 32, e8m0 scales).
+	Mode string
 	// Overrides maps module paths ("model.layers.0.mlp.down_proj", "lm_head") to their own parameters, or to
 	// nil to leave that module in floating point; written to config.json as mlx-lm does.
 	Overrides map[string]*model.QuantParams
@@ -270,6 +272,13 @@ func (o *Options) normalize() error {
 	}
 	if q := o.Quantization; q != nil {
 		check := func(what string, p model.QuantParams) error {
+			if p.Mode == model.ModeMXFP4 {
+				if p.Bits != 4 || p.GroupSize != 32 {
+					return fmt.Errorf("modelgen: %s: mxfp4 is 4 bits in groups of 32", what)
+				}
+			} else if p.Mode != "" && p.Mode != model.ModeAffine {
+				return fmt.Errorf("modelgen: %s: unknown quantization mode %q", what, p.Mode)
+			}
 			if p.Bits != 2 && p.Bits != 4 && p.Bits != 8 {
 				return fmt.Errorf("modelgen: %s: %d-bit quantization is not supported (2, 4, 8)", what, p.Bits)
 			}
@@ -283,7 +292,7 @@ func (o *Options) normalize() error {
 			}
 			return nil
 		}
-		if err := check("quantization", model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits}); err != nil {
+		if err := check("quantization", model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}); err != nil {
 			return err
 		}
 		for k, p := range q.Overrides {

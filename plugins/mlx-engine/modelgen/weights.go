@@ -333,7 +333,11 @@ func (g *generator) quantFor(m matrix) (model.QuantParams, bool) {
 	if q == nil {
 		return model.QuantParams{}, false
 	}
-	return model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits, Mode: model.ModeAffine}, true
+	mode := q.Mode
+	if mode == "" {
+		mode = model.ModeAffine
+	}
+	return model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits, Mode: mode}, true
 }
 
 // floatType is the safetensors dtype of the model's float tensors.
