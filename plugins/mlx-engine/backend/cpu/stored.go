@@ -15,7 +15,8 @@ import (
 // on every kernel path (the vector ones in simd.go). They keep the contract of the
 // float32 kernels (one accumulator per output, summed in index order) and widen to the bits Row writes:
 // 16-bit values exactly, quantized ones with model.Affine, which model.Dequantize uses too (a table of the
-// group's values for 4 bits, one value at a time for 8 bits). So a stored model gives the logits of the
+// group's values for 4 bits, one value at a time for 8 bits), mxfp4 ones with model.MXFP4, an exact product of
+// the code's e2m1 value and the group's e8m0 scale. So a stored model gives the logits of the
 // expanded one bit for bit, batched or not.
 
 // storedKind says which decode kernel a stored matrix has.
@@ -27,7 +28,6 @@ const (
 	storedF16
 	storedQ4
 	storedQ8
-	// storedMXFP4 has a Go decode kernel only: the vector paths expand its rows by tiles (vecOK).
 	storedMXFP4
 )
 
@@ -95,9 +95,8 @@ func (s *storedMatrix) vecOK(k kernelPath, in int) bool {
 		return false
 	}
 	if v := k.simd(in); v != nil {
-		// The vector kernels take a register of weights at a time, within one quantization group. mxfp4 has
-		// none yet, and the Go kernel sums in another order than the vector float32 kernels.
-		return s.kind != storedMXFP4 && s.group%v.lanes == 0
+		// The vector kernels take a register of weights at a time, within one quantization group.
+		return s.group%v.lanes == 0
 	}
 	return true // the Go kernels; also a vector path's for rows that are not a multiple of its lanes long
 }
