@@ -309,7 +309,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 	})
 	quant := ""
 	if q := m.Config.Quantization; q != nil {
-		quant = fmt.Sprintf("affine-%dbit-g%d", q.Bits, q.GroupSize)
+		quant = fmt.Sprintf("%s-%dbit-g%d", q.Mode, q.Bits, q.GroupSize)
 	}
 	in.desc = engine.Description{
 		Architecture:     string(m.Config.Family),

@@ -1,15 +1,12 @@
 package model
 
 import (
-	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files of testdata/")
 
 // describeArch renders a as text, one line per run of identical layers, for golden files a reader can check
 // against the config.json beside them.
@@ -67,9 +64,9 @@ func describeLayer(l *LayerSpec) string {
 		f.Act, m.Experts, m.TopK, m.Intermediate, order, m.NormTopK, m.RouterBias, m.ExpertBias, m.SharedIntermediate, m.SharedGate)
 }
 
-// TestArchGolden: the published configs of the mixture-of-experts families map onto the blocks recorded in
-// testdata/*.arch (go test -run TestArchGolden -update rewrites them; check the diff against the config).
-func TestArchGolden(t *testing.T) {
+// TestMoEArchGolden: the published configs of the mixture-of-experts families map onto the blocks recorded in
+// testdata/*.arch (go test -run TestMoEArchGolden -update rewrites them; check the diff against the config).
+func TestMoEArchGolden(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{"qwen3-30b-a3b.json", "qwen1.5-moe-a2.7b.json", "mixtral-8x7b-v0.1.json", "qwen3-0.6b-mixed.json"} {
 		t.Run(name, func(t *testing.T) {

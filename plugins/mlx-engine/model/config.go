@@ -24,10 +24,27 @@ const (
 	Qwen3MoE Family = "qwen3_moe"
 	Qwen2MoE Family = "qwen2_moe"
 	Mixtral  Family = "mixtral"
+	// Gemma3Text is gemma-3-1b and the text-only saves of the larger Gemma 3 models.
+	Gemma3Text Family = "gemma3_text"
+	// Gemma3 is a multimodal Gemma 3 checkpoint, of which duet serves the text part.
+	Gemma3 Family = "gemma3"
+	// GptOSS is OpenAI's gpt-oss (20b, 120b).
+	GptOSS Family = "gpt_oss"
 )
 
-// Families lists the supported families (familyDefs).
+// Families lists the supported families (familyDefs): those the backends run.
 var Families = func() []Family {
+	var fs []Family
+	for _, d := range familyDefs {
+		if !d.pending {
+			fs = append(fs, d.name)
+		}
+	}
+	return fs
+}()
+
+// AllFamilies lists every family whose config and weights Load reads: Families and those no backend runs yet.
+var AllFamilies = func() []Family {
 	var fs []Family
 	for _, d := range familyDefs {
 		fs = append(fs, d.name)
@@ -68,6 +85,9 @@ type Config struct {
 	// Arch is the computation as blocks; the global fields above describe the first layer of models whose
 	// layers differ.
 	Arch Arch
+	// embedScaleSqrtHidden: Arch.EmbedScale is sqrt(HiddenSize) rounded to the compute dtype, which Load learns
+	// from the weights (ParseConfig rounds to torch_dtype).
+	embedScaleSqrtHidden bool
 }
 
 // RopeScaling is a supported rope_scaling entry (type "llama3").
@@ -126,6 +146,10 @@ type rawConfig struct {
 	DecoderSparseStep            *int  `json:"decoder_sparse_step"`
 	MLPOnlyLayers                []int `json:"mlp_only_layers"`
 	SharedExpertIntermediateSize *int  `json:"shared_expert_intermediate_size"`
+	// raw is the whole file, for the keys only one family reads.
+	raw []byte
+	// ext holds what a family's prepare read for its spec.
+	ext any
 }
 
 // maxDim bounds every size in config.json so that a hostile file cannot make a backend allocate absurdly.
@@ -163,6 +187,7 @@ func ParseConfig(b []byte) (*Config, error) {
 	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("not a valid config: %w", err)
 	}
+	r.raw = b
 	fam, err := family(&r)
 	if err != nil {
 		return nil, err
@@ -317,7 +342,7 @@ func ParseConfig(b []byte) (*Config, error) {
 func family(r *rawConfig) (Family, error) {
 	supported := fmt.Sprintf("supported: %v", Families)
 	if r.ModelType != "" {
-		for _, f := range Families {
+		for _, f := range AllFamilies {
 			if Family(r.ModelType) == f {
 				return f, nil
 			}

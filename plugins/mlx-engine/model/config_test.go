@@ -49,11 +49,11 @@ func TestParseRealConfigs(t *testing.T) {
 		p                QuantParams
 		quantized, given bool
 	}{
-		{"model.embed_tokens", QuantParams{32, 8}, true, true},
-		{"model.layers.0.mlp.down_proj", QuantParams{64, 8}, true, true},
+		{"model.embed_tokens", QuantParams{32, 8, ModeAffine}, true, true},
+		{"model.layers.0.mlp.down_proj", QuantParams{64, 8, ModeAffine}, true, true},
 		{"lm_head", QuantParams{}, false, true},
-		{"model.layers.1.self_attn.q_proj", QuantParams{64, 4}, true, true},
-		{"model.layers.5.mlp.up_proj", QuantParams{64, 4}, true, false},
+		{"model.layers.1.self_attn.q_proj", QuantParams{64, 4, ModeAffine}, true, true},
+		{"model.layers.5.mlp.up_proj", QuantParams{64, 4, ModeAffine}, true, false},
 	} {
 		p, ok, given := q.For(tc.path)
 		if p != tc.p || ok != tc.quantized || given != tc.given {
@@ -122,7 +122,9 @@ func TestParseConfigErrors(t *testing.T) {
 		{"negative eos", `{"model_type": "llama", "eos_token_id": [1, -2], ` + base + `}`, "negative token id"},
 		{"3-bit", `{"model_type": "llama", "quantization": {"group_size": 64, "bits": 3}, ` + base + `}`, "3-bit quantization is not supported"},
 		{"group 16", `{"model_type": "llama", "quantization": {"group_size": 16, "bits": 4}, ` + base + `}`, "group_size 16"},
-		{"mxfp4", `{"model_type": "llama", "quantization": {"group_size": 32, "bits": 4, "mode": "mxfp4"}, ` + base + `}`, `mode "mxfp4"`},
+		{"nvfp4", `{"model_type": "llama", "quantization": {"group_size": 16, "bits": 4, "mode": "nvfp4"}, ` + base + `}`, `mode "nvfp4"`},
+		{"mxfp4 group 64", `{"model_type": "llama", "quantization": {"group_size": 64, "bits": 4, "mode": "mxfp4"}, ` + base + `}`, `mxfp4 quantization has 4 bits in groups of 32`},
+		{"mxfp4 override 8-bit", `{"model_type": "llama", "quantization": {"group_size": 64, "bits": 4, "lm_head": {"bits": 8, "mode": "mxfp4"}}, ` + base + `}`, `"lm_head": mxfp4`},
 		{"gptq", `{"model_type": "llama", "quantization_config": {"quant_method": "gptq", "bits": 4}, ` + base + `}`, `method "gptq"`},
 		{"bad override", `{"model_type": "llama", "quantization": {"group_size": 64, "bits": 4, "lm_head": {"bits": 8}}, ` + base + `}`, "needs group_size and bits"},
 		{"override bits", `{"model_type": "llama", "quantization": {"group_size": 64, "bits": 4, "lm_head": {"bits": 5, "group_size": 64}}, ` + base + `}`, `"lm_head": 5-bit`},

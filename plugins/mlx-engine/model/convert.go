@@ -41,6 +41,11 @@ func (l *Linear) Row(r int, dst []float32) {
 	}
 	q := l.Quant
 	groups := l.In / q.GroupSize
+	if q.Mode == ModeMXFP4 {
+		rowBytes := l.In / 2
+		DequantizeMXFP4(dst, l.Weight.Data[r*rowBytes:(r+1)*rowBytes], q.Scales.Data[r*groups:(r+1)*groups])
+		return
+	}
 	ssz := q.Scales.DType.Size()
 	sd, _ := floatDType(q.Scales)
 	var scales, biases [1024]float32 // groups per row: In <= 2^24, group >= 32 → chunk the groups
@@ -174,4 +179,72 @@ func Quantize(src []float32, bits, groupSize int, round func(float32) float32) (
 		}
 	}
 	return packed, scales, biases
+}
+
+// FP4 are the values of the fp4 (e2m1) codes: bit 3 is the sign, bits 0-2 index {0, 0.5, 1, 1.5, 2, 3, 4, 6}.
+var FP4 = [16]float32{0, 0.5, 1, 1.5, 2, 3, 4, 6, float32(math.Copysign(0, -1)), -0.5, -1, -1.5, -2, -3, -4, -6}
+
+// E8M0 is the value of an e8m0 scale byte, 2^(s-127) (a float32 subnormal for s = 0); 255 is NaN.
+func E8M0(s byte) float32 {
+	if s == 255 {
+		return float32(math.NaN())
+	}
+	return float32(math.Ldexp(1, int(s)-127))
+}
+
+// MXFP4 is the value of an mxfp4 weight: the code's fp4 value times its group's scale (E8M0). The product is
+// exact in float32 (a value of at most 3 significant bits times a power of two) until it overflows to ±Inf for
+// scales of 2^126 and up, which real weights never use; every path that computes a weight uses this function.
+func MXFP4(code byte, scale float32) float32 { return FP4[code&15] * scale }
+
+// DequantizeMXFP4 expands MLX mxfp4 values: packed holds 4-bit codes, two per byte with the first in the low
+// nibble (the bytes of MLX's little-endian uint32 words and of openai's "_blocks" alike), in groups of 32 that
+// share one e8m0 scale byte.
+func DequantizeMXFP4(dst []float32, packed, scales []byte) {
+	if len(dst) != 32*len(scales) || 2*len(packed) != len(dst) {
+		panic("model: DequantizeMXFP4: inconsistent sizes")
+	}
+	for g, sb := range scales {
+		s := E8M0(sb)
+		out := dst[32*g : 32*g+32 : 32*g+32]
+		in := packed[16*g : 16*g+16 : 16*g+16]
+		for j, b := range in {
+			out[2*j] = MXFP4(b, s)
+			out[2*j+1] = MXFP4(b>>4, s)
+		}
+	}
+}
+
+// QuantizeMXFP4 produces the format DequantizeMXFP4 reads: per group of 32, the smallest power-of-two scale
+// that brings the largest magnitude within fp4's 6, and each value rounded to the nearest fp4 value (ties to
+// the smaller magnitude).
+func QuantizeMXFP4(src []float32) (packed, scales []byte) {
+	if len(src)%32 != 0 {
+		panic("model: QuantizeMXFP4: size is not a multiple of 32")
+	}
+	packed, scales = make([]byte, len(src)/2), make([]byte, len(src)/32)
+	for g := range scales {
+		x := src[32*g : 32*g+32]
+		var amax float64
+		for _, v := range x {
+			amax = max(amax, math.Abs(float64(v)))
+		}
+		e := -127
+		if amax > 0 {
+			e = max(-127, min(127, int(math.Ceil(math.Log2(amax/6)))))
+		}
+		scales[g] = byte(e + 127)
+		s := float64(E8M0(scales[g]))
+		for i, v := range x {
+			t := float64(v) / s
+			best, bestErr := byte(0), math.Inf(1)
+			for c := byte(0); c < 16; c++ {
+				if d := math.Abs(float64(FP4[c]) - t); d < bestErr {
+					best, bestErr = c, d
+				}
+			}
+			packed[16*g+i/2] |= best << (4 * uint(i%2))
+		}
+	}
+	return packed, scales
 }

@@ -21,6 +21,15 @@ type familyDef struct {
 	spec func(r *rawConfig, c *Config) error
 	// prefix is the module path that holds embed_tokens, layers and norm ("model.").
 	prefix string
+	// prefixes, when set, replace prefix with candidates for checkpoints saved in several layouts (a multimodal
+	// model's text part): the first whose embed_tokens.weight exists is the prefix.
+	prefixes []string
+	// ignore names tensors that the family leaves unbound on purpose (a multimodal model's vision tower), so
+	// that they are not reported as unexpected. Optional.
+	ignore func(name string) bool
+	// pending families parse and bind but no backend runs them yet: they are left out of Families (what tests
+	// run and what the load error calls supported) and listed in AllFamilies.
+	pending bool
 	// layer binds one layer's weights, whose module path is p ("model.layers.3."). Optional: denseLayer.
 	layer func(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error
 }
@@ -34,6 +43,12 @@ var familyDefs = []familyDef{
 	{name: Qwen3MoE, architectures: []string{"Qwen3MoeForCausalLM"}, spec: qwenMoESpec, layer: qwenMoELayer},
 	{name: Qwen2MoE, architectures: []string{"Qwen2MoeForCausalLM"}, spec: qwenMoESpec, layer: qwenMoELayer},
 	{name: Mixtral, architectures: []string{"MixtralForCausalLM"}, spec: mixtralSpec, layer: mixtralLayer},
+	{name: Gemma3Text, architectures: []string{"Gemma3ForCausalLM"}, prepare: gemma3Prepare, spec: gemma3Spec,
+		layer: gemma3Layer, pending: true},
+	{name: Gemma3, architectures: []string{"Gemma3ForConditionalGeneration"}, prepare: gemma3Prepare, spec: gemma3Spec,
+		prefixes: gemma3Prefixes, ignore: gemma3Ignore, layer: gemma3Layer, pending: true},
+	{name: GptOSS, architectures: []string{"GptOssForCausalLM"}, prepare: gptossPrepare, spec: gptossSpec,
+		layer: gptossLayer, pending: true},
 }
 
 func lookupFamily(f Family) *familyDef {
@@ -45,7 +60,12 @@ func lookupFamily(f Family) *familyDef {
 	return nil
 }
 
-func (d *familyDef) modulePrefix() string {
+func (d *familyDef) modulePrefix(tensors map[string]*safetensors.Tensor) string {
+	for _, p := range d.prefixes {
+		if _, ok := tensors[p+"embed_tokens.weight"]; ok {
+			return p
+		}
+	}
 	if d.prefix == "" {
 		return "model."
 	}

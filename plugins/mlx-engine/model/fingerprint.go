@@ -41,12 +41,13 @@ func (m *Model) computeFingerprint() string {
 		Eps, Theta                            float64
 		Scaling                               *RopeScaling
 		Tied, QKVBias, OBias, MLPBias, QKNorm bool
-		Quant                                 *Quantization
+		Quant                                 *fpQuant
 		DType                                 string
 		MoE                                   []*MoESpec `json:",omitempty"` // dense models: absent, as before
+		Blocks                                *Arch      `json:",omitempty"` // beyond the Llama blocks only
 	}{1, string(c.Family), c.HiddenSize, c.IntermediateSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.HeadDim,
 		c.VocabSize, c.RMSNormEps, c.RopeTheta, c.RopeScaling, c.TieWordEmbeddings, c.AttentionBias, c.OutputBias,
-		c.MLPBias, c.QKNorm, c.Quantization, string(m.DType), c.moeLayers()}
+		c.MLPBias, c.QKNorm, fingerprintQuant(c.Quantization), string(m.DType), c.moeLayers(), blocks(c)}
 	h := sha256.New()
 	a, _ := json.Marshal(arch) // struct field order and sorted map keys make this canonical
 	h.Write(a)
@@ -76,6 +77,44 @@ func (m *Model) computeFingerprint() string {
 		sampleBytes(h.Write, t.Data)
 	}
 	return "fp1:" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// fpParams and fpQuant keep the JSON that fingerprints hashed before quantization had modes: an affine
+// module reads {"group_size", "bits"} as it did, so the fingerprints of existing models do not change.
+type fpParams struct {
+	GroupSize int    `json:"group_size"`
+	Bits      int    `json:"bits"`
+	Mode      string `json:"mode,omitempty"` // only when not affine
+}
+
+type fpQuant struct {
+	fpParams
+	Mode      string
+	Overrides map[string]*fpParams
+}
+
+func fingerprintQuant(q *Quantization) *fpQuant {
+	if q == nil {
+		return nil
+	}
+	conv := func(p QuantParams) fpParams {
+		f := fpParams{GroupSize: p.GroupSize, Bits: p.Bits}
+		if p.Mode != ModeAffine {
+			f.Mode = p.Mode
+		}
+		return f
+	}
+	out := &fpQuant{fpParams: conv(q.QuantParams), Mode: q.Mode, Overrides: map[string]*fpParams{}}
+	out.fpParams.Mode = "" // the top level's mode is Mode, as before
+	for k, p := range q.Overrides {
+		if p == nil {
+			out.Overrides[k] = nil
+			continue
+		}
+		f := conv(*p)
+		out.Overrides[k] = &f
+	}
+	return out
 }
 
 // KVCompat names what two models must share for one's KV cache to stand in for the other's: the architecture
@@ -130,4 +169,13 @@ func (c *Config) moeLayers() []*MoESpec {
 		return nil
 	}
 	return out
+}
+
+// blocks is the whole arch of a model that uses blocks beyond the Llama layer, whose global config fields do not
+// determine its computation; nil for the Llama-shaped families, whose fingerprints stay as they were.
+func blocks(c *Config) *Arch {
+	if c.Arch.Dense() {
+		return nil
+	}
+	return &c.Arch
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -101,7 +102,8 @@ type Linear struct {
 }
 
 // Quant holds the quantization of a Linear: per row, In/GroupSize groups, each with a scale and a bias
-// (both [Out, In/GroupSize], in the model's float dtype).
+// (both [Out, In/GroupSize], in the model's float dtype). An mxfp4 Linear has U8 e8m0 scales and no biases
+// (Biases is nil).
 type Quant struct {
 	QuantParams
 	Scales, Biases *safetensors.Tensor
@@ -281,7 +283,10 @@ func (l *Linear) tensors() []*safetensors.Tensor {
 		ts = append(ts, l.Bias)
 	}
 	if l.Quant != nil {
-		ts = append(ts, l.Quant.Scales, l.Quant.Biases)
+		ts = append(ts, l.Quant.Scales)
+		if l.Quant.Biases != nil {
+			ts = append(ts, l.Quant.Biases)
+		}
 	}
 	return ts
 }
@@ -384,17 +389,28 @@ func (m *Model) bind() error {
 	c := &m.Config
 	var err error
 	def := lookupFamily(c.Family)
-	pre := def.modulePrefix()
+	pre := def.modulePrefix(b.tensors)
 	if m.Embed, err = b.linear(pre+"embed_tokens", c.VocabSize, c.HiddenSize, false); err != nil {
 		return err
 	}
-	if m.Embed.Quant != nil {
-		m.DType, err = floatDType(m.Embed.Quant.Scales)
-	} else {
+	switch {
+	case m.Embed.Quant == nil:
 		m.DType, err = floatDType(m.Embed.Weight)
+	case m.Embed.Quant.Mode == ModeMXFP4: // scales are exponents; the final norm is in the compute dtype
+		if n, ok := b.tensors[pre+"norm.weight"]; ok {
+			m.DType, err = floatDType(n)
+		} else {
+			err = fmt.Errorf("missing tensor %q", pre+"norm.weight")
+		}
+	default:
+		m.DType, err = floatDType(m.Embed.Quant.Scales)
 	}
 	if err != nil {
 		return err
+	}
+	if c.embedScaleSqrtHidden {
+		// Gemma: torch.tensor(hidden_size**0.5).to(dtype), a float32 rounded to the compute dtype.
+		c.Arch.EmbedScale = float64(m.DType.Round(float32(math.Sqrt(float64(c.HiddenSize)))))
 	}
 	m.Layers = make([]Layer, c.NumLayers)
 	for i := range m.Layers {
@@ -420,7 +436,7 @@ func (m *Model) bind() error {
 	}
 	var extra []string
 	for n := range b.tensors {
-		if !b.used[n] && !strings.HasSuffix(n, ".rotary_emb.inv_freq") {
+		if !b.used[n] && !strings.HasSuffix(n, ".rotary_emb.inv_freq") && (def.ignore == nil || !def.ignore(n)) {
 			extra = append(extra, n)
 		}
 	}
@@ -545,6 +561,12 @@ func (b *binder) linear(path string, out, in int, bias bool) (*Linear, error) {
 	if l.Weight.DType != safetensors.U32 {
 		return nil, fmt.Errorf("tensor %q is %s, but quantized weights are packed into U32", l.Weight.Name, l.Weight.DType)
 	}
+	if params.Mode == ModeMXFP4 {
+		if l.Quant, err = b.mxfp4(path, l.Weight, nil, out, in); err != nil {
+			return nil, err
+		}
+		return l, nil
+	}
 	if in%params.GroupSize != 0 || in*params.Bits%32 != 0 {
 		return nil, fmt.Errorf("module %q: input size %d does not divide into groups of %d / words of %d-bit values", path, in, params.GroupSize, params.Bits)
 	}
@@ -573,6 +595,42 @@ func (b *binder) linear(path string, out, in int, bias bool) (*Linear, error) {
 	}
 	l.Quant = q
 	return l, nil
+}
+
+// mxfp4 checks an mxfp4 module: U32 weights [lead..., out, in/8] and U8 scales [lead..., out, in/32] (lead
+// is the experts' dimension of a stacked module), 4-bit values in groups of 32, and no affine biases.
+func (b *binder) mxfp4(path string, w *safetensors.Tensor, lead []int, out, in int) (*Quant, error) {
+	if in%32 != 0 {
+		return nil, fmt.Errorf("module %q: mxfp4 input size %d is not a multiple of 32", path, in)
+	}
+	want := append(append([]int(nil), lead...), out, in/8)
+	if !sameShape(w.Shape, want) {
+		return nil, fmt.Errorf("tensor %q has shape %v, want %v (mxfp4 packed)", w.Name, w.Shape, want)
+	}
+	sc, err := b.get(path + ".scales")
+	if err != nil {
+		return nil, fmt.Errorf("%w (module %q is quantized)", err, path)
+	}
+	want = append(append([]int(nil), lead...), out, in/32)
+	if sc.DType != safetensors.U8 || !sameShape(sc.Shape, want) {
+		return nil, fmt.Errorf("tensor %q is %s %v, want U8 %v (mxfp4 e8m0 scales)", sc.Name, sc.DType, sc.Shape, want)
+	}
+	if _, ok := b.tensors[path+".biases"]; ok {
+		return nil, fmt.Errorf("module %q is mxfp4, which has no biases, but %q exists", path, path+".biases")
+	}
+	return &Quant{QuantParams: QuantParams{GroupSize: 32, Bits: 4, Mode: ModeMXFP4}, Scales: sc}, nil
+}
+
+func sameShape(a, b []int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // floatDType maps a floating-point tensor's dtype to the engine's names, rejecting everything else.

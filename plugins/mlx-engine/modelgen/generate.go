@@ -12,6 +12,9 @@ import (
 type generator struct {
 	o   Options
 	tok *tokenizer
+	// overrides are the per-module quantization entries: Quantization.Overrides and the family's own (mlx-lm's
+	// 8-bit router of gpt-oss, mxfp4 experts).
+	overrides map[string]*model.QuantParams
 }
 
 // Generate writes a model described by o into dir (created if needed), in the Hugging Face / mlx-community
@@ -31,6 +34,7 @@ func Generate(dir string, o Options) error {
 		o.VocabSize = tok.size()
 	}
 	g := &generator{o: o, tok: tok}
+	g.setOverrides()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("modelgen: %w", err)
 	}
@@ -138,9 +142,16 @@ var architectures = map[model.Family]string{
 	model.Qwen3MoE: "Qwen3MoeForCausalLM",
 	model.Qwen2MoE: "Qwen2MoeForCausalLM",
 	model.Mixtral:  "MixtralForCausalLM",
+	// gemma3 and gpt_oss: see families.go.
 }
 
 func (g *generator) configJSON() ([]byte, error) {
+	switch g.o.Family {
+	case model.Gemma3, model.Gemma3Text:
+		return g.gemma3ConfigJSON()
+	case model.GptOSS:
+		return g.gptossConfigJSON()
+	}
 	o := &g.o
 	base := baseFamily(o.Family)
 	eos := any(g.tok.eosIDs)
@@ -192,17 +203,7 @@ func (g *generator) configJSON() ([]byte, error) {
 	if o.moe() {
 		c = append(c, kv{"output_router_logits", false})
 	}
-	if q := o.Quantization; q != nil {
-		qc := obj{{"group_size", q.GroupSize}, {"bits", q.Bits}}
-		for _, m := range g.weights() {
-			if p, ok := q.Overrides[m.module]; ok && m.linear {
-				if p == nil {
-					qc = append(qc, kv{m.module, false})
-				} else {
-					qc = append(qc, kv{m.module, obj{{"group_size", p.GroupSize}, {"bits", p.Bits}}})
-				}
-			}
-		}
+	if qc := g.quantizationJSON(); qc != nil {
 		c = append(c, kv{"quantization", qc}, kv{"quantization_config", qc})
 	}
 	c = append(c, kv{"rms_norm_eps", 1e-5})
@@ -242,4 +243,55 @@ func (g *generator) generationConfigJSON() ([]byte, error) {
 	}
 	c = append(c, kv{"eos_token_id", g.tok.eosIDs})
 	return indentJSON(c)
+}
+
+// setOverrides collects the per-module quantization entries (Quantization.Overrides, with affine as the mode
+// of entries that name none, and the family's own).
+func (g *generator) setOverrides() {
+	g.overrides = map[string]*model.QuantParams{}
+	if q := g.o.Quantization; q != nil {
+		for k, p := range q.Overrides {
+			if p != nil {
+				c := *p
+				if c.Mode == "" {
+					c.Mode = model.ModeAffine
+				}
+				p = &c
+			}
+			g.overrides[k] = p
+		}
+	}
+	g.familyOverrides()
+}
+
+// quantizationJSON is config.json's quantization entry as mlx-lm writes it, or nil: the defaults, then an
+// entry per module with its own parameters, in model order.
+func (g *generator) quantizationJSON() obj {
+	q := g.o.Quantization
+	var qc obj
+	switch {
+	case q != nil:
+		qc = obj{{"group_size", q.GroupSize}, {"bits", q.Bits}}
+		if q.Mode != "" && q.Mode != model.ModeAffine {
+			qc = append(qc, kv{"mode", q.Mode})
+		}
+	case len(g.overrides) > 0:
+		// Only some modules are quantized (mxfp4 experts): what mlx-lm writes for openai's quant_method mxfp4.
+		qc = obj{{"group_size", 32}, {"bits", 4}, {"mode", model.ModeMXFP4}}
+	default:
+		return nil
+	}
+	for _, m := range g.weights() {
+		if p, ok := g.overrides[m.module]; ok && m.linear {
+			switch {
+			case p == nil:
+				qc = append(qc, kv{m.module, false})
+			case p.Mode == model.ModeAffine:
+				qc = append(qc, kv{m.module, obj{{"group_size", p.GroupSize}, {"bits", p.Bits}}})
+			default:
+				qc = append(qc, kv{m.module, obj{{"group_size", p.GroupSize}, {"bits", p.Bits}, {"mode", p.Mode}}})
+			}
+		}
+	}
+	return qc
 }

@@ -56,6 +56,16 @@ func TestGenerateIsDeterministic(t *testing.T) {
 			return o
 		}(), []string{"config.json", "generation_config.json", "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors",
 			"model.safetensors.index.json", "tokenizer.json", "tokenizer_config.json"}},
+		{"gpt_oss openai mxfp4", func() modelgen.Options {
+			o := modelgen.TinyFamily(model.GptOSS)
+			o.ExpertsMXFP4 = true
+			return o
+		}(), []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}},
+		{"gemma3 mlx q4", func() modelgen.Options {
+			o := modelgen.TinyFamily(model.Gemma3)
+			o.Layout, o.Quantization = modelgen.LayoutMLX, &modelgen.Quantization{Bits: 4, GroupSize: 32}
+			return o
+		}(), []string{"config.json", "generation_config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -254,6 +264,35 @@ func TestMoELayouts(t *testing.T) {
 					t.Errorf("%d tensors per expert, %d stacked: the layouts hold different modules", len(hf), len(mlx))
 				}
 			})
+		}
+	}
+}
+
+// TestFamilyOptionsRefused: options that no checkpoint of the family has are refused by name.
+func TestFamilyOptionsRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		mod  func(o *modelgen.Options)
+		want string
+	}{
+		{"llama window", func(o *modelgen.Options) { *o = modelgen.Tiny(); o.SlidingWindow = 8 }, "windows and yarn of gemma3 and gpt_oss"},
+		{"hf gpt_oss quantized", func(o *modelgen.Options) { o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32} }, "has no MLX quantization"},
+		{"gpt_oss 2I = H", func(o *modelgen.Options) { o.IntermediateSize = 32 }, "HiddenSize ≠ IntermediateSize"},
+		{"gpt_oss top-k", func(o *modelgen.Options) { o.TopK = 9 }, "TopK <= NumExperts"},
+		{"gpt_oss tied", func(o *modelgen.Options) { o.TieWordEmbeddings = true }, "untied head"},
+		{"gemma3 experts", func(o *modelgen.Options) { *o = modelgen.TinyFamily(model.Gemma3Text); o.NumExperts = 4 }, "no experts"},
+		{"gemma3 llama3 rope", func(o *modelgen.Options) {
+			*o = modelgen.TinyFamily(model.Gemma3)
+			o.RopeScaling = &model.RopeScaling{Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 64}
+		}, "linear rope scaling"},
+		{"layer types", func(o *modelgen.Options) { o.LayerTypes = o.LayerTypes[:2] }, "2 LayerTypes for 4 layers"},
+		{"layout", func(o *modelgen.Options) { o.Layout = "gguf" }, `unknown layout "gguf"`},
+	} {
+		o := modelgen.TinyFamily(model.GptOSS)
+		tc.mod(&o)
+		if err := modelgen.Generate(t.TempDir(), o); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err %v, want %q", tc.name, err, tc.want)
 		}
 	}
 }

@@ -53,29 +53,55 @@ type Options struct {
 	// the tiny defaults of normalize: 4 experts, 2 per token, MoEIntermediate of IntermediateSize/2, and for
 	// qwen2_moe a shared expert of that size in every second layer (decoder_sparse_step 2), for qwen3_moe a
 	// dense layer 1 (mlp_only_layers). Mixtral's experts are its intermediate_size, so MoEIntermediate is
-	// written there.
+	// written there. gpt_oss uses NumExperts and TopK with IntermediateSize as each expert's size.
 	NumExperts, TopK, MoEIntermediate int
 	SharedIntermediate                int
 	NormTopK                          bool
 	SparseStep                        int   // decoder_sparse_step (qwen*_moe)
 	MLPOnlyLayers                     []int // mlp_only_layers (qwen*_moe); nil takes the default, empty none
-	// RouterTies makes the router rows of experts 0 and 1 identical, so every token ties them exactly and the
-	// tie rule (the lower index first) decides whenever the top k ends between them.
+	// RouterTies makes the router rows (and biases) of experts 0 and 1 identical, so every token ties them
+	// exactly and the tie rule (the lower index first) decides whenever the top k ends between them.
 	RouterTies bool
-	// Layout is how experts are stored: LayoutHF (one module per expert, the Hugging Face names) or
-	// LayoutMLX (mlx-lm's sanitize: switch_mlp stacks of [E, Out, In]). The values of a seed are the same.
-	Layout Layout
 	// Bigram shapes the output layer of untied models so that the model continues text like the training
 	// corpus does (token bigram statistics); otherwise it is random. Default: on for Embedded.
 	Bigram bool
+
+	// Layout picks the tensor names of families whose Hugging Face and mlx-community checkpoints differ:
+	// experts one module each (LayoutHF, the default) or stacked by mlx-lm's sanitize (LayoutMLX: switch_mlp
+	// [E, Out, In], gpt_oss's split experts), gemma3's prefix. The values of a seed are the same in both.
+	Layout Layout
+	// SlidingWindow is the window of sliding layers (gemma3*, gpt_oss); LayerTypes lists each layer's kind
+	// ("sliding_attention" / "full_attention") explicitly, otherwise gemma3 writes SlidingPattern (a full layer
+	// every SlidingPattern layers) and gpt_oss alternates sliding and full.
+	SlidingWindow  int
+	LayerTypes     []string
+	SlidingPattern int
+	// QueryPreAttnScalar (gemma3) scales attention scores by its inverse square root; default HeadDim.
+	QueryPreAttnScalar float64
+	// RopeLocalBase (gemma3) is the RoPE base of sliding layers; default 10000.
+	RopeLocalBase float64
+	// Yarn is gpt_oss's rope_scaling (RopeScaling carries llama3 and gemma3's linear scaling).
+	Yarn *Yarn
+	// SinkStd is the standard deviation of gpt_oss's attention sink logits (default 2: some heads are
+	// dominated by their sink). SwiGLULimit is its clamp (default 7); ExpertScale is the standard deviation of
+	// the experts' gate and up projections of a unit-RMS input (default 6, so that a good share of them cross
+	// the clamp).
+	SinkStd, SwiGLULimit, ExpertScale float64
+	// ExpertsMXFP4 stores gpt_oss's experts in mxfp4: openai's _blocks/_scales in the HF layout, MLX's packed
+	// weights with mode "mxfp4" entries in the MLX layout (beside Quantization for the other modules, if any).
+	ExpertsMXFP4 bool
 }
 
-// Layout is a checkpoint's naming of expert weights.
+// Layout is a checkpoint naming convention.
 type Layout string
 
 // The layouts.
 const (
-	LayoutHF  Layout = "hf"
+	// LayoutHF is the Hugging Face repository's: openai's gpt-oss experts (or transformers' float save),
+	// gemma3's model.language_model. prefix.
+	LayoutHF Layout = "hf"
+	// LayoutMLX is what mlx-lm / mlx-vlm write (mlx-community): gpt-oss experts split and stacked by
+	// sanitize, gemma3's language_model.model. prefix.
 	LayoutMLX Layout = "mlx"
 )
 
@@ -111,10 +137,50 @@ func (o *Options) sparse(i int) bool {
 	return (i+1)%o.SparseStep == 0
 }
 
-// Quantization asks for MLX affine quantization of every linear layer and the embeddings.
+// Yarn is a yarn rope_scaling entry.
+type Yarn struct {
+	Factor             float64
+	OrigMaxPos         int
+	BetaFast, BetaSlow float64
+	Truncate           bool
+}
+
+// TinyFamily is a tiny model of a family whose blocks differ from Llama's, shaped so that a 64-token prompt
+// crosses every sliding window several times (window 8) and exercises what is easy to get wrong: Gemma's
+// (1+w) norms, embedding scale (√96 is not a bfloat16), query_pre_attn_scalar ≠ head_dim, a RoPE base per
+// layer kind and linear scaling on full layers; gpt-oss's sinks, clamping, yarn with non-integer correction
+// dims and truncate false, and exact router ties. Other families get Tiny.
+func TinyFamily(f model.Family) Options {
+	o := Tiny()
+	o.Family = f
+	switch f {
+	case model.Gemma3Text, model.Gemma3:
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 96, 160, 6, 4, 2, 16
+		o.TieWordEmbeddings = true
+		o.SlidingWindow, o.SlidingPattern = 8, 3
+		o.QueryPreAttnScalar, o.RopeLocalBase, o.RopeTheta = 24, 10000, 1000000
+		o.RopeScaling = &model.RopeScaling{Type: "linear", Factor: 8}
+	case model.GptOSS:
+		// H ≠ I and H ≠ 2I: transformers' float experts are [E, in, out], told apart from [E, out, in] by shape.
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 64, 96, 4, 4, 2, 16
+		o.NumExperts, o.TopK = 8, 2
+		o.SlidingWindow = 8
+		o.LayerTypes = []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}
+		o.RopeTheta = 150000
+		o.MaxPositionEmbeddings = 4096
+		// corr(r) = 16·ln(1024/(2πr))/(2·ln 150000): lo = 1.09, hi = 3.42, so truncating changes the ramp.
+		o.Yarn = &Yarn{Factor: 4, OrigMaxPos: 1024, BetaFast: 32, BetaSlow: 1}
+		o.RouterTies = true
+	}
+	return o
+}
+
+// Quantization asks for MLX quantization of every linear layer and the embeddings.
 type Quantization struct {
 	Bits      int
 	GroupSize int
+	// Mode is model.ModeAffine (the default) or model.ModeMXFP4 (4 bits in groups of 32, e8m0 scales).
+	Mode string
 	// Overrides maps module paths ("model.layers.0.mlp.down_proj", "lm_head") to their own parameters, or to
 	// nil to leave that module in floating point; written to config.json as mlx-lm does.
 	Overrides map[string]*model.QuantParams
@@ -220,11 +286,14 @@ func (o *Options) normalize() error {
 		o.Family = model.Llama
 	}
 	known := false
-	for _, f := range model.Families {
+	for _, f := range model.AllFamilies {
 		known = known || f == o.Family
 	}
 	if !known {
-		return fmt.Errorf("modelgen: unknown family %q (supported: %v)", o.Family, model.Families)
+		return fmt.Errorf("modelgen: unknown family %q (supported: %v)", o.Family, model.AllFamilies)
+	}
+	if err := o.normalizeBlocks(); err != nil {
+		return err
 	}
 	if o.HiddenSize <= 0 || o.IntermediateSize <= 0 || o.NumLayers <= 0 || o.NumHeads <= 0 || o.VocabSize <= 0 {
 		return errors.New("modelgen: HiddenSize, IntermediateSize, NumLayers, NumHeads and VocabSize must be positive")
@@ -248,9 +317,13 @@ func (o *Options) normalize() error {
 		o.MaxPositionEmbeddings = 4096
 	}
 	if o.RopeTheta == 0 {
-		o.RopeTheta = 10000
-		if f := baseFamily(o.Family); f == model.Qwen2 || f == model.Qwen3 || o.Family == model.Mixtral {
+		switch f := baseFamily(o.Family); {
+		case f == model.Qwen2 || f == model.Qwen3 || o.Family == model.Mixtral || o.Family == model.Gemma3 || o.Family == model.Gemma3Text:
 			o.RopeTheta = 1000000
+		case o.Family == model.GptOSS:
+			o.RopeTheta = 150000
+		default:
+			o.RopeTheta = 10000
 		}
 	}
 	if o.DType == "" {
@@ -311,6 +384,13 @@ func (o *Options) normalize() error {
 	}
 	if q := o.Quantization; q != nil {
 		check := func(what string, p model.QuantParams) error {
+			if p.Mode == model.ModeMXFP4 {
+				if p.Bits != 4 || p.GroupSize != 32 {
+					return fmt.Errorf("modelgen: %s: mxfp4 is 4 bits in groups of 32", what)
+				}
+			} else if p.Mode != "" && p.Mode != model.ModeAffine {
+				return fmt.Errorf("modelgen: %s: unknown quantization mode %q", what, p.Mode)
+			}
 			if p.Bits != 2 && p.Bits != 4 && p.Bits != 8 {
 				return fmt.Errorf("modelgen: %s: %d-bit quantization is not supported (2, 4, 8)", what, p.Bits)
 			}
@@ -324,7 +404,7 @@ func (o *Options) normalize() error {
 			}
 			return nil
 		}
-		if err := check("quantization", model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits}); err != nil {
+		if err := check("quantization", model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits, Mode: q.Mode}); err != nil {
 			return err
 		}
 		for k, p := range q.Overrides {
@@ -334,6 +414,77 @@ func (o *Options) normalize() error {
 				}
 			}
 		}
+	}
+	return nil
+}
+
+// normalizeBlocks checks and defaults the options of the families built from more than Llama's blocks.
+func (o *Options) normalizeBlocks() error {
+	if o.Layout == "" {
+		o.Layout = LayoutHF
+	}
+	if o.Layout != LayoutHF && o.Layout != LayoutMLX {
+		return fmt.Errorf("modelgen: unknown layout %q", o.Layout)
+	}
+	gemma, oss := o.Family == model.Gemma3 || o.Family == model.Gemma3Text, o.Family == model.GptOSS
+	if !gemma && !oss {
+		if (o.Layout != LayoutHF || o.NumExperts != 0) && !o.moe() || o.SlidingWindow != 0 || o.LayerTypes != nil || o.ExpertsMXFP4 || o.Yarn != nil {
+			return fmt.Errorf("modelgen: layouts and experts are options of the mixture-of-experts families, gemma3 and gpt_oss; windows and yarn of gemma3 and gpt_oss; not of %s", o.Family)
+		}
+		return nil
+	}
+	if o.SlidingWindow <= 0 {
+		return errors.New("modelgen: SlidingWindow must be positive")
+	}
+	if o.LayerTypes != nil && len(o.LayerTypes) != o.NumLayers {
+		return fmt.Errorf("modelgen: %d LayerTypes for %d layers", len(o.LayerTypes), o.NumLayers)
+	}
+	if gemma {
+		o.TieWordEmbeddings = true // Gemma's head is its embedding
+		if o.SlidingPattern == 0 {
+			o.SlidingPattern = 6
+		}
+		if o.QueryPreAttnScalar == 0 {
+			o.QueryPreAttnScalar = float64(o.HeadDim)
+		}
+		if o.RopeLocalBase == 0 {
+			o.RopeLocalBase = 10000
+		}
+		if rs := o.RopeScaling; rs != nil && rs.Type != "linear" {
+			return fmt.Errorf("modelgen: gemma3 takes linear rope scaling, not %q", rs.Type)
+		}
+		if o.NumExperts != 0 || o.ExpertsMXFP4 || o.Yarn != nil {
+			return errors.New("modelgen: gemma3 has no experts and no yarn")
+		}
+		return nil
+	}
+	if o.NumExperts <= 0 || o.TopK <= 0 || o.TopK > o.NumExperts {
+		return fmt.Errorf("modelgen: gpt_oss needs 0 < TopK <= NumExperts, got %d of %d", o.TopK, o.NumExperts)
+	}
+	if o.RopeScaling != nil {
+		return errors.New("modelgen: gpt_oss takes Yarn, not RopeScaling")
+	}
+	if o.SinkStd == 0 {
+		o.SinkStd = 2
+	}
+	if o.SwiGLULimit == 0 {
+		o.SwiGLULimit = 7
+	}
+	if o.ExpertScale == 0 {
+		o.ExpertScale = 6
+	}
+	if o.TieWordEmbeddings {
+		return errors.New("modelgen: gpt_oss has an untied head")
+	}
+	if o.Layout == LayoutHF && o.Quantization != nil {
+		return errors.New("modelgen: the Hugging Face gpt_oss layout has no MLX quantization (use LayoutMLX, or ExpertsMXFP4 for openai's mxfp4 experts)")
+	}
+	if o.ExpertsMXFP4 && (o.HiddenSize%32 != 0 || o.IntermediateSize%32 != 0) {
+		return errors.New("modelgen: mxfp4 experts need HiddenSize and IntermediateSize multiples of 32")
+	}
+	if o.HiddenSize == 2*o.IntermediateSize || o.HiddenSize == o.IntermediateSize {
+		// The loader tells transformers' [E, in, out] expert tensors from [E, out, in] by their shape.
+		return errors.New("modelgen: gpt_oss needs HiddenSize ≠ IntermediateSize and ≠ 2·IntermediateSize")
 	}
 	return nil
 }

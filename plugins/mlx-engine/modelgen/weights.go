@@ -14,14 +14,25 @@ import (
 type matrix struct {
 	module  string // module path ("model.layers.0.self_attn.q_proj"); vectors use their full tensor name
 	out, in int
-	values  func(dst []float32) // fills out*in (or out) float32 values
+	experts int                 // > 0: a stack of that many [out, in] matrices, one tensor [experts, out, in]
+	values  func(dst []float32) // fills max(experts,1)*out*in (or out) float32 values
 	linear  bool                // quantizable
 	suffix  string              // ".weight", ".bias", or "" for vectors named in full
-	experts int                 // > 0: a stack of this many [out/experts, in] matrices, stored [E, out/E, in]
+	// emit, when set, writes the module's tensors itself: layouts that are not one tensor per matrix
+	// (openai's fused, interleaved gpt-oss experts).
+	emit func(add addFunc) error
 }
+
+type addFunc func(name string, dt safetensors.DType, shape []int, fill func([]byte) error) error
 
 // weights lists every tensor of the model in a fixed order with deterministic contents.
 func (g *generator) weights() []matrix {
+	switch g.o.Family {
+	case model.Gemma3, model.Gemma3Text:
+		return g.gemma3Weights()
+	case model.GptOSS:
+		return g.gptossWeights()
+	}
 	o := &g.o
 	h, qDim, kvDim := o.HiddenSize, o.NumHeads*o.HeadDim, o.NumKVHeads*o.HeadDim
 	inv := func(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
@@ -102,7 +113,7 @@ func (g *generator) moeWeights(p string, resid float32) []matrix {
 		out, in, std := shapes[i][0], shapes[i][1], stds[i]
 		hf := func(x int) string { return fmt.Sprintf("%s%s.%d.%s", moe, each, x, names[i]) }
 		if o.Layout == LayoutMLX {
-			ms = append(ms, matrix{module: moe + "switch_mlp." + stacked, out: e * out, in: in, linear: true, suffix: ".weight",
+			ms = append(ms, matrix{module: moe + "switch_mlp." + stacked, out: out, in: in, linear: true, suffix: ".weight",
 				experts: e, values: func(dst []float32) {
 					for x := range e {
 						g.normal(hf(x)+".weight", std, 0)(dst[x*out*in : (x+1)*out*in])
@@ -293,23 +304,45 @@ func (g *generator) bigramCounts() map[int]map[int]float64 {
 
 // tensorsFor turns one generated matrix into the tensors stored for it: a float tensor in the model dtype,
 // or MLX-packed weights with scales and biases when the module is quantized.
-func (g *generator) tensorsFor(m matrix, add func(name string, dt safetensors.DType, shape []int, fill func([]byte) error) error) error {
+func (g *generator) tensorsFor(m matrix, add addFunc) error {
+	if m.emit != nil {
+		return m.emit(add)
+	}
 	o := &g.o
-	st := map[dtype.DType]safetensors.DType{dtype.Float32: safetensors.F32, dtype.Float16: safetensors.F16, dtype.BFloat16: safetensors.BF16}[o.DType]
-	n := m.out * max(m.in, 1)
-	shape := []int{m.out}
+	st := g.floatType()
+	n := max(m.experts, 1) * m.out * max(m.in, 1)
+	var lead []int
+	if m.experts > 0 {
+		lead = []int{m.experts}
+	}
+	shaped := func(dims ...int) []int { return append(append([]int(nil), lead...), dims...) }
+	shape := shaped(m.out)
 	if m.in > 0 {
-		shape = []int{m.out, m.in}
+		shape = shaped(m.out, m.in)
 	}
-	// stack turns a [rows, cols] shape of a stacked matrix into [E, rows/E, cols].
-	stack := func(s []int) []int {
-		if m.experts == 0 {
-			return s
-		}
-		return []int{m.experts, s[0] / m.experts, s[1]}
-	}
-	shape = stack(shape)
 	params, quantized := g.quantFor(m)
+	if quantized && params.Mode == model.ModeMXFP4 {
+		var memo [][]byte
+		get := func() [][]byte {
+			if memo == nil {
+				v := make([]float32, n)
+				m.values(v)
+				packed, scales := model.QuantizeMXFP4(v)
+				memo = [][]byte{packed, scales}
+			}
+			return memo
+		}
+		if err := add(m.module+".weight", safetensors.U32, shaped(m.out, m.in/8), func(dst []byte) error {
+			copy(dst, get()[0])
+			return nil
+		}); err != nil {
+			return err
+		}
+		return add(m.module+".scales", safetensors.U8, shaped(m.out, m.in/32), func(dst []byte) error {
+			copy(dst, get()[1])
+			return nil
+		})
+	}
 	if !quantized {
 		return add(m.module+m.suffix, st, shape, func(dst []byte) error {
 			v := make([]float32, n)
@@ -327,8 +360,8 @@ func (g *generator) tensorsFor(m matrix, add func(name string, dt safetensors.DT
 		}
 		return memo
 	}
-	groups := stack([]int{m.out, m.in / params.GroupSize})
-	if err := add(m.module+".weight", safetensors.U32, stack([]int{m.out, m.in * params.Bits / 32}), func(dst []byte) error {
+	groups := shaped(m.out, m.in/params.GroupSize)
+	if err := add(m.module+".weight", safetensors.U32, shaped(m.out, m.in*params.Bits/32), func(dst []byte) error {
 		copy(dst, get().packed)
 		return nil
 	}); err != nil {
@@ -346,15 +379,27 @@ type quantized3 struct {
 }
 
 func (g *generator) quantFor(m matrix) (model.QuantParams, bool) {
-	q := g.o.Quantization
-	if q == nil || !m.linear {
+	if !m.linear {
 		return model.QuantParams{}, false
 	}
-	if p, ok := q.Overrides[m.module]; ok {
+	if p, ok := g.overrides[m.module]; ok {
 		if p == nil {
 			return model.QuantParams{}, false
 		}
 		return *p, true
 	}
-	return model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits}, true
+	q := g.o.Quantization
+	if q == nil {
+		return model.QuantParams{}, false
+	}
+	mode := q.Mode
+	if mode == "" {
+		mode = model.ModeAffine
+	}
+	return model.QuantParams{GroupSize: q.GroupSize, Bits: q.Bits, Mode: mode}, true
+}
+
+// floatType is the safetensors dtype of the model's float tensors.
+func (g *generator) floatType() safetensors.DType {
+	return map[dtype.DType]safetensors.DType{dtype.Float32: safetensors.F32, dtype.Float16: safetensors.F16, dtype.BFloat16: safetensors.BF16}[g.o.DType]
 }

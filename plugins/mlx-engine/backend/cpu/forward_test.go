@@ -90,6 +90,17 @@ var variants = []backendtest.Variant{
 		o.Family, o.DType, o.Layout = model.Mixtral, dtype.Float16, modelgen.LayoutMLX
 		o.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 64}
 	}),
+	// mxfp4 (e2m1 values, an e8m0 scale per 32, no biases), alone and beside affine modules.
+	backendtest.TinyVariant("llama/f32/mxfp4", func(o *modelgen.Options) {
+		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32, Mode: model.ModeMXFP4}
+	}),
+	backendtest.TinyVariant("qwen3/bf16/mxfp4/affine-overrides", func(o *modelgen.Options) {
+		o.Family, o.DType = model.Qwen3, dtype.BFloat16
+		o.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32, Mode: model.ModeMXFP4, Overrides: map[string]*model.QuantParams{
+			"lm_head":                         {Bits: 8, GroupSize: 64},
+			"model.layers.0.self_attn.o_proj": nil,
+		}}
+	}),
 }
 
 // matrix adds every family × dtype × {float, 4-bit, 8-bit} combination to the hand-picked variants.

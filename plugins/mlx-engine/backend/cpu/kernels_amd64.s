@@ -2539,6 +2539,250 @@ DATA nibbleSelect<>+56(SB)/4, $0x00000038
 DATA nibbleSelect<>+60(SB)/4, $0x0000003c
 GLOBL nibbleSelect<>(SB), RODATA|NOPTR, $64
 
+// func fp4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+// Requires: AVX, AVX2, FMA3, MMX+
+TEXT ·fp4Dot4x1(SB), NOSPLIT, $0-72
+	MOVQ         x+8(FP), AX
+	MOVQ         qs+24(FP), CX
+	MOVQ         q+16(FP), DX
+	LEAQ         (DX)(CX*1), BX
+	LEAQ         (BX)(CX*1), SI
+	LEAQ         (SI)(CX*1), DI
+	MOVQ         ss+48(FP), R8
+	MOVQ         scales+32(FP), R9
+	LEAQ         (R8)(R8*2), R10
+	MOVQ         n+56(FP), R11
+	MOVQ         group+64(FP), R12
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VPBROADCASTD nibble<>+0(SB), Y4
+	VMOVDQU      nibbleShifts<>+0(SB), Y5
+	LEAQ         (DX)(CX*8), CX
+	MOVQ         R12, R13
+	SHLQ         $0x01, R13
+	XORQ         R14, R14
+
+fp4Dot4x1_group:
+	CMPQ         R14, R11
+	JGE          fp4Dot4x1_done
+	PREFETCHT0   (CX)
+	PREFETCHT0   64(CX)
+	ADDQ         R13, CX
+	VBROADCASTSS (R9), Y6
+	VBROADCASTSS (R9)(R8*1), Y7
+	VBROADCASTSS (R9)(R8*2), Y8
+	VBROADCASTSS (R9)(R10*1), Y9
+	ADDQ         $0x04, R9
+	MOVQ         R14, R15
+	ADDQ         R12, R15
+
+fp4Dot4x1_loop:
+	VMOVUPS      (AX)(R14*4), Y10
+	VPBROADCASTD (DX), Y11
+	VPSRLVD      Y5, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPSRLD       $0x03, Y11, Y12
+	VPSLLD       $0x1f, Y12, Y12
+	VPERMPS      fp4Values<>+0(SB), Y11, Y11
+	VORPS        Y12, Y11, Y11
+	VMULPS       Y6, Y11, Y11
+	VFMADD231PS  Y11, Y10, Y0
+	ADDQ         $0x04, DX
+	VPBROADCASTD (BX), Y11
+	VPSRLVD      Y5, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPSRLD       $0x03, Y11, Y12
+	VPSLLD       $0x1f, Y12, Y12
+	VPERMPS      fp4Values<>+0(SB), Y11, Y11
+	VORPS        Y12, Y11, Y11
+	VMULPS       Y7, Y11, Y11
+	VFMADD231PS  Y11, Y10, Y1
+	ADDQ         $0x04, BX
+	VPBROADCASTD (SI), Y11
+	VPSRLVD      Y5, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPSRLD       $0x03, Y11, Y12
+	VPSLLD       $0x1f, Y12, Y12
+	VPERMPS      fp4Values<>+0(SB), Y11, Y11
+	VORPS        Y12, Y11, Y11
+	VMULPS       Y8, Y11, Y11
+	VFMADD231PS  Y11, Y10, Y2
+	ADDQ         $0x04, SI
+	VPBROADCASTD (DI), Y11
+	VPSRLVD      Y5, Y11, Y11
+	VPAND        Y4, Y11, Y11
+	VPSRLD       $0x03, Y11, Y12
+	VPSLLD       $0x1f, Y12, Y12
+	VPERMPS      fp4Values<>+0(SB), Y11, Y11
+	VORPS        Y12, Y11, Y11
+	VMULPS       Y9, Y11, Y11
+	VFMADD231PS  Y11, Y10, Y3
+	ADDQ         $0x04, DI
+	ADDQ         $0x08, R14
+	CMPQ         R14, R15
+	JL           fp4Dot4x1_loop
+	JMP          fp4Dot4x1_group
+
+fp4Dot4x1_done:
+	MOVQ         y+0(FP), AX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
+DATA fp4Values<>+0(SB)/4, $0x00000000
+DATA fp4Values<>+4(SB)/4, $0x3f000000
+DATA fp4Values<>+8(SB)/4, $0x3f800000
+DATA fp4Values<>+12(SB)/4, $0x3fc00000
+DATA fp4Values<>+16(SB)/4, $0x40000000
+DATA fp4Values<>+20(SB)/4, $0x40400000
+DATA fp4Values<>+24(SB)/4, $0x40800000
+DATA fp4Values<>+28(SB)/4, $0x40c00000
+DATA fp4Values<>+32(SB)/4, $0x80000000
+DATA fp4Values<>+36(SB)/4, $0xbf000000
+DATA fp4Values<>+40(SB)/4, $0xbf800000
+DATA fp4Values<>+44(SB)/4, $0xbfc00000
+DATA fp4Values<>+48(SB)/4, $0xc0000000
+DATA fp4Values<>+52(SB)/4, $0xc0400000
+DATA fp4Values<>+56(SB)/4, $0xc0800000
+DATA fp4Values<>+60(SB)/4, $0xc0c00000
+GLOBL fp4Values<>(SB), RODATA|NOPTR, $64
+
+// func fp4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL, MMX+
+TEXT ·fp4Dot4x1Z(SB), NOSPLIT, $0-72
+	MOVQ      x+8(FP), AX
+	MOVQ      qs+24(FP), CX
+	MOVQ      q+16(FP), DX
+	LEAQ      (DX)(CX*1), BX
+	LEAQ      (BX)(CX*1), SI
+	LEAQ      (SI)(CX*1), DI
+	MOVQ      ss+48(FP), R8
+	MOVQ      scales+32(FP), R9
+	LEAQ      (R8)(R8*2), R10
+	MOVQ      n+56(FP), R11
+	MOVQ      group+64(FP), R12
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VMOVUPS   fp4Values<>+0(SB), Z4
+	VMOVDQU32 nibbleSelect<>+0(SB), Z5
+	LEAQ      (DX)(CX*8), CX
+	MOVQ      R12, R13
+	SHLQ      $0x01, R13
+	XORQ      R14, R14
+
+fp4Dot4x1Z_group:
+	CMPQ         R14, R11
+	JGE          fp4Dot4x1Z_done
+	PREFETCHT0   (CX)
+	PREFETCHT0   64(CX)
+	ADDQ         R13, CX
+	VBROADCASTSS (R9), Z6
+	VMULPS       Z4, Z6, Z6
+	VBROADCASTSS (R9)(R8*1), Z7
+	VMULPS       Z4, Z7, Z7
+	VBROADCASTSS (R9)(R8*2), Z8
+	VMULPS       Z4, Z8, Z8
+	VBROADCASTSS (R9)(R10*1), Z9
+	VMULPS       Z4, Z9, Z9
+	ADDQ         $0x04, R9
+	MOVQ         R14, R15
+	ADDQ         R12, R15
+
+fp4Dot4x1Z_loop:
+	VMOVUPS             (AX)(R14*4), Z10
+	VPMULTISHIFTQB.BCST (DX), Z5, Z11
+	VPERMPS             Z6, Z11, Z11
+	VFMADD231PS         Z11, Z10, Z0
+	ADDQ                $0x08, DX
+	VPMULTISHIFTQB.BCST (BX), Z5, Z11
+	VPERMPS             Z7, Z11, Z11
+	VFMADD231PS         Z11, Z10, Z1
+	ADDQ                $0x08, BX
+	VPMULTISHIFTQB.BCST (SI), Z5, Z11
+	VPERMPS             Z8, Z11, Z11
+	VFMADD231PS         Z11, Z10, Z2
+	ADDQ                $0x08, SI
+	VPMULTISHIFTQB.BCST (DI), Z5, Z11
+	VPERMPS             Z9, Z11, Z11
+	VFMADD231PS         Z11, Z10, Z3
+	ADDQ                $0x08, DI
+	ADDQ                $0x10, R14
+	CMPQ                R14, R15
+	JL                  fp4Dot4x1Z_loop
+	JMP                 fp4Dot4x1Z_group
+
+fp4Dot4x1Z_done:
+	MOVQ          y+0(FP), AX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 4(AX)
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 8(AX)
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, 12(AX)
+	VZEROUPPER
+	RET
+
 // func bf16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
 // Requires: AVX, AVX2, FMA3
 TEXT ·bf16Dot1x1(SB), NOSPLIT, $0-40
@@ -5154,6 +5398,755 @@ q4Dot1x8_loop:
 	JMP          q4Dot1x8_group
 
 q4Dot1x8_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X8
+	VADDPS       X8, X0, X8
+	VMOVHLPS     X8, X8, X0
+	VADDPS       X0, X8, X8
+	VMOVSHDUP    X8, X0
+	VADDSS       X0, X8, X8
+	VMOVSS       X8, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y7, X0
+	VADDPS       X0, X7, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x1(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x1(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), CX
+	MOVQ         q+24(FP), DX
+	VXORPS       Y0, Y0, Y0
+	XORQ         BX, BX
+	MOVQ         group+56(FP), SI
+	MOVQ         scales+32(FP), DI
+	MOVQ         biases+40(FP), R8
+	VPBROADCASTD nibble<>+0(SB), Y1
+	VMOVDQU      nibbleShifts<>+0(SB), Y2
+
+fp4Dot1x1_group:
+	CMPQ         BX, AX
+	JGE          fp4Dot1x1_done
+	VBROADCASTSS (DI), Y3
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	MOVQ         BX, R9
+	ADDQ         SI, R9
+
+fp4Dot1x1_loop:
+	VPBROADCASTD (DX), Y4
+	VPSRLVD      Y2, Y4, Y4
+	VPAND        Y1, Y4, Y4
+	VPSRLD       $0x03, Y4, Y5
+	VPSLLD       $0x1f, Y5, Y5
+	VPERMPS      fp4Values<>+0(SB), Y4, Y4
+	VORPS        Y5, Y4, Y4
+	VMULPS       Y3, Y4, Y4
+	ADDQ         $0x04, DX
+	VFMADD231PS  (CX), Y4, Y0
+	ADDQ         $0x20, CX
+	ADDQ         $0x08, BX
+	CMPQ         BX, R9
+	JL           fp4Dot1x1_loop
+	JMP          fp4Dot1x1_group
+
+fp4Dot1x1_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X1
+	VADDPS       X1, X0, X1
+	VMOVHLPS     X1, X1, X0
+	VADDPS       X0, X1, X1
+	VMOVSHDUP    X1, X0
+	VADDSS       X0, X1, X1
+	VMOVSS       X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x2(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x2(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	MOVQ         q+24(FP), BX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	XORQ         SI, SI
+	MOVQ         group+56(FP), DI
+	MOVQ         scales+32(FP), R8
+	MOVQ         biases+40(FP), R9
+	VPBROADCASTD nibble<>+0(SB), Y2
+	VMOVDQU      nibbleShifts<>+0(SB), Y3
+
+fp4Dot1x2_group:
+	CMPQ         SI, AX
+	JGE          fp4Dot1x2_done
+	VBROADCASTSS (R8), Y4
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+fp4Dot1x2_loop:
+	VPBROADCASTD (BX), Y5
+	VPSRLVD      Y3, Y5, Y5
+	VPAND        Y2, Y5, Y5
+	VPSRLD       $0x03, Y5, Y6
+	VPSLLD       $0x1f, Y6, Y6
+	VPERMPS      fp4Values<>+0(SB), Y5, Y5
+	VORPS        Y6, Y5, Y5
+	VMULPS       Y4, Y5, Y5
+	ADDQ         $0x04, BX
+	VFMADD231PS  (DX), Y5, Y0
+	VFMADD231PS  (DX)(CX*1), Y5, Y1
+	ADDQ         $0x20, DX
+	ADDQ         $0x08, SI
+	CMPQ         SI, R10
+	JL           fp4Dot1x2_loop
+	JMP          fp4Dot1x2_group
+
+fp4Dot1x2_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X2
+	VADDPS       X2, X0, X2
+	VMOVHLPS     X2, X2, X0
+	VADDPS       X0, X2, X2
+	VMOVSHDUP    X2, X0
+	VADDSS       X0, X2, X2
+	VMOVSS       X2, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x3(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x3(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	MOVQ         q+24(FP), BX
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	XORQ         SI, SI
+	MOVQ         group+56(FP), DI
+	MOVQ         scales+32(FP), R8
+	MOVQ         biases+40(FP), R9
+	VPBROADCASTD nibble<>+0(SB), Y3
+	VMOVDQU      nibbleShifts<>+0(SB), Y4
+
+fp4Dot1x3_group:
+	CMPQ         SI, AX
+	JGE          fp4Dot1x3_done
+	VBROADCASTSS (R8), Y5
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+fp4Dot1x3_loop:
+	VPBROADCASTD (BX), Y6
+	VPSRLVD      Y4, Y6, Y6
+	VPAND        Y3, Y6, Y6
+	VPSRLD       $0x03, Y6, Y7
+	VPSLLD       $0x1f, Y7, Y7
+	VPERMPS      fp4Values<>+0(SB), Y6, Y6
+	VORPS        Y7, Y6, Y6
+	VMULPS       Y5, Y6, Y6
+	ADDQ         $0x04, BX
+	VFMADD231PS  (DX), Y6, Y0
+	VFMADD231PS  (DX)(CX*1), Y6, Y1
+	VFMADD231PS  (DX)(CX*2), Y6, Y2
+	ADDQ         $0x20, DX
+	ADDQ         $0x08, SI
+	CMPQ         SI, R10
+	JL           fp4Dot1x3_loop
+	JMP          fp4Dot1x3_group
+
+fp4Dot1x3_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X3
+	VADDPS       X3, X0, X3
+	VMOVHLPS     X3, X3, X0
+	VADDPS       X0, X3, X3
+	VMOVSHDUP    X3, X0
+	VADDSS       X0, X3, X3
+	VMOVSS       X3, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x4(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x4(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	MOVQ         q+24(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	XORQ         DI, DI
+	MOVQ         group+56(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	VPBROADCASTD nibble<>+0(SB), Y4
+	VMOVDQU      nibbleShifts<>+0(SB), Y5
+
+fp4Dot1x4_group:
+	CMPQ         DI, AX
+	JGE          fp4Dot1x4_done
+	VBROADCASTSS (R9), Y6
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+fp4Dot1x4_loop:
+	VPBROADCASTD (SI), Y7
+	VPSRLVD      Y5, Y7, Y7
+	VPAND        Y4, Y7, Y7
+	VPSRLD       $0x03, Y7, Y8
+	VPSLLD       $0x1f, Y8, Y8
+	VPERMPS      fp4Values<>+0(SB), Y7, Y7
+	VORPS        Y8, Y7, Y7
+	VMULPS       Y6, Y7, Y7
+	ADDQ         $0x04, SI
+	VFMADD231PS  (DX), Y7, Y0
+	VFMADD231PS  (DX)(CX*1), Y7, Y1
+	VFMADD231PS  (DX)(CX*2), Y7, Y2
+	VFMADD231PS  (BX), Y7, Y3
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, DI
+	CMPQ         DI, R11
+	JL           fp4Dot1x4_loop
+	JMP          fp4Dot1x4_group
+
+fp4Dot1x4_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X4
+	VADDPS       X4, X0, X4
+	VMOVHLPS     X4, X4, X0
+	VADDPS       X0, X4, X4
+	VMOVSHDUP    X4, X0
+	VADDSS       X0, X4, X4
+	VMOVSS       X4, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x5(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x5(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	MOVQ         q+24(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	XORQ         DI, DI
+	MOVQ         group+56(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	VPBROADCASTD nibble<>+0(SB), Y5
+	VMOVDQU      nibbleShifts<>+0(SB), Y6
+
+fp4Dot1x5_group:
+	CMPQ         DI, AX
+	JGE          fp4Dot1x5_done
+	VBROADCASTSS (R9), Y7
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+fp4Dot1x5_loop:
+	VPBROADCASTD (SI), Y8
+	VPSRLVD      Y6, Y8, Y8
+	VPAND        Y5, Y8, Y8
+	VPSRLD       $0x03, Y8, Y9
+	VPSLLD       $0x1f, Y9, Y9
+	VPERMPS      fp4Values<>+0(SB), Y8, Y8
+	VORPS        Y9, Y8, Y8
+	VMULPS       Y7, Y8, Y8
+	ADDQ         $0x04, SI
+	VFMADD231PS  (DX), Y8, Y0
+	VFMADD231PS  (DX)(CX*1), Y8, Y1
+	VFMADD231PS  (DX)(CX*2), Y8, Y2
+	VFMADD231PS  (BX), Y8, Y3
+	VFMADD231PS  (BX)(CX*1), Y8, Y4
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, DI
+	CMPQ         DI, R11
+	JL           fp4Dot1x5_loop
+	JMP          fp4Dot1x5_group
+
+fp4Dot1x5_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X5
+	VADDPS       X5, X0, X5
+	VMOVHLPS     X5, X5, X0
+	VADDPS       X0, X5, X5
+	VMOVSHDUP    X5, X0
+	VADDSS       X0, X5, X5
+	VMOVSS       X5, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x6(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x6(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	MOVQ         q+24(FP), SI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	XORQ         DI, DI
+	MOVQ         group+56(FP), R8
+	MOVQ         scales+32(FP), R9
+	MOVQ         biases+40(FP), R10
+	VPBROADCASTD nibble<>+0(SB), Y6
+	VMOVDQU      nibbleShifts<>+0(SB), Y7
+
+fp4Dot1x6_group:
+	CMPQ         DI, AX
+	JGE          fp4Dot1x6_done
+	VBROADCASTSS (R9), Y8
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+fp4Dot1x6_loop:
+	VPBROADCASTD (SI), Y9
+	VPSRLVD      Y7, Y9, Y9
+	VPAND        Y6, Y9, Y9
+	VPSRLD       $0x03, Y9, Y10
+	VPSLLD       $0x1f, Y10, Y10
+	VPERMPS      fp4Values<>+0(SB), Y9, Y9
+	VORPS        Y10, Y9, Y9
+	VMULPS       Y8, Y9, Y9
+	ADDQ         $0x04, SI
+	VFMADD231PS  (DX), Y9, Y0
+	VFMADD231PS  (DX)(CX*1), Y9, Y1
+	VFMADD231PS  (DX)(CX*2), Y9, Y2
+	VFMADD231PS  (BX), Y9, Y3
+	VFMADD231PS  (BX)(CX*1), Y9, Y4
+	VFMADD231PS  (BX)(CX*2), Y9, Y5
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x08, DI
+	CMPQ         DI, R11
+	JL           fp4Dot1x6_loop
+	JMP          fp4Dot1x6_group
+
+fp4Dot1x6_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X6
+	VADDPS       X6, X0, X6
+	VMOVHLPS     X6, X6, X0
+	VADDPS       X0, X6, X6
+	VMOVSHDUP    X6, X0
+	VADDSS       X0, X6, X6
+	VMOVSS       X6, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x7(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	LEAQ         (BX)(CX*2), SI
+	ADDQ         CX, SI
+	MOVQ         q+24(FP), DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	XORQ         R8, R8
+	MOVQ         group+56(FP), R9
+	MOVQ         scales+32(FP), R10
+	MOVQ         biases+40(FP), R11
+	VPBROADCASTD nibble<>+0(SB), Y7
+	VMOVDQU      nibbleShifts<>+0(SB), Y8
+
+fp4Dot1x7_group:
+	CMPQ         R8, AX
+	JGE          fp4Dot1x7_done
+	VBROADCASTSS (R10), Y9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+fp4Dot1x7_loop:
+	VPBROADCASTD (DI), Y10
+	VPSRLVD      Y8, Y10, Y10
+	VPAND        Y7, Y10, Y10
+	VPSRLD       $0x03, Y10, Y11
+	VPSLLD       $0x1f, Y11, Y11
+	VPERMPS      fp4Values<>+0(SB), Y10, Y10
+	VORPS        Y11, Y10, Y10
+	VMULPS       Y9, Y10, Y10
+	ADDQ         $0x04, DI
+	VFMADD231PS  (DX), Y10, Y0
+	VFMADD231PS  (DX)(CX*1), Y10, Y1
+	VFMADD231PS  (DX)(CX*2), Y10, Y2
+	VFMADD231PS  (BX), Y10, Y3
+	VFMADD231PS  (BX)(CX*1), Y10, Y4
+	VFMADD231PS  (BX)(CX*2), Y10, Y5
+	VFMADD231PS  (SI), Y10, Y6
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x20, SI
+	ADDQ         $0x08, R8
+	CMPQ         R8, R12
+	JL           fp4Dot1x7_loop
+	JMP          fp4Dot1x7_group
+
+fp4Dot1x7_done:
+	MOVQ         y+0(FP), AX
+	MOVQ         ys+8(FP), CX
+	SHLQ         $0x02, CX
+	VEXTRACTF128 $0x01, Y0, X7
+	VADDPS       X7, X0, X7
+	VMOVHLPS     X7, X7, X0
+	VADDPS       X0, X7, X7
+	VMOVSHDUP    X7, X0
+	VADDSS       X0, X7, X7
+	VMOVSS       X7, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y5, X0
+	VADDPS       X0, X5, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	ADDQ         CX, AX
+	VEXTRACTF128 $0x01, Y6, X0
+	VADDPS       X0, X6, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX2, FMA3
+TEXT ·fp4Dot1x8(SB), NOSPLIT, $0-64
+	MOVQ         n+48(FP), AX
+	MOVQ         AX, CX
+	SHLQ         $0x02, CX
+	MOVQ         x+16(FP), DX
+	LEAQ         (DX)(CX*2), BX
+	ADDQ         CX, BX
+	LEAQ         (BX)(CX*2), SI
+	ADDQ         CX, SI
+	MOVQ         q+24(FP), DI
+	VXORPS       Y0, Y0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	VXORPS       Y5, Y5, Y5
+	VXORPS       Y6, Y6, Y6
+	VXORPS       Y7, Y7, Y7
+	XORQ         R8, R8
+	MOVQ         group+56(FP), R9
+	MOVQ         scales+32(FP), R10
+	MOVQ         biases+40(FP), R11
+	VPBROADCASTD nibble<>+0(SB), Y8
+	VMOVDQU      nibbleShifts<>+0(SB), Y9
+
+fp4Dot1x8_group:
+	CMPQ         R8, AX
+	JGE          fp4Dot1x8_done
+	VBROADCASTSS (R10), Y10
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+fp4Dot1x8_loop:
+	VPBROADCASTD (DI), Y11
+	VPSRLVD      Y9, Y11, Y11
+	VPAND        Y8, Y11, Y11
+	VPSRLD       $0x03, Y11, Y12
+	VPSLLD       $0x1f, Y12, Y12
+	VPERMPS      fp4Values<>+0(SB), Y11, Y11
+	VORPS        Y12, Y11, Y11
+	VMULPS       Y10, Y11, Y11
+	ADDQ         $0x04, DI
+	VFMADD231PS  (DX), Y11, Y0
+	VFMADD231PS  (DX)(CX*1), Y11, Y1
+	VFMADD231PS  (DX)(CX*2), Y11, Y2
+	VFMADD231PS  (BX), Y11, Y3
+	VFMADD231PS  (BX)(CX*1), Y11, Y4
+	VFMADD231PS  (BX)(CX*2), Y11, Y5
+	VFMADD231PS  (SI), Y11, Y6
+	VFMADD231PS  (SI)(CX*1), Y11, Y7
+	ADDQ         $0x20, DX
+	ADDQ         $0x20, BX
+	ADDQ         $0x20, SI
+	ADDQ         $0x08, R8
+	CMPQ         R8, R12
+	JL           fp4Dot1x8_loop
+	JMP          fp4Dot1x8_group
+
+fp4Dot1x8_done:
 	MOVQ         y+0(FP), AX
 	MOVQ         ys+8(FP), CX
 	SHLQ         $0x02, CX
@@ -8094,6 +9087,787 @@ q4Dot1x8Z_loop:
 	JMP                 q4Dot1x8Z_group
 
 q4Dot1x8Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y8
+	VADDPS        Y8, Y0, Y8
+	VEXTRACTF32X4 $0x01, Y8, X0
+	VADDPS        X0, X8, X0
+	VMOVHLPS      X0, X0, X8
+	VADDPS        X8, X0, X0
+	VMOVSHDUP     X0, X8
+	VADDSS        X8, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z7, Y0
+	VADDPS        Y0, Y7, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x1Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x1Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), CX
+	MOVQ      q+24(FP), DX
+	VXORPS    Z0, Z0, Z0
+	XORQ      BX, BX
+	MOVQ      group+56(FP), SI
+	MOVQ      scales+32(FP), DI
+	MOVQ      biases+40(FP), R8
+	VMOVUPS   fp4Values<>+0(SB), Z1
+	VMOVDQU32 nibbleSelect<>+0(SB), Z2
+
+fp4Dot1x1Z_group:
+	CMPQ         BX, AX
+	JGE          fp4Dot1x1Z_done
+	VBROADCASTSS (DI), Z3
+	VMULPS       Z1, Z3, Z3
+	ADDQ         $0x04, DI
+	ADDQ         $0x04, R8
+	MOVQ         BX, R9
+	ADDQ         SI, R9
+
+fp4Dot1x1Z_loop:
+	VPMULTISHIFTQB.BCST (DX), Z2, Z4
+	VPERMPS             Z3, Z4, Z4
+	ADDQ                $0x08, DX
+	VFMADD231PS         (CX), Z4, Z0
+	ADDQ                $0x40, CX
+	ADDQ                $0x10, BX
+	CMPQ                BX, R9
+	JL                  fp4Dot1x1Z_loop
+	JMP                 fp4Dot1x1Z_group
+
+fp4Dot1x1Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y1
+	VADDPS        Y1, Y0, Y1
+	VEXTRACTF32X4 $0x01, Y1, X0
+	VADDPS        X0, X1, X0
+	VMOVHLPS      X0, X0, X1
+	VADDPS        X1, X0, X0
+	VMOVSHDUP     X0, X1
+	VADDSS        X1, X0, X0
+	VMOVSS        X0, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x2Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x2Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	MOVQ      q+24(FP), BX
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	XORQ      SI, SI
+	MOVQ      group+56(FP), DI
+	MOVQ      scales+32(FP), R8
+	MOVQ      biases+40(FP), R9
+	VMOVUPS   fp4Values<>+0(SB), Z2
+	VMOVDQU32 nibbleSelect<>+0(SB), Z3
+
+fp4Dot1x2Z_group:
+	CMPQ         SI, AX
+	JGE          fp4Dot1x2Z_done
+	VBROADCASTSS (R8), Z4
+	VMULPS       Z2, Z4, Z4
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+fp4Dot1x2Z_loop:
+	VPMULTISHIFTQB.BCST (BX), Z3, Z5
+	VPERMPS             Z4, Z5, Z5
+	ADDQ                $0x08, BX
+	VFMADD231PS         (DX), Z5, Z0
+	VFMADD231PS         (DX)(CX*1), Z5, Z1
+	ADDQ                $0x40, DX
+	ADDQ                $0x10, SI
+	CMPQ                SI, R10
+	JL                  fp4Dot1x2Z_loop
+	JMP                 fp4Dot1x2Z_group
+
+fp4Dot1x2Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y2
+	VADDPS        Y2, Y0, Y2
+	VEXTRACTF32X4 $0x01, Y2, X0
+	VADDPS        X0, X2, X0
+	VMOVHLPS      X0, X0, X2
+	VADDPS        X2, X0, X0
+	VMOVSHDUP     X0, X2
+	VADDSS        X2, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x3Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x3Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	MOVQ      q+24(FP), BX
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	XORQ      SI, SI
+	MOVQ      group+56(FP), DI
+	MOVQ      scales+32(FP), R8
+	MOVQ      biases+40(FP), R9
+	VMOVUPS   fp4Values<>+0(SB), Z3
+	VMOVDQU32 nibbleSelect<>+0(SB), Z4
+
+fp4Dot1x3Z_group:
+	CMPQ         SI, AX
+	JGE          fp4Dot1x3Z_done
+	VBROADCASTSS (R8), Z5
+	VMULPS       Z3, Z5, Z5
+	ADDQ         $0x04, R8
+	ADDQ         $0x04, R9
+	MOVQ         SI, R10
+	ADDQ         DI, R10
+
+fp4Dot1x3Z_loop:
+	VPMULTISHIFTQB.BCST (BX), Z4, Z6
+	VPERMPS             Z5, Z6, Z6
+	ADDQ                $0x08, BX
+	VFMADD231PS         (DX), Z6, Z0
+	VFMADD231PS         (DX)(CX*1), Z6, Z1
+	VFMADD231PS         (DX)(CX*2), Z6, Z2
+	ADDQ                $0x40, DX
+	ADDQ                $0x10, SI
+	CMPQ                SI, R10
+	JL                  fp4Dot1x3Z_loop
+	JMP                 fp4Dot1x3Z_group
+
+fp4Dot1x3Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y3
+	VADDPS        Y3, Y0, Y3
+	VEXTRACTF32X4 $0x01, Y3, X0
+	VADDPS        X0, X3, X0
+	VMOVHLPS      X0, X0, X3
+	VADDPS        X3, X0, X0
+	VMOVSHDUP     X0, X3
+	VADDSS        X3, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x4Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x4Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	MOVQ      q+24(FP), SI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	XORQ      DI, DI
+	MOVQ      group+56(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	VMOVUPS   fp4Values<>+0(SB), Z4
+	VMOVDQU32 nibbleSelect<>+0(SB), Z5
+
+fp4Dot1x4Z_group:
+	CMPQ         DI, AX
+	JGE          fp4Dot1x4Z_done
+	VBROADCASTSS (R9), Z6
+	VMULPS       Z4, Z6, Z6
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+fp4Dot1x4Z_loop:
+	VPMULTISHIFTQB.BCST (SI), Z5, Z7
+	VPERMPS             Z6, Z7, Z7
+	ADDQ                $0x08, SI
+	VFMADD231PS         (DX), Z7, Z0
+	VFMADD231PS         (DX)(CX*1), Z7, Z1
+	VFMADD231PS         (DX)(CX*2), Z7, Z2
+	VFMADD231PS         (BX), Z7, Z3
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x10, DI
+	CMPQ                DI, R11
+	JL                  fp4Dot1x4Z_loop
+	JMP                 fp4Dot1x4Z_group
+
+fp4Dot1x4Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y4
+	VADDPS        Y4, Y0, Y4
+	VEXTRACTF32X4 $0x01, Y4, X0
+	VADDPS        X0, X4, X0
+	VMOVHLPS      X0, X0, X4
+	VADDPS        X4, X0, X0
+	VMOVSHDUP     X0, X4
+	VADDSS        X4, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x5Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x5Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	MOVQ      q+24(FP), SI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	XORQ      DI, DI
+	MOVQ      group+56(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	VMOVUPS   fp4Values<>+0(SB), Z5
+	VMOVDQU32 nibbleSelect<>+0(SB), Z6
+
+fp4Dot1x5Z_group:
+	CMPQ         DI, AX
+	JGE          fp4Dot1x5Z_done
+	VBROADCASTSS (R9), Z7
+	VMULPS       Z5, Z7, Z7
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+fp4Dot1x5Z_loop:
+	VPMULTISHIFTQB.BCST (SI), Z6, Z8
+	VPERMPS             Z7, Z8, Z8
+	ADDQ                $0x08, SI
+	VFMADD231PS         (DX), Z8, Z0
+	VFMADD231PS         (DX)(CX*1), Z8, Z1
+	VFMADD231PS         (DX)(CX*2), Z8, Z2
+	VFMADD231PS         (BX), Z8, Z3
+	VFMADD231PS         (BX)(CX*1), Z8, Z4
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x10, DI
+	CMPQ                DI, R11
+	JL                  fp4Dot1x5Z_loop
+	JMP                 fp4Dot1x5Z_group
+
+fp4Dot1x5Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y5
+	VADDPS        Y5, Y0, Y5
+	VEXTRACTF32X4 $0x01, Y5, X0
+	VADDPS        X0, X5, X0
+	VMOVHLPS      X0, X0, X5
+	VADDPS        X5, X0, X0
+	VMOVSHDUP     X0, X5
+	VADDSS        X5, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x6Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x6Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	MOVQ      q+24(FP), SI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	XORQ      DI, DI
+	MOVQ      group+56(FP), R8
+	MOVQ      scales+32(FP), R9
+	MOVQ      biases+40(FP), R10
+	VMOVUPS   fp4Values<>+0(SB), Z6
+	VMOVDQU32 nibbleSelect<>+0(SB), Z7
+
+fp4Dot1x6Z_group:
+	CMPQ         DI, AX
+	JGE          fp4Dot1x6Z_done
+	VBROADCASTSS (R9), Z8
+	VMULPS       Z6, Z8, Z8
+	ADDQ         $0x04, R9
+	ADDQ         $0x04, R10
+	MOVQ         DI, R11
+	ADDQ         R8, R11
+
+fp4Dot1x6Z_loop:
+	VPMULTISHIFTQB.BCST (SI), Z7, Z9
+	VPERMPS             Z8, Z9, Z9
+	ADDQ                $0x08, SI
+	VFMADD231PS         (DX), Z9, Z0
+	VFMADD231PS         (DX)(CX*1), Z9, Z1
+	VFMADD231PS         (DX)(CX*2), Z9, Z2
+	VFMADD231PS         (BX), Z9, Z3
+	VFMADD231PS         (BX)(CX*1), Z9, Z4
+	VFMADD231PS         (BX)(CX*2), Z9, Z5
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x10, DI
+	CMPQ                DI, R11
+	JL                  fp4Dot1x6Z_loop
+	JMP                 fp4Dot1x6Z_group
+
+fp4Dot1x6Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y6
+	VADDPS        Y6, Y0, Y6
+	VEXTRACTF32X4 $0x01, Y6, X0
+	VADDPS        X0, X6, X0
+	VMOVHLPS      X0, X0, X6
+	VADDPS        X6, X0, X0
+	VMOVSHDUP     X0, X6
+	VADDSS        X6, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x7Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	LEAQ      (BX)(CX*2), SI
+	ADDQ      CX, SI
+	MOVQ      q+24(FP), DI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	VXORPS    Z6, Z6, Z6
+	XORQ      R8, R8
+	MOVQ      group+56(FP), R9
+	MOVQ      scales+32(FP), R10
+	MOVQ      biases+40(FP), R11
+	VMOVUPS   fp4Values<>+0(SB), Z7
+	VMOVDQU32 nibbleSelect<>+0(SB), Z8
+
+fp4Dot1x7Z_group:
+	CMPQ         R8, AX
+	JGE          fp4Dot1x7Z_done
+	VBROADCASTSS (R10), Z9
+	VMULPS       Z7, Z9, Z9
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+fp4Dot1x7Z_loop:
+	VPMULTISHIFTQB.BCST (DI), Z8, Z10
+	VPERMPS             Z9, Z10, Z10
+	ADDQ                $0x08, DI
+	VFMADD231PS         (DX), Z10, Z0
+	VFMADD231PS         (DX)(CX*1), Z10, Z1
+	VFMADD231PS         (DX)(CX*2), Z10, Z2
+	VFMADD231PS         (BX), Z10, Z3
+	VFMADD231PS         (BX)(CX*1), Z10, Z4
+	VFMADD231PS         (BX)(CX*2), Z10, Z5
+	VFMADD231PS         (SI), Z10, Z6
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x40, SI
+	ADDQ                $0x10, R8
+	CMPQ                R8, R12
+	JL                  fp4Dot1x7Z_loop
+	JMP                 fp4Dot1x7Z_group
+
+fp4Dot1x7Z_done:
+	MOVQ          y+0(FP), AX
+	MOVQ          ys+8(FP), CX
+	SHLQ          $0x02, CX
+	VEXTRACTF64X4 $0x01, Z0, Y7
+	VADDPS        Y7, Y0, Y7
+	VEXTRACTF32X4 $0x01, Y7, X0
+	VADDPS        X0, X7, X0
+	VMOVHLPS      X0, X0, X7
+	VADDPS        X7, X0, X0
+	VMOVSHDUP     X0, X7
+	VADDSS        X7, X0, X0
+	VMOVSS        X0, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z1, Y0
+	VADDPS        Y0, Y1, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z2, Y0
+	VADDPS        Y0, Y2, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z3, Y0
+	VADDPS        Y0, Y3, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z4, Y0
+	VADDPS        Y0, Y4, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z5, Y0
+	VADDPS        Y0, Y5, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	ADDQ          CX, AX
+	VEXTRACTF64X4 $0x01, Z6, Y0
+	VADDPS        Y0, Y6, Y0
+	VEXTRACTF32X4 $0x01, Y0, X1
+	VADDPS        X1, X0, X1
+	VMOVHLPS      X1, X1, X0
+	VADDPS        X0, X1, X1
+	VMOVSHDUP     X1, X0
+	VADDSS        X0, X1, X1
+	VMOVSS        X1, (AX)
+	VZEROUPPER
+	RET
+
+// func fp4Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL
+TEXT ·fp4Dot1x8Z(SB), NOSPLIT, $0-64
+	MOVQ      n+48(FP), AX
+	MOVQ      AX, CX
+	SHLQ      $0x02, CX
+	MOVQ      x+16(FP), DX
+	LEAQ      (DX)(CX*2), BX
+	ADDQ      CX, BX
+	LEAQ      (BX)(CX*2), SI
+	ADDQ      CX, SI
+	MOVQ      q+24(FP), DI
+	VXORPS    Z0, Z0, Z0
+	VXORPS    Z1, Z1, Z1
+	VXORPS    Z2, Z2, Z2
+	VXORPS    Z3, Z3, Z3
+	VXORPS    Z4, Z4, Z4
+	VXORPS    Z5, Z5, Z5
+	VXORPS    Z6, Z6, Z6
+	VXORPS    Z7, Z7, Z7
+	XORQ      R8, R8
+	MOVQ      group+56(FP), R9
+	MOVQ      scales+32(FP), R10
+	MOVQ      biases+40(FP), R11
+	VMOVUPS   fp4Values<>+0(SB), Z8
+	VMOVDQU32 nibbleSelect<>+0(SB), Z9
+
+fp4Dot1x8Z_group:
+	CMPQ         R8, AX
+	JGE          fp4Dot1x8Z_done
+	VBROADCASTSS (R10), Z10
+	VMULPS       Z8, Z10, Z10
+	ADDQ         $0x04, R10
+	ADDQ         $0x04, R11
+	MOVQ         R8, R12
+	ADDQ         R9, R12
+
+fp4Dot1x8Z_loop:
+	VPMULTISHIFTQB.BCST (DI), Z9, Z11
+	VPERMPS             Z10, Z11, Z11
+	ADDQ                $0x08, DI
+	VFMADD231PS         (DX), Z11, Z0
+	VFMADD231PS         (DX)(CX*1), Z11, Z1
+	VFMADD231PS         (DX)(CX*2), Z11, Z2
+	VFMADD231PS         (BX), Z11, Z3
+	VFMADD231PS         (BX)(CX*1), Z11, Z4
+	VFMADD231PS         (BX)(CX*2), Z11, Z5
+	VFMADD231PS         (SI), Z11, Z6
+	VFMADD231PS         (SI)(CX*1), Z11, Z7
+	ADDQ                $0x40, DX
+	ADDQ                $0x40, BX
+	ADDQ                $0x40, SI
+	ADDQ                $0x10, R8
+	CMPQ                R8, R12
+	JL                  fp4Dot1x8Z_loop
+	JMP                 fp4Dot1x8Z_group
+
+fp4Dot1x8Z_done:
 	MOVQ          y+0(FP), AX
 	MOVQ          ys+8(FP), CX
 	SHLQ          $0x02, CX

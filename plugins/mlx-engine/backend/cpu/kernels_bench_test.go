@@ -141,16 +141,17 @@ func BenchmarkStoredKernels(b *testing.B) {
 		f32[i] = float32(i%7) * 0.1
 	}
 	mats := map[string]storedMatrix{
-		"bf16": {kind: storedBF16, raw: make([]byte, 2*out*in)},
-		"q8":   {kind: storedQ8, raw: make([]byte, out*in), group: group},
-		"q4":   {kind: storedQ4, raw: make([]byte, out*in/2), group: group},
+		"bf16":  {kind: storedBF16, raw: make([]byte, 2*out*in)},
+		"q8":    {kind: storedQ8, raw: make([]byte, out*in), group: group},
+		"q4":    {kind: storedQ4, raw: make([]byte, out*in/2), group: group},
+		"mxfp4": {kind: storedMXFP4, raw: make([]byte, out*in/2), group: 32},
 	}
 	for name, m := range mats {
 		for i := range m.raw {
 			m.raw[i] = byte(i * 131)
 		}
 		if m.group > 0 {
-			m.scales, m.biases = make([]float32, out*in/group), make([]float32, out*in/group)
+			m.scales, m.biases = make([]float32, out*in/m.group), make([]float32, out*in/m.group)
 			for i := range m.scales {
 				m.scales[i], m.biases[i] = 0.01, -0.05
 			}
@@ -159,7 +160,7 @@ func BenchmarkStoredKernels(b *testing.B) {
 	}
 	for _, k := range kernelPaths() {
 		for _, rows := range []int{1, storedVecRows} {
-			for _, name := range []string{"f32", "bf16", "q8", "q4"} {
+			for _, name := range []string{"f32", "bf16", "q8", "q4", "mxfp4"} {
 				b.Run(fmt.Sprintf("%s/rows=%d/%s", k, rows, name), func(b *testing.B) {
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()

@@ -65,6 +65,12 @@ func q4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *
 // q4Dot4x1Z is q4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).
 func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 
+// fp4Dot4x1 computes y[o] = Σ_k x[k]·fp4(q)·scale for four mxfp4 rows o starting at q, qs bytes apart, whose groups' widened e8m0 scales start at scales, ss bytes apart (0 repeats a row); biases is unused.
+func fp4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+
+// fp4Dot4x1Z is fp4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).
+func fp4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+
 // bf16Dot1x1 computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 1 input row(s) r.
 func bf16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
 
@@ -161,6 +167,30 @@ func q4Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *
 // q4Dot1x8 computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
 func q4Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
 
+// fp4Dot1x1 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 1 input row(s) r.
+func fp4Dot1x1(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x2 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 2 input row(s) r.
+func fp4Dot1x2(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x3 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 3 input row(s) r.
+func fp4Dot1x3(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x4 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 4 input row(s) r.
+func fp4Dot1x4(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x5 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 5 input row(s) r.
+func fp4Dot1x5(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x6 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 6 input row(s) r.
+func fp4Dot1x6(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x7 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 7 input row(s) r.
+func fp4Dot1x7(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x8 computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 8 input row(s) r.
+func fp4Dot1x8(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
 // bf16Dot1x1Z computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one bf16 row w and 1 input row(s) r.
 func bf16Dot1x1Z(y *float32, ys int, x *float32, w *byte, n int)
 
@@ -256,6 +286,30 @@ func q4Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases 
 
 // q4Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one 4-bit row q (its groups' scales and biases at scales and biases) and 8 input row(s) r.
 func q4Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x1Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 1 input row(s) r.
+func fp4Dot1x1Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x2Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 2 input row(s) r.
+func fp4Dot1x2Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x3Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 3 input row(s) r.
+func fp4Dot1x3Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x4Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 4 input row(s) r.
+func fp4Dot1x4Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x5Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 5 input row(s) r.
+func fp4Dot1x5Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x6Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 6 input row(s) r.
+func fp4Dot1x6Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x7Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 7 input row(s) r.
+func fp4Dot1x7Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+
+// fp4Dot1x8Z computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and 8 input row(s) r.
+func fp4Dot1x8Z(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
 
 // f32SiLU computes gate[i] = gate[i]/(1+exp(-gate[i]))·up[i] for i < n (a multiple of the lanes), exp to about 2 ulp.
 func f32SiLU(gate *float32, up *float32, n int)

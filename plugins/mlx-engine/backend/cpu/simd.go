@@ -81,9 +81,12 @@ type simdSet struct {
 	dot8, dot1 func(y *float32, ys int, x *float32, w *float32, n int)
 	bf16, f16  func(y *float32, x *float32, w *byte, ws int, n int)
 	q8, q4     func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+	// fp4 is the four-row mxfp4 kernel: q4's shape, with the widened e8m0 scales and no biases.
+	fp4 func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 	// Batched decode of stored rows: [xr-1] computes one weight row × xr input rows (xr ≤ storedVecRows).
 	bf16x, f16x []func(y *float32, ys int, x *float32, w *byte, n int)
 	q8x, q4x    []func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
+	fp4x        []func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)
 	// silu: g[i] = g[i]/(1+exp(-g[i]))·u[i] for i < n, a multiple of lanes (f32SiLU).
 	silu func(g, u *float32, n int)
 	// exp: s[i] = exp(s[i]-mx) for i < n, a multiple of lanes (f32ExpShift).
@@ -193,7 +196,7 @@ func (s *simdSet) vecRowsBatch(m *storedMatrix, y, x []float32, rows, in, out, o
 	switch m.kind {
 	case storedQ8:
 		rb = in
-	case storedQ4:
+	case storedQ4, storedMXFP4:
 		rb = in / 2
 	}
 	_ = m.raw[o1*rb-1]
@@ -201,7 +204,9 @@ func (s *simdSet) vecRowsBatch(m *storedMatrix, y, x []float32, rows, in, out, o
 	if m.group > 0 {
 		groups = in / m.group
 		_ = m.scales[o1*groups-1]
-		_ = m.biases[o1*groups-1]
+		if m.kind != storedMXFP4 {
+			_ = m.biases[o1*groups-1]
+		}
 	}
 	tile := len(s.q8x)
 	for r := 0; r < rows; r += tile {
@@ -223,6 +228,12 @@ func (s *simdSet) vecRowsBatch(m *storedMatrix, y, x []float32, rows, in, out, o
 			}
 			for o := o0; o < o1; o++ {
 				f(&yr[o], out, xp, &m.raw[o*rb], &m.scales[o*groups], &m.biases[o*groups], in, m.group)
+			}
+		case storedMXFP4:
+			f := s.fp4x[xr-1]
+			for o := o0; o < o1; o++ {
+				sp := &m.scales[o*groups]
+				f(&yr[o], out, xp, &m.raw[o*rb], sp, sp, in, m.group) // no biases: the kernel ignores them
 			}
 		}
 	}
@@ -255,6 +266,12 @@ func (s *simdSet) dot4(m *storedMatrix, dst, x []float32, in, o, stride int) {
 			f = s.q8
 		}
 		f(&dst[0], &x[0], &m.raw[o*rb], stride*rb, &m.scales[o*groups], &m.biases[o*groups], 4*stride*groups, in, m.group)
+	case storedMXFP4:
+		rb, groups := in/2, in/m.group
+		_ = m.raw[(o+3*stride+1)*rb-1]
+		_ = m.scales[(o+3*stride+1)*groups-1]
+		sp := &m.scales[o*groups]
+		s.fp4(&dst[0], &x[0], &m.raw[o*rb], stride*rb, sp, sp, 4*stride*groups, in, m.group)
 	}
 }
 

@@ -22,6 +22,9 @@ var simdKernels = func() (k [3]simdSet) {
 			q8Dot1x1, q8Dot1x2, q8Dot1x3, q8Dot1x4, q8Dot1x5, q8Dot1x6, q8Dot1x7, q8Dot1x8},
 		q4x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
 			q4Dot1x1, q4Dot1x2, q4Dot1x3, q4Dot1x4, q4Dot1x5, q4Dot1x6, q4Dot1x7, q4Dot1x8},
+		fp4: fp4Dot4x1,
+		fp4x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
+			fp4Dot1x1, fp4Dot1x2, fp4Dot1x3, fp4Dot1x4, fp4Dot1x5, fp4Dot1x6, fp4Dot1x7, fp4Dot1x8},
 	}
 	if x.HasAVX512F && x.HasAVX512BW && x.HasAVX512VL && x.HasAVX512VBMI {
 		k[pathAVX512] = simdSet{
@@ -39,6 +42,9 @@ var simdKernels = func() (k [3]simdSet) {
 				q8Dot1x1Z, q8Dot1x2Z, q8Dot1x3Z, q8Dot1x4Z, q8Dot1x5Z, q8Dot1x6Z, q8Dot1x7Z, q8Dot1x8Z},
 			q4x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
 				q4Dot1x1Z, q4Dot1x2Z, q4Dot1x3Z, q4Dot1x4Z, q4Dot1x5Z, q4Dot1x6Z, q4Dot1x7Z, q4Dot1x8Z},
+			fp4: fp4Dot4x1Z,
+			fp4x: []func(*float32, int, *float32, *byte, *float32, *float32, int, int){
+				fp4Dot1x1Z, fp4Dot1x2Z, fp4Dot1x3Z, fp4Dot1x4Z, fp4Dot1x5Z, fp4Dot1x6Z, fp4Dot1x7Z, fp4Dot1x8Z},
 		}
 	}
 	return k

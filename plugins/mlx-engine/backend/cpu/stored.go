@@ -15,7 +15,8 @@ import (
 // on every kernel path (the vector ones in simd.go). They keep the contract of the
 // float32 kernels (one accumulator per output, summed in index order) and widen to the bits Row writes:
 // 16-bit values exactly, quantized ones with model.Affine, which model.Dequantize uses too (a table of the
-// group's values for 4 bits, one value at a time for 8 bits). So a stored model gives the logits of the
+// group's values for 4 bits, one value at a time for 8 bits), mxfp4 ones with model.MXFP4, an exact product of
+// the code's e2m1 value and the group's e8m0 scale. So a stored model gives the logits of the
 // expanded one bit for bit, batched or not.
 
 // storedKind says which decode kernel a stored matrix has.
@@ -27,6 +28,7 @@ const (
 	storedF16
 	storedQ4
 	storedQ8
+	storedMXFP4
 )
 
 // storedMatrix is the part of a linear that is kept as stored.
@@ -48,6 +50,19 @@ func newStoredMatrix(l *model.Linear) (storedMatrix, error) {
 			s.kind = storedF16
 		}
 		return s, nil
+	}
+	switch q.Mode {
+	case model.ModeAffine:
+	case model.ModeMXFP4:
+		// The e8m0 scales widened once, exactly: a weight is then one table lookup (model.MXFP4).
+		s.kind, s.group = storedMXFP4, q.GroupSize
+		s.scales = make([]float32, len(q.Scales.Data))
+		for i, b := range q.Scales.Data {
+			s.scales[i] = model.E8M0(b)
+		}
+		return s, nil
+	default:
+		return s, nil // expanded by tiles with model.Linear.Row
 	}
 	switch q.Bits {
 	case 4:
@@ -132,6 +147,8 @@ func (s *storedMatrix) dot4(x []float32, in, o int) (a0, a1, a2, a3 float32) {
 		return dot4f16(x, s.raw[o*rb:(o+1)*rb], s.raw[(o+1)*rb:(o+2)*rb], s.raw[(o+2)*rb:(o+3)*rb], s.raw[(o+3)*rb:(o+4)*rb])
 	case storedQ4:
 		return s.dot4q4Rows(x, in, o, o+1, o+2, o+3)
+	case storedMXFP4:
+		return s.dot4mxfp4Rows(x, in, o, o+1, o+2, o+3)
 	default: // storedQ8
 		return s.dot4q8Rows(x, in, o, o+1, o+2, o+3)
 	}
@@ -151,6 +168,8 @@ func (s *storedMatrix) dot1(x []float32, in, o int) float32 {
 		a, _, _, _ = s.dot4q4Rows(x, in, o, o, o, o)
 	case storedQ8:
 		a, _, _, _ = s.dot4q8Rows(x, in, o, o, o, o)
+	case storedMXFP4:
+		a, _, _, _ = s.dot4mxfp4Rows(x, in, o, o, o, o)
 	}
 	return a
 }
@@ -241,6 +260,42 @@ func (s *storedMatrix) dot4q4Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, 
 				a3 += float32(v * t3[u3&15])
 				u0, u1, u2, u3 = u0>>4, u1>>4, u2>>4, u3>>4
 			}
+		}
+	}
+	return
+}
+
+// dot4mxfp4Rows returns the dot products of x with four mxfp4 rows (which may repeat). Each group's 16 values
+// per row go into a table first (model.MXFP4, the value Row writes), two codes a byte, low nibble first.
+func (s *storedMatrix) dot4mxfp4Rows(x []float32, in, r0, r1, r2, r3 int) (a0, a1, a2, a3 float32) {
+	groups := in / 32
+	rb := in / 2
+	p0, p1, p2, p3 := s.raw[r0*rb:(r0+1)*rb], s.raw[r1*rb:(r1+1)*rb], s.raw[r2*rb:(r2+1)*rb], s.raw[r3*rb:(r3+1)*rb]
+	var t0, t1, t2, t3 [16]float32
+	for g := range groups {
+		fill := func(t *[16]float32, r int) {
+			sc := s.scales[r*groups+g]
+			for c := range t {
+				t[c] = model.MXFP4(byte(c), sc)
+			}
+		}
+		fill(&t0, r0)
+		fill(&t1, r1)
+		fill(&t2, r2)
+		fill(&t3, r3)
+		xg := x[32*g : 32*g+32 : 32*g+32]
+		q0, q1, q2, q3 := p0[16*g:16*g+16], p1[16*g:16*g+16], p2[16*g:16*g+16], p3[16*g:16*g+16]
+		for j := range 16 {
+			lo, hi := xg[2*j], xg[2*j+1]
+			b0, b1, b2, b3 := q0[j], q1[j], q2[j], q3[j]
+			a0 += float32(lo * t0[b0&15])
+			a1 += float32(lo * t1[b1&15])
+			a2 += float32(lo * t2[b2&15])
+			a3 += float32(lo * t3[b3&15])
+			a0 += float32(hi * t0[b0>>4])
+			a1 += float32(hi * t1[b1>>4])
+			a2 += float32(hi * t2[b2>>4])
+			a3 += float32(hi * t3[b3>>4])
 		}
 	}
 	return

@@ -275,6 +275,9 @@ func (m *mlxModel) loadLinear(l *model.Linear) (linear, error) {
 		}
 	}
 	if q := l.Quant; q != nil {
+		if q.Mode != model.ModeAffine {
+			return out, fmt.Errorf("mlx: %s: %s quantization is not implemented by this backend yet", l.Name, q.Mode)
+		}
 		p := q.QuantParams
 		out.quant = &p
 		if out.w, err = m.loadTensor(l.Weight, C.MLX_UINT32); err != nil {

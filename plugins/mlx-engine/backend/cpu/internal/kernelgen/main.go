@@ -58,8 +58,10 @@ func main() {
 	}
 	quant(avx2, 4)
 	quant4Z()
+	fp4AVX2()
+	fp4Z()
 	for _, v := range []vec{avx2, avx512} {
-		for _, kind := range []string{"bf16", "f16", "q8", "q4"} {
+		for _, kind := range []string{"bf16", "f16", "q8", "q4", "fp4"} {
 			for xr := 1; xr <= 8; xr++ {
 				storedBatch(v, kind, xr)
 			}
@@ -462,6 +464,170 @@ func quant4Z() {
 	RET()
 }
 
+// fp4Widen turns the nibbles of a broadcast 32-bit word in t into 8 mxfp4 weights (AVX2): lane j takes nibble
+// j (shifts, mask), its magnitude from the table of e2m1 values by the low 3 bits (VPERMPS reads only those),
+// its sign from bit 3, and the product with the group's scale, which is exact (model.MXFP4): the weights are
+// the expanded matrix's bits.
+func fp4Widen(t, shifts, mask, scale VecVirtual) {
+	VPSRLVD(shifts, t, t)
+	VPAND(mask, t, t)
+	sign := YMM()
+	VPSRLD(U8(3), t, sign)
+	VPSLLD(U8(31), sign, sign)
+	VPERMPS(fp4Values(), t, t)
+	VORPS(sign, t, t)
+	VMULPS(scale, t, t)
+}
+
+// fp4AVX2 writes fp4Dot4x1, the AVX2 kernel for four mxfp4 rows (groups of 32, one widened e8m0 scale each).
+func fp4AVX2() {
+	name := "fp4Dot4x1"
+	TEXT(name, NOSPLIT, "func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)")
+	Doc(name + " computes y[o] = Σ_k x[k]·fp4(q)·scale for four mxfp4 rows o starting at q, qs bytes apart, whose groups' widened e8m0 scales start at scales, ss bytes apart (0 repeats a row); biases is unused.")
+	x := Load(Param("x"), GP64())
+	qs := Load(Param("qs"), GP64())
+	qp := make([]GPVirtual, 4)
+	qp[0] = Load(Param("q"), GP64()).(GPVirtual)
+	for o := 1; o < 4; o++ {
+		qp[o] = GP64()
+		LEAQ(Mem{Base: qp[o-1], Index: qs, Scale: 1}, qp[o])
+	}
+	ss := Load(Param("ss"), GP64())
+	sp := Load(Param("scales"), GP64())
+	ss3 := GP64()
+	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
+	n := Load(Param("n"), GP64())
+	group := Load(Param("group"), GP64())
+	acc := make([]VecVirtual, 4)
+	for o := range acc {
+		acc[o] = YMM()
+		VXORPS(acc[o], acc[o], acc[o])
+	}
+	mask, shifts := YMM(), YMM()
+	VPBROADCASTD(nibbleMask(), mask)
+	VMOVDQU(nibbleShifts(), shifts)
+	pf := prefetcher(qp[0], qs, group, 4)
+	k := GP64()
+	XORQ(k, k)
+	end := GP64()
+	Label(name + "_group")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	pf.next()
+	sc := make([]VecVirtual, 4)
+	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
+	for o := range 4 {
+		sc[o] = YMM()
+		VBROADCASTSS(offs[o], sc[o])
+	}
+	ADDQ(U8(4), sp)
+	MOVQ(k, end)
+	ADDQ(group, end)
+	Label(name + "_loop")
+	xv := YMM()
+	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
+	for o := range 4 {
+		t := YMM()
+		VPBROADCASTD(Mem{Base: qp[o]}, t)
+		fp4Widen(t, shifts, mask, sc[o])
+		VFMADD231PS(t, xv, acc[o])
+		ADDQ(U8(4), qp[o])
+	}
+	ADDQ(U8(8), k)
+	CMPQ(k, end)
+	JL(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	for o := range 4 {
+		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// fp4Z writes fp4Dot4x1Z, fp4Dot4x1 on 16 lanes: each group's 16 values per row (e2m1 value·scale, exact)
+// in one register, looked up by nibble as the AVX-512 4-bit kernel does.
+func fp4Z() {
+	name := "fp4Dot4x1Z"
+	TEXT(name, NOSPLIT, "func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)")
+	Doc(name + " is fp4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).")
+	x := Load(Param("x"), GP64())
+	qs := Load(Param("qs"), GP64())
+	qp := make([]GPVirtual, 4)
+	qp[0] = Load(Param("q"), GP64()).(GPVirtual)
+	for o := 1; o < 4; o++ {
+		qp[o] = GP64()
+		LEAQ(Mem{Base: qp[o-1], Index: qs, Scale: 1}, qp[o])
+	}
+	ss := Load(Param("ss"), GP64())
+	sp := Load(Param("scales"), GP64())
+	ss3 := GP64()
+	LEAQ(Mem{Base: ss, Index: ss, Scale: 2}, ss3)
+	n := Load(Param("n"), GP64())
+	group := Load(Param("group"), GP64())
+	acc := make([]VecVirtual, 4)
+	for o := range acc {
+		acc[o] = ZMM()
+		VXORPS(acc[o], acc[o], acc[o])
+	}
+	values, ctrl := ZMM(), ZMM()
+	VMOVUPS(fp4Values(), values)
+	VMOVDQU32(nibbleSelect(), ctrl)
+	pf := prefetcher(qp[0], qs, group, 4)
+	k := GP64()
+	XORQ(k, k)
+	end := GP64()
+	Label(name + "_group")
+	CMPQ(k, n)
+	JGE(LabelRef(name + "_done"))
+	pf.next()
+	offs := []Mem{{Base: sp}, {Base: sp, Index: ss, Scale: 1}, {Base: sp, Index: ss, Scale: 2}, {Base: sp, Index: ss3, Scale: 1}}
+	table := make([]VecVirtual, 4)
+	for o := range 4 {
+		table[o] = ZMM()
+		VBROADCASTSS(offs[o], table[o])
+		VMULPS(values, table[o], table[o]) // fp4 value·scale, exact
+	}
+	ADDQ(U8(4), sp)
+	MOVQ(k, end)
+	ADDQ(group, end)
+	Label(name + "_loop")
+	xv := ZMM()
+	VMOVUPS(Mem{Base: x, Index: k, Scale: 4}, xv)
+	for o := range 4 {
+		t := ZMM()
+		VPMULTISHIFTQB_BCST(Mem{Base: qp[o]}, ctrl, t)
+		VPERMPS(table[o], t, t)
+		VFMADD231PS(t, xv, acc[o])
+		ADDQ(U8(8), qp[o])
+	}
+	ADDQ(U8(16), k)
+	CMPQ(k, end)
+	JL(LabelRef(name + "_loop"))
+	JMP(LabelRef(name + "_group"))
+	Label(name + "_done")
+	y := Load(Param("y"), GP64())
+	for o := range 4 {
+		hsum(acc[o], Mem{Base: y, Disp: 4 * o})
+	}
+	VZEROUPPER()
+	RET()
+}
+
+// fp4Values are the e2m1 values of codes 0..15 as float32 (bit 3 the sign; -0 for code 8): the AVX-512 table
+// is scale times them, and the AVX2 kernels read the first 8 as magnitudes.
+func fp4Values() Mem {
+	return global("fp4Values", func() Mem {
+		fv := GLOBL("fp4Values", RODATA|NOPTR)
+		mag := []float32{0, 0.5, 1, 1.5, 2, 3, 4, 6}
+		for j := range 16 {
+			DATA(4*j, U32(math.Float32bits(mag[j%8])|uint32(j/8)<<31))
+		}
+		return fv
+	})
+}
+
 // The constants of the 4-bit kernels, each defined once however many kernels use it.
 var globals = map[string]Mem{}
 
@@ -520,11 +686,15 @@ func nibbleSelect() Mem {
 // operands (they stay in L1 across the matrix's rows); a row r is at base[r/3] + (r%3)·stride.
 func storedBatch(v vec, kind string, xr int) {
 	name := fmt.Sprintf("%sDot1x%d%s", kind, xr, v.suffix)
-	quantized := kind == "q8" || kind == "q4"
-	if quantized {
+	quantized := kind == "q8" || kind == "q4" || kind == "fp4"
+	switch {
+	case kind == "fp4":
+		TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)")
+		Doc(fmt.Sprintf("%s computes y[r*ys] = Σ_k x[r*n+k]·fp4(q[k])·scale for one mxfp4 row q (its groups' widened e8m0 scales at scales; biases unused) and %d input row(s) r.", name, xr))
+	case quantized:
 		TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, q *byte, scales *float32, biases *float32, n int, group int)")
 		Doc(fmt.Sprintf("%s computes y[r*ys] = Σ_k x[r*n+k]·(scale·q[k] + bias) for one %s-bit row q (its groups' scales and biases at scales and biases) and %d input row(s) r.", name, kind[1:], xr))
-	} else {
+	default:
 		TEXT(name, NOSPLIT, "func(y *float32, ys int, x *float32, w *byte, n int)")
 		Doc(fmt.Sprintf("%s computes y[r*ys] = Σ_k x[r*n+k]·w[k] for one %s row w and %d input row(s) r.", name, kind, xr))
 	}
@@ -597,7 +767,7 @@ func storedBatch(v vec, kind string, xr int) {
 			ADDQ(U8(v.lanes), wp)
 			return t
 		}
-	case v.lanes == 8: // q4, AVX2
+	case kind == "q4" && v.lanes == 8:
 		mask, shifts := v.reg(), v.reg()
 		VPBROADCASTD(nibbleMask(), mask)
 		VMOVDQU(nibbleShifts(), shifts)
@@ -612,10 +782,25 @@ func storedBatch(v vec, kind string, xr int) {
 			ADDQ(U8(4), wp)
 			return t
 		}
-	default: // q4, AVX-512
+	case kind == "fp4" && v.lanes == 8:
+		mask, shifts := v.reg(), v.reg()
+		VPBROADCASTD(nibbleMask(), mask)
+		VMOVDQU(nibbleShifts(), shifts)
+		widen = func() VecVirtual {
+			t := v.reg()
+			VPBROADCASTD(Mem{Base: wp}, t)
+			fp4Widen(t, shifts, mask, sc)
+			ADDQ(U8(4), wp)
+			return t
+		}
+	default: // q4 and fp4, AVX-512
 		iota = ZMM()
 		ctrl := ZMM()
-		VMOVUPS(nibbleValues(), iota)
+		if kind == "fp4" {
+			VMOVUPS(fp4Values(), iota)
+		} else {
+			VMOVUPS(nibbleValues(), iota)
+		}
 		VMOVDQU32(nibbleSelect(), ctrl)
 		widen = func() VecVirtual {
 			t := ZMM()
@@ -629,7 +814,14 @@ func storedBatch(v vec, kind string, xr int) {
 	CMPQ(k, n)
 	JGE(LabelRef(name + "_done"))
 	if quantized {
-		if kind == "q4" && v.lanes == 16 {
+		if kind == "fp4" && v.lanes == 16 {
+			table = ZMM()
+			VBROADCASTSS(Mem{Base: sp}, table)
+			VMULPS(iota, table, table) // fp4 value·scale, exact
+		} else if kind == "fp4" {
+			sc = v.reg()
+			VBROADCASTSS(Mem{Base: sp}, sc)
+		} else if kind == "q4" && v.lanes == 16 {
 			table = ZMM()
 			b := ZMM()
 			VBROADCASTSS(Mem{Base: sp}, table)
