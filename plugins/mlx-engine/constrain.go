@@ -23,6 +23,8 @@ func (in *instance) grammarFor(req engine.GenerateRequest) (*grammar.Grammar, er
 	switch {
 	case forced && len(req.Tools) > 0:
 		return in.toolCallGrammar(req)
+	case in.format.Calls == toolcall.CallsHarmony && (req.ResponseFormat.Type == engine.FormatJSONObject || req.ResponseFormat.Type == engine.FormatJSONSchema):
+		return in.harmonyFinalGrammar(req.ResponseFormat)
 	case req.ResponseFormat.Type == engine.FormatJSONObject:
 		return in.grammars.Get("json_object", func() (*grammar.Grammar, error) {
 			n, err := grammar.AnyJSONObject(grammar.Options{})
@@ -42,8 +44,8 @@ func (in *instance) grammarFor(req engine.GenerateRequest) (*grammar.Grammar, er
 	return nil, nil
 }
 
-// toolCallGrammar is the grammar of a forced call: the family's wrapping of {"name": ..., arguments}, one
-// call or (parallel_tool_calls) several, of the named tool or any of them.
+// toolCallGrammar is the grammar of a forced call: the family's wrapping of {"name": ..., arguments} (harmony's
+// recipient header), one call or (parallel_tool_calls) several, of the named tool or any of them.
 func (in *instance) toolCallGrammar(req engine.GenerateRequest) (*grammar.Grammar, error) {
 	var tools []grammar.Tool
 	strict := false
@@ -80,6 +82,13 @@ func (in *instance) toolCallGrammar(req engine.GenerateRequest) (*grammar.Gramma
 				return nil, err
 			}
 			root = call
+		case toolcall.CallsHarmony:
+			// One call per turn: harmony ends the turn at <|call|>.
+			call, err := grammar.HarmonyCall(tools, opts)
+			if err != nil {
+				return nil, err
+			}
+			root = call
 		case toolcall.CallsMistral:
 			call, err := grammar.ToolCallObject(tools, "arguments", opts)
 			if err != nil {
@@ -102,6 +111,33 @@ func (in *instance) toolCallGrammar(req engine.GenerateRequest) (*grammar.Gramma
 
 var errNoCallGrammar = errors.New("no grammar for this family's tool calls")
 
+// harmonyFinalGrammar is a response format for a harmony model: the JSON on the final channel, after an
+// optional analysis message, as gpt-oss answers.
+func (in *instance) harmonyFinalGrammar(f engine.ResponseFormat) (*grammar.Grammar, error) {
+	opts := grammar.Options{Strict: f.Strict}
+	key, param := "harmony/json_object", "response_format"
+	if f.Type == engine.FormatJSONSchema {
+		key, param = "harmony/json_schema/"+grammar.SchemaKey(f.Schema, opts), "response_format.json_schema.schema"
+	}
+	g, err := in.grammars.Get(key, func() (*grammar.Grammar, error) {
+		var answer grammar.Node
+		var err error
+		if f.Type == engine.FormatJSONSchema {
+			answer, err = grammar.JSONSchema(f.Schema, opts)
+		} else {
+			answer, err = grammar.AnyJSONObject(grammar.Options{})
+		}
+		if err != nil {
+			return nil, err
+		}
+		return grammar.Compile(grammar.HarmonyFinal(answer))
+	})
+	if err != nil {
+		return nil, schemaError(param, err)
+	}
+	return g, nil
+}
+
 // schemaError turns a grammar's refusal into the client's 400, naming the keyword and where it is.
 func schemaError(param string, err error) error {
 	var se *grammar.SchemaError
@@ -118,10 +154,16 @@ func schemaError(param string, err error) error {
 }
 
 // grammarIndex is the instance's vocabulary prepared for masks, built the first time a request needs it
-// (about 0.1 s and 3 MiB for a 128k vocabulary).
+// (about 0.1 s and 3 MiB for a 128k vocabulary). Its end-of-sequence tokens are those the instance stops on,
+// less harmony's <|call|> and <|return|>, which its grammars name as the output's last token.
 func (in *instance) grammarIndex() (*grammar.Index, error) {
 	in.indexOnce.Do(func() {
-		in.index, in.indexErr = grammar.NewIndex(grammar.VocabularyOf(in.tok))
+		v := grammar.VocabularyOf(in.tok)
+		v.EOS = in.eos
+		if in.format.Calls == toolcall.CallsHarmony {
+			v = v.Unstop(grammar.HarmonyEnds...)
+		}
+		in.index, in.indexErr = grammar.NewIndex(v)
 	})
 	return in.index, in.indexErr
 }

@@ -295,6 +295,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 			added = append(added, a.Content)
 		}
 		in.format = toolcall.Detect(tmpl.Source(), added)
+		in.eos = appendTurnEnds(in.eos, tok, tmpl.Source(), in.format)
 	}
 	markers := map[int32]bool{}
 	for _, m := range in.format.Markers() {
@@ -431,7 +432,7 @@ func (in *instance) prompt(p promptInput) ([]int32, string, error) {
 		if in.template == nil {
 			return nil, "", engine.InvalidParam("messages", "model %s has no chat template; use /v1/completions", in.desc.ModelID)
 		}
-		input, err := templateInput(p.messages, p.tools, p.vars)
+		input, err := templateInput(p.messages, p.tools, p.vars, in.format)
 		if err != nil {
 			return nil, "", err
 		}

@@ -209,14 +209,24 @@ func JSONSchemaFormat(name string, schema json.RawMessage, strict bool, param st
 }
 
 // ReasoningEffort maps a reasoning effort (OpenAI's reasoning_effort, Responses' reasoning.effort) to the
-// template variable reasoning models read: "none" turns thinking off where the template can.
+// template variables reasoning models read: enable_thinking ("none" turns thinking off where the template
+// can) and reasoning_effort, which harmony templates (gpt-oss) write into the system message as "Reasoning:
+// low|medium|high" ("none" and "minimal" are "low", the least they know). Variables the client set itself in
+// chat_template_kwargs stay as they are.
 func ReasoningEffort(effort string, vars map[string]any, param string) (map[string]any, *Error) {
+	level := effort
 	switch effort {
-	case "none", "minimal", "low", "medium", "high":
+	case "none", "minimal":
+		level = "low"
+	case "low", "medium", "high":
 	default:
 		return vars, BadRequest(param, "%s must be none, minimal, low, medium or high, got %q", param, effort)
 	}
-	return Thinking(effort != "none", vars), nil
+	vars = Thinking(effort != "none", vars)
+	if _, set := vars["reasoning_effort"]; !set {
+		vars["reasoning_effort"] = level
+	}
+	return vars, nil
 }
 
 // Thinking sets enable_thinking unless the client set it itself.

@@ -76,7 +76,7 @@ func TestParseChat(t *testing.T) {
 					{Role: "tool", Name: "f", Content: "ok"}},
 				Tools:      []engine.Tool{{Name: "f", Parameters: []byte(`{"type":"object"}`)}},
 				ToolChoice: engine.ToolChoice{Mode: engine.ToolChoiceAuto}, ParallelToolCalls: true, N: 1,
-				TemplateVars: map[string]any{"enable_thinking": false}, Sampling: engine.Sampling{Temperature: 1}},
+				TemplateVars: map[string]any{"enable_thinking": false, "reasoning_effort": "low"}, Sampling: engine.Sampling{Temperature: 1}},
 		},
 	}
 	for _, c := range cases {
@@ -232,5 +232,33 @@ func TestParseCompletion(t *testing.T) {
 				t.Errorf("got  %+v\nwant %+v", got, c.want)
 			}
 		})
+	}
+}
+
+// TestReasoningEffortVars: reasoning_effort reaches the template as enable_thinking and as the level harmony
+// templates (gpt-oss) write; what the client set in chat_template_kwargs wins.
+func TestReasoningEffortVars(t *testing.T) {
+	t.Parallel()
+	msgs := `"messages":[{"role":"user","content":"hi"}]`
+	cases := []struct {
+		body string
+		want map[string]any
+	}{
+		{`{"model":"m",` + msgs + `,"reasoning_effort":"high"}`, map[string]any{"enable_thinking": true, "reasoning_effort": "high"}},
+		{`{"model":"m",` + msgs + `,"reasoning_effort":"medium"}`, map[string]any{"enable_thinking": true, "reasoning_effort": "medium"}},
+		{`{"model":"m",` + msgs + `,"reasoning_effort":"minimal"}`, map[string]any{"enable_thinking": true, "reasoning_effort": "low"}},
+		{`{"model":"m",` + msgs + `,"reasoning_effort":"none"}`, map[string]any{"enable_thinking": false, "reasoning_effort": "low"}},
+		{`{"model":"m",` + msgs + `,"reasoning_effort":"low","chat_template_kwargs":{"reasoning_effort":"high"}}`,
+			map[string]any{"enable_thinking": true, "reasoning_effort": "high"}},
+		{`{"model":"m",` + msgs + `}`, nil},
+	}
+	for _, c := range cases {
+		got, err := ParseChat([]byte(c.body))
+		if err != nil {
+			t.Fatalf("%s: %v", c.body, err)
+		}
+		if !reflect.DeepEqual(got.TemplateVars, c.want) {
+			t.Errorf("%s: template vars %v, want %v", c.body, got.TemplateVars, c.want)
+		}
 	}
 }

@@ -76,14 +76,14 @@ func TestParse(t *testing.T) {
 				"reasoning":{"effort":"none","summary":"auto"},"tools":[` + weatherTool + `],"tool_choice":"required"}`,
 			want: engine.GenerateRequest{Messages: []engine.Message{{Role: "user", Content: "ok"}},
 				ResponseFormat: engine.ResponseFormat{Type: engine.FormatJSONSchema, Name: "out", Schema: []byte(`{"type":"object"}`), Strict: true},
-				TemplateVars:   map[string]any{"enable_thinking": false}, Tools: []engine.Tool{weather},
+				TemplateVars:   map[string]any{"enable_thinking": false, "reasoning_effort": "low"}, Tools: []engine.Tool{weather},
 				ToolChoice: engine.ToolChoice{Mode: engine.ToolChoiceRequired}, Sampling: engine.Sampling{Temperature: 1}, ParallelToolCalls: true},
 		},
 		{
 			name: "json_object",
 			body: `{"model":"m","input":"ok","text":{"format":{"type":"json_object"}},"reasoning":{"effort":"high"},"tools":[` + weatherTool + `],"tool_choice":"none"}`,
 			want: engine.GenerateRequest{Messages: []engine.Message{{Role: "user", Content: "ok"}},
-				ResponseFormat: engine.ResponseFormat{Type: engine.FormatJSONObject}, TemplateVars: map[string]any{"enable_thinking": true},
+				ResponseFormat: engine.ResponseFormat{Type: engine.FormatJSONObject}, TemplateVars: map[string]any{"enable_thinking": true, "reasoning_effort": "high"},
 				Tools: []engine.Tool{weather}, ToolChoice: engine.ToolChoice{Mode: engine.ToolChoiceNone}, Sampling: engine.Sampling{Temperature: 1}, ParallelToolCalls: true},
 		},
 	}

@@ -4,8 +4,9 @@
 //
 // Why it matters: a prompt that differs from the training format by one newline degrades answers silently, so
 // the tests render a set of conversations (system prompts, multi-turn, tool calls, thinking, unicode, errors)
-// with the Llama 2, Llama 3 and Qwen 3 templates and compare byte for byte with @huggingface/jinja, the engine
-// transformers.js uses.
+// with the Llama 2, Llama 3, Qwen 3 and Gemma 3 templates and duet's harmony template and compare byte for byte
+// with @huggingface/jinja, the engine transformers.js uses; the harmony template's output is also checked, text
+// and token ids, against OpenAI's harmony renderer (npm openai-harmony).
 //
 // The Jinja engine is github.com/ardanlabs/jinja (v1.8.0, pure Go). It renders these templates identically
 // except for tojson with indent (Llama 3.1 renders tools with tojson(indent=4)), where it sorts keys and

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/duet-ai/duet/internal/testnode"
 )
@@ -76,8 +77,8 @@ func toMessages(t testing.TB, raw []json.RawMessage) []Message {
 	return msgs
 }
 
-// realTemplates are the chat templates checked against @huggingface/jinja: Llama 3 and Qwen 3 from the npm
-// tokenizer packages, and the Llama 2 chat template (the npm llama2 package's config has none).
+// realTemplates are the chat templates checked against @huggingface/jinja: Llama 3, Qwen 3 and Gemma 3 from the
+// npm tokenizer packages, the Llama 2 chat template (the npm llama2 package's config has none) and duet's own.
 func realTemplates(t *testing.T) map[string]string {
 	t.Helper()
 	return map[string]string{
@@ -90,6 +91,11 @@ func realTemplates(t *testing.T) map[string]string {
 		// The templates of the models the project generates (the embedded model's among them), with tools.
 		"generated-llama3": generatedModel(t, model.Llama),
 		"generated-chatml": generatedModel(t, model.Qwen3),
+		// duet's harmony template (gpt-oss's format: channels, reasoning_effort, tools as a TypeScript namespace,
+		// thinking; harmony_test.go checks it against OpenAI's renderer) and Gemma 3 (no system role,
+		// raise_exception when roles do not alternate).
+		"harmony": testnode.Template(t, "harmony"),
+		"gemma3":  testnode.Tokenizer(t, "gemma3"),
 	}
 }
 
@@ -135,10 +141,14 @@ func TestRenderMatchesHuggingFaceJinja(t *testing.T) {
 		t.Fatal(err)
 	}
 	req, _ := json.Marshal(map[string]any{"templates": reqs, "conversations": convs})
-	var want []rendering
-	if err := json.Unmarshal(testnode.Run(t, script, req), &want); err != nil {
+	var resp struct {
+		Now        int64       `json:"now"`
+		Renderings []rendering `json:"renderings"`
+	}
+	if err := json.Unmarshal(testnode.Run(t, script, req), &resp); err != nil {
 		t.Fatal(err)
 	}
+	want, now := resp.Renderings, time.UnixMilli(resp.Now)
 	byConv := map[string]conversation{}
 	for _, c := range convs {
 		byConv[c.Name] = c
@@ -154,6 +164,7 @@ func TestRenderMatchesHuggingFaceJinja(t *testing.T) {
 				AddGenerationPrompt: w.AddGenerationPrompt,
 				Tools:               byConv[w.Conversation].Tools,
 				Vars:                byConv[w.Conversation].Vars,
+				Now:                 now,
 			})
 			switch {
 			case w.Error != "" && err == nil:

@@ -16,6 +16,10 @@
 //	AnyJSONObject(opts)             any JSON object (response_format json_object)
 //	JSONSchema(schema, opts)        JSON valid against a schema (response_format json_schema)
 //	ToolCallObject(tools, key, opts) {"name": <tool>, key: <its arguments>}, paired per tool
+//	ToolCalls(tools, opts, wrap)    wrap(name, <its arguments>) per tool, for syntaxes that are not JSON
+//	Text()                          any text without special tokens
+//	HarmonyCall(tools, opts)        a forced call in gpt-oss's harmony format (below)
+//	HarmonyFinal(answer)            a constrained answer on harmony's final channel
 //
 // Compile(root) turns it into a *Grammar, immutable and shared by every request that uses it; a Cache keeps
 // compiled grammars by schema, least recently used out. Forced tool calls in three model families:
@@ -27,6 +31,12 @@
 //	llama, _ := grammar.ToolCallObject(tools, "parameters", opts)
 //	// Mistral: the [TOOL_CALLS] control token, then a JSON array of calls.
 //	grammar.Seq(grammar.Special("[TOOL_CALLS]"), grammar.Literal("["), grammar.Repeat(call, 1, -1, grammar.Literal(", ")), grammar.Literal("]"))
+//
+// Harmony (gpt-oss) allows one analysis message (free text) and then requires
+// <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>ARGS<|call|> (HarmonyCall), or
+// <|channel|>final<|message|>ANSWER<|return|> for a response format (HarmonyFinal). <|call|> and <|return|>
+// end generation too; build the index from Vocabulary.Unstop(HarmonyEnds...) so that the grammar can name
+// them (the engine stops on them before the matcher would need them taken).
 //
 // # Following a grammar
 //

@@ -36,6 +36,20 @@ const (
 	regexLlama3 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 	// regexQwen2 is the Qwen2/Qwen3 variant of regexLlama3 that splits numbers into single digits.
 	regexQwen2 = `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+	// regexO200k is the o200k Split regex of gpt-oss (o200k_harmony): words split at case changes, with their
+	// contraction attached.
+	regexO200k = `[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+`
+)
+
+// spaceTail is how regexGPT2-like patterns end: whitespace runs, the last space left to the next word. It is
+// the only lookaround they use.
+const spaceTail = `|\s+(?!\S)|\s+`
+
+// foldedContraction is the case-insensitive contraction group as transformers.js rewrites it for JavaScript:
+// ASCII letters only (Go's (?i) would also take the Kelvin sign and the long s).
+const (
+	foldedContraction = `(?i:'s|'t|'re|'ve|'m|'ll|'d)`
+	asciiContraction  = `(?:'(?:[sS]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD]))`
 )
 
 // patternJSON is the "pattern" field of Split and Replace: {"String": "..."} or {"Regex": "..."}.
@@ -63,6 +77,8 @@ func compileRegex(expr string) (pattern, error) {
 		return cl100kPattern{maxDigits: 3}, nil
 	case regexQwen2:
 		return cl100kPattern{maxDigits: 1}, nil
+	case regexO200k:
+		return newWordsThenSpaces(strings.TrimSuffix(regexO200k, spaceTail))
 	}
 	translated, err := translateRegex(expr)
 	if err != nil {
@@ -295,6 +311,41 @@ func (p cl100kPattern) matchAt(s string, i int) int {
 	}
 	if lastBreak >= 0 {
 		return lastBreak + 1
+	}
+	return spaceRunMatch(s, i)
+}
+
+// wordsThenSpaces runs a pattern of the shape `WORDS|\s+(?!\S)|\s+` whose WORDS alternatives match at every
+// character that is not whitespace (regexO200k): WORDS, anchored, in RE2 (leftmost-first, so the match a
+// backtracking engine takes), and the whitespace tail by hand.
+type wordsThenSpaces struct{ re *regexp.Regexp }
+
+func newWordsThenSpaces(words string) (pattern, error) {
+	translated, err := translateRegex(strings.ReplaceAll(words, foldedContraction, asciiContraction))
+	if err != nil {
+		return nil, fmt.Errorf("regex %q: %w", words, err)
+	}
+	re, err := regexp.Compile(`^(?:` + translated + `)`)
+	if err != nil {
+		return nil, fmt.Errorf("regex %q cannot run in Go: %w", words, err)
+	}
+	return wordsThenSpaces{re}, nil
+}
+
+func (p wordsThenSpaces) find(s string, fn func(start, end int)) {
+	for i := 0; i < len(s); {
+		end := p.matchAt(s, i)
+		fn(i, end)
+		i = end
+	}
+}
+
+func (p wordsThenSpaces) matchAt(s string, i int) int {
+	if m := p.re.FindStringIndex(s[i:]); m != nil && m[1] > 0 {
+		return i + m[1]
+	}
+	if r, size := utf8.DecodeRuneInString(s[i:]); !isSpace(r) {
+		return i + size // not reached for regexO200k, whose words take every other character
 	}
 	return spaceRunMatch(s, i)
 }

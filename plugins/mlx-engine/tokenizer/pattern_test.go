@@ -40,12 +40,12 @@ func matches(p pattern, s string) []string {
 	return out
 }
 
-// TestPatternsMatchJavaScript runs the hand-written matchers for the GPT-2, Llama 3 and Qwen 2 regexes, and
+// TestPatternsMatchJavaScript runs the hand-written matchers for the GPT-2, Llama 3, Qwen 2 and o200k regexes, and
 // regexes translated to RE2, on random text, and compares every match with JavaScript's RegExp running the
 // original pattern as transformers.js does.
 func TestPatternsMatchJavaScript(t *testing.T) {
 	exprs := []string{
-		regexGPT2, regexLlama3, regexQwen2,
+		regexGPT2, regexLlama3, regexQwen2, regexO200k,
 		// Lookaround-free regexes take the RE2 path.
 		` ?[^\s\p{L}\p{N}]+|\s+`,
 		`\p{N}{1,3}|[\p{L}\p{M}]+|\S`,
@@ -119,7 +119,11 @@ func TestUnsupportedRegexesFailClearly(t *testing.T) {
 // TestHandWrittenPatternsTileInput checks the property the matchers rely on: on any input, the matches are
 // non-empty, in order, and cover every byte.
 func TestHandWrittenPatternsTileInput(t *testing.T) {
-	for _, p := range []pattern{gpt2Pattern{}, cl100kPattern{maxDigits: 3}, cl100kPattern{maxDigits: 1}} {
+	o200k, err := compileRegex(regexO200k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []pattern{gpt2Pattern{}, cl100kPattern{maxDigits: 3}, cl100kPattern{maxDigits: 1}, o200k} {
 		for _, text := range randomPatternTexts(2000) {
 			checkTiling(t, p, text)
 		}

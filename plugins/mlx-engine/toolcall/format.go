@@ -25,6 +25,12 @@ const (
 	// output (several separated by ";" or newlines), or with <|python_tag|> followed by a JSON call or a
 	// built-in tool call such as brave_search.call(query="..."), ended by <|eom_id|> or <|eot_id|>.
 	CallsLlama3
+	// CallsHarmony: gpt-oss writes OpenAI's harmony format, messages on channels:
+	// <|channel|>analysis<|message|>…<|end|> (reasoning), <|start|>assistant<|channel|>final<|message|>…
+	// (content), and each call as <|channel|>commentary to=functions.NAME <|constrain|>json<|message|>{...}<|call|>
+	// (or with the recipient before the channel: <|start|>assistant to=functions.NAME<|channel|>commentary
+	// json<|message|>). Its reasoning format is always ReasoningHarmony.
+	CallsHarmony
 )
 
 func (c CallFormat) String() string {
@@ -39,6 +45,8 @@ func (c CallFormat) String() string {
 		return "mistral"
 	case CallsLlama3:
 		return "llama3"
+	case CallsHarmony:
+		return "harmony"
 	}
 	return "CallFormat(" + strconv.Itoa(int(c)) + ")"
 }
@@ -53,6 +61,9 @@ const (
 	ReasoningThink
 	// ReasoningMistral: [THINK]…[/THINK], as Magistral writes it.
 	ReasoningMistral
+	// ReasoningHarmony: the harmony format's analysis channel (see CallsHarmony); it has no open and close
+	// markers of its own.
+	ReasoningHarmony
 )
 
 func (r ReasoningFormat) String() string {
@@ -63,6 +74,8 @@ func (r ReasoningFormat) String() string {
 		return "think"
 	case ReasoningMistral:
 		return "mistral_think"
+	case ReasoningHarmony:
+		return "harmony"
 	}
 	return "ReasoningFormat(" + strconv.Itoa(int(r)) + ")"
 }
@@ -121,6 +134,8 @@ func (f Format) Markers() []string {
 		m = append(m, markMistral, markMistralArgs, markMistralID)
 	case CallsLlama3:
 		m = append(m, markPythonTag, markEOM)
+	case CallsHarmony:
+		m = append(m, harmonyMarks...)
 	}
 	if open, closing := f.Reasoning.markers(); open != "" {
 		m = append(m, open, closing)
@@ -137,6 +152,9 @@ func (f Format) Markers() []string {
 //   - Hermes / Qwen: the template writes <tool_call>.
 //   - Mistral: the template writes [TOOL_CALLS].
 //   - Llama 3.x: the template writes <|python_tag|> or an ipython header (Llama 3.1, 3.2, 3.3).
+//   - Harmony (gpt-oss): the template writes <|channel|> and <|message|>; checked first, and its reasoning is
+//     ReasoningHarmony whatever else the template holds. The format holds without tools too: it is how the
+//     model writes every answer.
 //
 // A format whose marker is only in the vocabulary is taken when the template renders tools at all (it mentions
 // "tools"), as for a fine-tune that kept the base model's tokens but trimmed the template; a template that never
@@ -150,6 +168,9 @@ func Detect(chatTemplate string, addedTokens []string) Format {
 	inVocab := func(s string) bool { return slices.Contains(addedTokens, s) }
 	rendersTools := has("tools")
 	var f Format
+	if has(markChannel) && has(markMessage) {
+		return Format{Calls: CallsHarmony, Reasoning: ReasoningHarmony}
+	}
 	switch {
 	case has(markFunction) && has(markParameter):
 		f.Calls = CallsQwen3Coder

@@ -9,7 +9,7 @@ import (
 var fuzzFormats = []Format{
 	{CallsNone, ReasoningNone}, {CallsHermes, ReasoningThink}, {CallsQwen3Coder, ReasoningNone},
 	{CallsMistral, ReasoningMistral}, {CallsLlama3, ReasoningNone}, {CallsLlama3, ReasoningThink},
-	{CallsHermes, ReasoningNone}, {CallsMistral, ReasoningNone},
+	{CallsHermes, ReasoningNone}, {CallsMistral, ReasoningNone}, {CallsHarmony, ReasoningHarmony},
 }
 
 // FuzzParser: any text in any format, whole or in pieces, parses without a panic to a result its deltas add up

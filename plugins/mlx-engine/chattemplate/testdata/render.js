@@ -4,8 +4,9 @@
 //
 // Request:  {"templates": [{"name": "...", "template": "...", "bos_token": "...", "eos_token": "..."}],
 //            "conversations": [{"name": "...", "messages": [...], "tools": [...], "vars": {...}}]}
-// Response: [{"template": "...", "conversation": "...", "add_generation_prompt": bool,
-//             "output": "..."} or {..., "error": "..."}]
+// Response: {"now": ms since the epoch, taken before rendering (strftime_now's date, for the Go side to use),
+//            "renderings": [{"template": "...", "conversation": "...", "add_generation_prompt": bool,
+//                            "output": "..."} or {..., "error": "..."}]}
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -14,6 +15,7 @@ const requireFixture = require("module").createRequire(path.join(process.cwd(), 
 const { Template } = requireFixture("@huggingface/jinja");
 
 const req = JSON.parse(fs.readFileSync(0, "utf8"));
+const now = Date.now();
 const out = [];
 for (const t of req.templates) {
   const tmpl = new Template(t.template);
@@ -37,4 +39,4 @@ for (const t of req.templates) {
     }
   }
 }
-process.stdout.write(JSON.stringify(out));
+process.stdout.write(JSON.stringify({ now, renderings: out }));
