@@ -1,4 +1,4 @@
-package prefix
+package scorer
 
 import (
 	"testing"
@@ -9,7 +9,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestPrefixScore(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		match affinity.Match
@@ -26,7 +26,7 @@ func TestScore(t *testing.T) {
 			t.Parallel()
 			cands := view.New(&router.Snapshot{Instances: []router.Instance{{ID: "a"}, {ID: "b"}, {ID: "c"}}}).All()
 			out := make([]float64, len(cands))
-			New().Score(&sched.Cycle{Prefix: tc.match}, cands, out)
+			NewPrefix().Score(&sched.Cycle{Prefix: tc.match}, cands, out)
 			for i := range out {
 				if out[i] != tc.want[i] {
 					t.Fatalf("scores %v, want %v", out, tc.want)
@@ -36,7 +36,7 @@ func TestScore(t *testing.T) {
 	}
 }
 
-func TestUniformAndBound(t *testing.T) {
+func TestPrefixUniformAndBound(t *testing.T) {
 	t.Parallel()
 	hit := func(id string, blocks int) affinity.Hit {
 		return affinity.Hit{Instance: affinity.IDOf(id), Blocks: blocks}
@@ -54,10 +54,10 @@ func TestUniformAndBound(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := &sched.Cycle{Prefix: tc.match}
-			if u, ok := New().Uniform(c); ok != tc.uniform || ok && u != 0 {
+			if u, ok := NewPrefix().Uniform(c); ok != tc.uniform || ok && u != 0 {
 				t.Errorf("Uniform = %v, %v; want 0, %v", u, ok, tc.uniform)
 			}
-			if b := New().Bound(c); b != tc.bound {
+			if b := NewPrefix().Bound(c); b != tc.bound {
 				t.Errorf("Bound = %v, want %v", b, tc.bound)
 			}
 		})

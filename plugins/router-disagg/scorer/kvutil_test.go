@@ -1,4 +1,4 @@
-package kvutil
+package scorer
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestKVUtilizationScore(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		util, want float64
@@ -25,7 +25,7 @@ func TestScore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out := make([]float64, 1)
-			New().Score(nil, view.New(&router.Snapshot{Instances: []router.Instance{{Load: router.Load{KVUtilization: tc.util}}}}).All(), out)
+			NewKVUtilization().Score(nil, view.New(&router.Snapshot{Instances: []router.Instance{{Load: router.Load{KVUtilization: tc.util}}}}).All(), out)
 			if out[0] != tc.want {
 				t.Errorf("KVUtilization %v scored %v, want %v", tc.util, out[0], tc.want)
 			}

@@ -1,8 +1,8 @@
-package endpoint
+package view
 
 import "testing"
 
-func TestResolve(t *testing.T) {
+func TestResolveKV(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		kv, path string
@@ -29,21 +29,21 @@ func TestResolve(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got, err := Resolve(tc.kv, tc.same, tc.path)
+			got, err := ResolveKV(tc.kv, tc.same, tc.path)
 			if tc.wantErr {
 				if err == nil {
-					t.Fatalf("Resolve(%q, %v, %q) = %q, want an error", tc.kv, tc.same, tc.path, got)
+					t.Fatalf("ResolveKV(%q, %v, %q) = %q, want an error", tc.kv, tc.same, tc.path, got)
 				}
 				return
 			}
 			if err != nil || got != tc.want {
-				t.Fatalf("Resolve(%q, %v, %q) = %q, %v; want %q", tc.kv, tc.same, tc.path, got, err, tc.want)
+				t.Fatalf("ResolveKV(%q, %v, %q) = %q, %v; want %q", tc.kv, tc.same, tc.path, got, err, tc.want)
 			}
 		})
 	}
 }
 
-func TestParse(t *testing.T) {
+func TestSplitKV(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		host, port  string
@@ -61,12 +61,12 @@ func TestParse(t *testing.T) {
 		"":             {},
 	}
 	for kv, tc := range tests {
-		host, port, err := Parse(kv)
+		host, port, err := splitKV(kv)
 		if (err == nil) != tc.ok || host != tc.host || port != tc.port {
-			t.Errorf("Parse(%q) = %q, %q, %v", kv, host, port, err)
+			t.Errorf("splitKV(%q) = %q, %q, %v", kv, host, port, err)
 		}
-		if tc.ok && Unspecified(host) != tc.unspecd {
-			t.Errorf("Unspecified(%q) = %v, want %v", host, !tc.unspecd, tc.unspecd)
+		if tc.ok && unspecifiedHost(host) != tc.unspecd {
+			t.Errorf("unspecifiedHost(%q) = %v, want %v", host, !tc.unspecd, tc.unspecd)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package load
+package scorer
 
 import (
 	"math"
@@ -8,7 +8,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestLoadScore(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		loads []router.Load
@@ -31,7 +31,7 @@ func TestScore(t *testing.T) {
 			}
 			cands := view.New(snap).All()
 			out := make([]float64, len(cands))
-			New().Score(nil, cands, out)
+			NewLoad().Score(nil, cands, out)
 			for i := range out {
 				if math.Abs(out[i]-tc.want[i]) > 1e-12 {
 					t.Errorf("score %v, want %v", out, tc.want)
@@ -42,7 +42,7 @@ func TestScore(t *testing.T) {
 	}
 }
 
-func TestSubsetHolds(t *testing.T) {
+func TestLoadSubsetHolds(t *testing.T) {
 	t.Parallel()
 	loads := []router.Load{{InFlight: 1}, {InFlight: 4}, {InFlight: 2}, {InFlight: 4}}
 	snap := &router.Snapshot{}
@@ -51,7 +51,7 @@ func TestSubsetHolds(t *testing.T) {
 	}
 	cands := view.New(snap).All()
 	all := make([]float64, len(cands))
-	New().Score(nil, cands, all)
+	NewLoad().Score(nil, cands, all)
 	tests := map[string]struct {
 		kept []bool
 		want bool
@@ -65,7 +65,7 @@ func TestSubsetHolds(t *testing.T) {
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			got := New().SubsetHolds(all, tc.kept)
+			got := NewLoad().SubsetHolds(all, tc.kept)
 			if got != tc.want {
 				t.Fatalf("SubsetHolds = %v, want %v", got, tc.want)
 			}
@@ -81,7 +81,7 @@ func TestSubsetHolds(t *testing.T) {
 				}
 			}
 			again := make([]float64, len(sub))
-			New().Score(nil, sub, again)
+			NewLoad().Score(nil, sub, again)
 			for i := range again {
 				if again[i] != want[i] {
 					t.Fatalf("subset scores %v, want %v", again, want)

@@ -1,4 +1,4 @@
-package hardware
+package scorer
 
 import (
 	"math"
@@ -9,7 +9,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestHardwareScore(t *testing.T) {
 	t.Parallel()
 	pref := []string{"dgx-spark", "apple-m3-ultra", "", "dgx-spark", "cpu"}
 	tests := map[string]struct {
@@ -35,7 +35,7 @@ func TestScore(t *testing.T) {
 			}
 			v := view.New(&router.Snapshot{Nodes: []router.Node{{ID: "n1", Hardware: tc.hardware}}, Instances: []router.Instance{{ID: "p", Node: node}}})
 			out := []float64{-1}
-			New(tc.pref).Score(&sched.Cycle{View: v}, v.All(), out)
+			NewHardware(tc.pref).Score(&sched.Cycle{View: v}, v.All(), out)
 			if math.Abs(out[0]-tc.want) > 1e-12 {
 				t.Errorf("hardware %q scored %v, want %v", tc.hardware, out[0], tc.want)
 			}

@@ -1,4 +1,4 @@
-package locality
+package scorer
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestLocalityScore(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		source, node string
@@ -25,7 +25,7 @@ func TestScore(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			out := []float64{0.5}
-			New().Score(&sched.Cycle{Request: &router.Request{SourceNode: tc.source}}, view.New(&router.Snapshot{Instances: []router.Instance{{Node: tc.node}}}).All(), out)
+			NewLocality().Score(&sched.Cycle{Request: &router.Request{SourceNode: tc.source}}, view.New(&router.Snapshot{Instances: []router.Instance{{Node: tc.node}}}).All(), out)
 			if out[0] != tc.want {
 				t.Errorf("source %q, node %q scored %v, want %v", tc.source, tc.node, out[0], tc.want)
 			}

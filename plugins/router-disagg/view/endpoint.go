@@ -1,4 +1,4 @@
-package endpoint
+package view
 
 import (
 	"fmt"
@@ -7,8 +7,8 @@ import (
 	"strconv"
 )
 
-// Parse splits a KV endpoint into host and port, and checks that the port is in 1..65535.
-func Parse(kv string) (host string, port string, err error) {
+// splitKV splits a KV endpoint into host and port, and checks that the port is in 1..65535.
+func splitKV(kv string) (host string, port string, err error) {
 	host, port, err = net.SplitHostPort(kv)
 	if err != nil {
 		return "", "", fmt.Errorf("KV endpoint %q: %w", kv, err)
@@ -19,15 +19,16 @@ func Parse(kv string) (host string, port string, err error) {
 	return host, port, nil
 }
 
-// Resolve returns the address for the KV endpoint kv of a prefill instance. pathAddress is the address of the
-// prefill node that the decode node should use (router.Path.Address from the decode node to the prefill node,
-// a bare host or host:port; empty when unknown), and sameNode says both instances share a node.
+// ResolveKV returns the address at which a decode instance dials the KV endpoint kv of a prefill instance.
+// pathAddress is the address of the prefill node that the decode node should use (router.Path.Address from
+// the decode node to the prefill node, a bare host or host:port; empty when unknown), and sameNode says both
+// instances share a node.
 //
 // Across nodes, a known path address replaces kv's host. On the same node kv stands, except that an
 // unspecified host (0.0.0.0, ::, empty) becomes loopback. An unspecified host with no path address to replace
 // it cannot be dialled from another node and is an error.
-func Resolve(kv string, sameNode bool, pathAddress string) (string, error) {
-	host, port, err := Parse(kv)
+func ResolveKV(kv string, sameNode bool, pathAddress string) (string, error) {
+	host, port, err := splitKV(kv)
 	if err != nil {
 		return "", err
 	}
@@ -42,7 +43,7 @@ func Resolve(kv string, sameNode bool, pathAddress string) (string, error) {
 			return net.JoinHostPort(h, port), nil
 		}
 	}
-	if !Unspecified(host) {
+	if !unspecifiedHost(host) {
 		return kv, nil
 	}
 	if sameNode {
@@ -54,9 +55,9 @@ func Resolve(kv string, sameNode bool, pathAddress string) (string, error) {
 	return "", fmt.Errorf("KV endpoint %q: unspecified host and no path address for its node", kv)
 }
 
-// Unspecified reports whether host is empty or an unspecified address (0.0.0.0, ::): a server bound to all
+// unspecifiedHost reports whether host is empty or an unspecified address (0.0.0.0, ::): a server bound to all
 // interfaces, which says nothing about where to reach it.
-func Unspecified(host string) bool {
+func unspecifiedHost(host string) bool {
 	if host == "" {
 		return true
 	}

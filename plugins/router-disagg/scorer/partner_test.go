@@ -1,4 +1,4 @@
-package partner
+package scorer
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestPartnerScore(t *testing.T) {
 	t.Parallel()
 	snap := &router.Snapshot{
 		Nodes: []router.Node{{ID: "n1", Status: router.NodeAlive}, {ID: "n2", Status: router.NodeAlive}, {ID: "n3", Status: router.NodeFailed}},
@@ -42,7 +42,7 @@ func TestScore(t *testing.T) {
 		{"unknown length", 0, []float64{1, 1, 1}},
 	} {
 		out := make([]float64, len(cands))
-		New(1000).Score(&sched.Cycle{Request: &router.Request{PromptTokens: c.tokens}, View: vw}, cands, out)
+		NewPartner(1000).Score(&sched.Cycle{Request: &router.Request{PromptTokens: c.tokens}, View: vw}, cands, out)
 		for i := range out {
 			if out[i] != c.want[i] {
 				t.Errorf("%s: scores %v, want %v", c.name, out, c.want)
@@ -52,7 +52,7 @@ func TestScore(t *testing.T) {
 	}
 }
 
-func TestUniform(t *testing.T) {
+func TestPartnerUniform(t *testing.T) {
 	t.Parallel()
 	withLinks := &router.Snapshot{
 		Nodes:         []router.Node{{ID: "n1", Status: router.NodeAlive}},
@@ -76,7 +76,7 @@ func TestUniform(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			c := &sched.Cycle{Request: &router.Request{Model: tc.model, PromptTokens: tc.tokens}, View: view.New(tc.snap)}
-			if u, ok := New(1000).Uniform(c); ok != tc.uniform || ok && u != 1 {
+			if u, ok := NewPartner(1000).Uniform(c); ok != tc.uniform || ok && u != 1 {
 				t.Errorf("Uniform = %v, %v; want 1, %v", u, ok, tc.uniform)
 			}
 		})

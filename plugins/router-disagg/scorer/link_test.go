@@ -1,4 +1,4 @@
-package link
+package scorer
 
 import (
 	"math"
@@ -10,7 +10,7 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-func TestScore(t *testing.T) {
+func TestLinkScore(t *testing.T) {
 	t.Parallel()
 	tests := map[string]struct {
 		paths []router.Path
@@ -43,7 +43,7 @@ func TestScore(t *testing.T) {
 			d, _ := v.Instance("d")
 			p, _ := v.Instance("p")
 			out := []float64{-1}
-			New().Score(&sched.Cycle{View: v, Decode: d}, []*view.Instance{p}, out)
+			NewLink().Score(&sched.Cycle{View: v, Decode: d}, []*view.Instance{p}, out)
 			if math.Abs(out[0]-tc.want) > 1e-9 {
 				t.Errorf("scored %v, want %v", out[0], tc.want)
 			}
@@ -51,7 +51,7 @@ func TestScore(t *testing.T) {
 	}
 }
 
-func TestPath(t *testing.T) {
+func TestLinkPath(t *testing.T) {
 	t.Parallel()
 	v := view.New(&router.Snapshot{
 		Nodes: []router.Node{{ID: "n1"}, {ID: "n2"}, {ID: "n3"}},
@@ -71,11 +71,11 @@ func TestPath(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			var got string
-			if p, ok := Path(v, tc.from, tc.to); ok {
+			if p, ok := LinkPath(v, tc.from, tc.to); ok {
 				got = p.Kind
 			}
 			if got != tc.want {
-				t.Errorf("Path(%s, %s) is over %q, want %q", tc.from, tc.to, got, tc.want)
+				t.Errorf("LinkPath(%s, %s) is over %q, want %q", tc.from, tc.to, got, tc.want)
 			}
 		})
 	}
