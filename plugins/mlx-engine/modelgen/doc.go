@@ -22,6 +22,7 @@
 //     therefore writes odd but readable English, never one token over and over.
 //
 // Presets: Embedded (the gateway's default: ~13M parameters, bfloat16, Llama 3 style), Bench100M (~100M
-// parameters, float32, for benchmarks) and Tiny (a few hundred thousand parameters, for tests).
+// parameters, float32, for benchmarks), PDBench (the prefill/decode benchmarks' model, which `duet bench`
+// generates too) and Tiny (a few hundred thousand parameters, for tests).
 // cmd/duet-modelgen writes any of them to a directory.
 package modelgen

@@ -31,7 +31,7 @@ func golden(t *testing.T, name string, got []byte) {
 		t.Fatalf("%v (run go test -update to create it)", err)
 	}
 	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file (go test ./gateway/internal/bench -run %s -update to accept):\n--- got\n%s\n--- want\n%s", name, t.Name(), got, want)
+		t.Errorf("%s differs from the golden file (go test ./bench -run %s -update to accept):\n--- got\n%s\n--- want\n%s", name, t.Name(), got, want)
 	}
 }
 

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 
-	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
-	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
@@ -15,15 +13,8 @@ var generatedModels = map[string]struct {
 	about string
 	opts  func() modelgen.Options
 }{
-	// pd-bench is plugins/mlx-engine's P/D benchmark model: small enough to generate in a moment, wide and
-	// long enough (16k positions) that an 8k-token prefill takes seconds on one core of pure Go, while a
-	// decode step stays in milliseconds.
-	"pd-bench": {"a generated Llama-family model, 4 layers of width 256, 2 KV heads, bf16, 16k context (plugins/mlx-engine's P/D benchmark model)", func() modelgen.Options {
-		return modelgen.Options{
-			Family: model.Llama, HiddenSize: 256, IntermediateSize: 704, NumLayers: 4, NumHeads: 4, NumKVHeads: 2,
-			VocabSize: 2048, MaxPositionEmbeddings: 16384, RopeTheta: 500000, DType: dtype.BFloat16, Seed: 5,
-		}
-	}},
+	// pd-bench is plugins/mlx-engine's P/D benchmark model (modelgen.PDBench).
+	"pd-bench": {"a generated Llama-family model, 4 layers of width 256, 2 KV heads, bf16, 16k context (plugins/mlx-engine's P/D benchmark model)", modelgen.PDBench},
 	// tiny is modelgen's test model with room for long streams: for quick checks of the benchmark itself.
 	"tiny": {"modelgen's tiny test model (2 layers of width 64, float32) with an 8k context", func() modelgen.Options {
 		o := modelgen.Tiny()

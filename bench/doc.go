@@ -15,5 +15,6 @@
 //
 // The package talks to duet only through its public HTTP API, the KV wire (sdk/kvwire) and the engine plugin
 // contract (sdk/engine): it is a client, and the local clusters it starts are ordinary duet processes
-// (re-executions of the running binary).
+// (re-executions of the running binary). The models it generates for them are modelgen's presets
+// (plugins/mlx-engine/modelgen), the same the engine's own benchmarks use.
 package bench
