@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/bench"
+	"github.com/duet-ai/duet/bench"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 

@@ -33,7 +33,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/bench"
+	"github.com/duet-ai/duet/bench"
 	"github.com/duet-ai/duet/gateway/internal/builtin"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/config"

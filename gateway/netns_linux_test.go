@@ -1,20 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/duet-ai/duet/internal/netnstest"
 )
 
 // TestClusterNetns runs three gateways in network namespaces of their own, joined by veth pairs to a bridge
@@ -23,11 +16,11 @@ import (
 // node's cable, sees the node leave routing, plugs it back, and sees the cluster converge and serve again.
 // It needs root and iproute2; DUET_REQUIRE_NETNS=1 makes their absence a failure instead of a skip.
 func TestClusterNetns(t *testing.T) {
-	env := setupDuetNetns(t, 3)
+	env := duetNet(t, 3)
 	secret := writeSecret(t, "the namespaces share this cluster secret")
-	client := &http.Client{Transport: &http.Transport{DialContext: dialInNetns(env.bridge)}}
+	client := &http.Client{Transport: &http.Transport{DialContext: netnstest.DialContext(env.Bridge())}}
 	start := func(i int, join string) *node {
-		n := &node{ip: fmt.Sprintf("10.215.0.%d", i), dataDir: t.TempDir()}
+		n := &node{ip: env.IP(i), dataDir: t.TempDir()}
 		// The test links instances from the host, across the bridge: a client beyond each node's loopback, whose
 		// admin writes a keyless gateway refuses (protected mode) unless opened.
 		n.args = []string{"--data-dir", n.dataDir, "--cluster-secret-file", secret, "--allow-remote-admin",
@@ -36,7 +29,7 @@ func TestClusterNetns(t *testing.T) {
 			n.args = append(n.args, "--join", join)
 		}
 		n.gateway = startDuetWith(t, duetOptions{listen: n.ip + ":8000", setup: routerEnv, client: client,
-			prefix: []string{"ip", "netns", "exec", env.nodes[i-1]}}, n.args...)
+			prefix: env.Exec(i)}, n.args...)
 		return n
 	}
 	n1 := start(1, "")
@@ -54,7 +47,7 @@ func TestClusterNetns(t *testing.T) {
 	}
 
 	cut := time.Now()
-	env.setLink(2, false)
+	env.SetLink(2, false)
 	waitFor(t, 15*time.Second, "node 2's instance out of routing", func() bool { return n3.statusOf(t, ready[id2].ID) == "unavailable" })
 	t.Logf("node 2 left routing %v after its link was cut", time.Since(cut).Round(time.Millisecond))
 	if a := n3.chat(t, longPrompt+" Again.", 8); a.Timings.Route.DecodeNode != id3 {
@@ -62,7 +55,7 @@ func TestClusterNetns(t *testing.T) {
 	}
 
 	healed := time.Now()
-	env.setLink(2, true)
+	env.SetLink(2, true)
 	waitFor(t, 30*time.Second, "the cluster to converge", func() bool {
 		d1, d2, d3 := digest(t, n1), digest(t, n2), digest(t, n3)
 		return d1 != "" && d1 == d2 && d2 == d3 && n3.statusOf(t, ready[id2].ID) == "ready"
@@ -94,140 +87,8 @@ func digest(t *testing.T, n *node) string {
 	return s.Digest
 }
 
-// dialInNetns dials from inside the named network namespace: the socket is made on an OS thread that joined
-// the namespace (and that never leaves it: it ends with its goroutine).
-func dialInNetns(ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		type result struct {
-			c   net.Conn
-			err error
-		}
-		ch := make(chan result, 1)
-		go func() {
-			runtime.LockOSThread() // never unlocked: the thread, tainted by Setns, exits with this goroutine
-			f, err := os.Open("/var/run/netns/" + ns)
-			if err != nil {
-				ch <- result{nil, err}
-				return
-			}
-			defer f.Close()
-			if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-				ch <- result{nil, err}
-				return
-			}
-			var d net.Dialer
-			c, err := d.DialContext(ctx, network, addr)
-			ch <- result{c, err}
-		}()
-		r := <-ch
-		return r.c, r.err
-	}
-}
-
-// duetNetns is the namespaces of one run, named after the test process so that a later run can tell a killed
-// run's leftovers from a live one's.
-type duetNetns struct {
-	t      *testing.T
-	bridge string
-	nodes  []string
-}
-
-const duetNetnsPrefix = "duet"
-
-func ip(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-func setupDuetNetns(t *testing.T, count int) *duetNetns {
+// duetNet is the network of the gateway's namespace tests: count machines at 10.215.0.1-count.
+func duetNet(t *testing.T, count int) *netnstest.Net {
 	t.Helper()
-	unavailable := func(why string) {
-		t.Helper()
-		msg := "network namespaces unavailable: " + why + " (needs root and iproute2)"
-		if os.Getenv("DUET_REQUIRE_NETNS") == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if os.Geteuid() != 0 {
-		unavailable("not running as root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		unavailable("the ip command is not installed")
-	}
-	sweepDuetNetns()
-	pid := os.Getpid()
-	env := &duetNetns{t: t, bridge: fmt.Sprintf("%s%d-br", duetNetnsPrefix, pid)}
-	t.Cleanup(env.teardown)
-	if err := ip("netns", "add", env.bridge); err != nil {
-		unavailable(err.Error())
-	}
-	steps := [][]string{
-		{"-n", env.bridge, "link", "add", "br0", "type", "bridge"},
-		{"-n", env.bridge, "addr", "add", "10.215.0.254/24", "dev", "br0"},
-		{"-n", env.bridge, "link", "set", "br0", "up"},
-		{"-n", env.bridge, "link", "set", "lo", "up"},
-	}
-	for i := 1; i <= count; i++ {
-		ns := fmt.Sprintf("%s%d-n%d", duetNetnsPrefix, pid, i)
-		env.nodes = append(env.nodes, ns)
-		peer := fmt.Sprintf("vb%d", i)
-		steps = append(steps,
-			[]string{"netns", "add", ns},
-			[]string{"-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", env.bridge},
-			[]string{"-n", ns, "addr", "add", "10.215.0." + strconv.Itoa(i) + "/24", "dev", "eth0"},
-			[]string{"-n", ns, "link", "set", "eth0", "up"},
-			[]string{"-n", ns, "link", "set", "lo", "up"},
-			[]string{"-n", env.bridge, "link", "set", peer, "master", "br0"},
-			[]string{"-n", env.bridge, "link", "set", peer, "up"},
-		)
-	}
-	for _, s := range steps {
-		if err := ip(s...); err != nil {
-			unavailable(err.Error())
-		}
-	}
-	return env
-}
-
-// sweepDuetNetns deletes namespaces of test processes that no longer run.
-func sweepDuetNetns() {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		return
-	}
-	for line := range strings.Lines(string(out)) {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, duetNetnsPrefix)
-		if !ok {
-			continue
-		}
-		pidText, _, _ := strings.Cut(rest, "-")
-		if pid, err := strconv.Atoi(pidText); err == nil && !alive(pid) {
-			_ = ip("netns", "del", name)
-		}
-	}
-}
-
-func (e *duetNetns) teardown() {
-	for _, ns := range append(e.nodes, e.bridge) {
-		if err := ip("netns", "del", ns); err != nil && !strings.Contains(err.Error(), "No such file") {
-			e.t.Logf("cleanup: %v", err)
-		}
-	}
-}
-
-// setLink takes node i's cable (the bridge side of its veth) out or plugs it back.
-func (e *duetNetns) setLink(i int, up bool) {
-	e.t.Helper()
-	state := "down"
-	if up {
-		state = "up"
-	}
-	if err := ip("-n", e.bridge, "link", "set", fmt.Sprintf("vb%d", i), state); err != nil {
-		e.t.Fatal(err)
-	}
+	return netnstest.New(t, netnstest.Config{Nodes: count, Subnet: "10.215.0", RequireEnv: "DUET_REQUIRE_NETNS"})
 }

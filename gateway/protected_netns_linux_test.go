@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/duet-ai/duet/internal/netnstest"
 )
 
 // TestProtectedModeNetns: a gateway without keys that listens beyond loopback (0.0.0.0 in a network
@@ -12,12 +14,12 @@ import (
 // and tells the dashboard the same in GET /state. With --allow-remote-admin the network client may write.
 // It needs root and iproute2 (see TestClusterNetns).
 func TestProtectedModeNetns(t *testing.T) {
-	env := setupDuetNetns(t, 1)
-	remote := &http.Client{Transport: &http.Transport{DialContext: dialInNetns(env.bridge)}}
-	local := &http.Client{Transport: &http.Transport{DialContext: dialInNetns(env.nodes[0])}}
+	env := duetNet(t, 1)
+	remote := &http.Client{Transport: &http.Transport{DialContext: netnstest.DialContext(env.Bridge())}}
+	local := &http.Client{Transport: &http.Transport{DialContext: netnstest.DialContext(env.Node(1))}}
 	start := func(port, gossip string, args ...string) *gateway {
-		return startDuetWith(t, duetOptions{listen: "10.215.0.1:" + port, client: remote,
-			prefix: []string{"ip", "netns", "exec", env.nodes[0]}},
+		return startDuetWith(t, duetOptions{listen: env.IP(1) + ":" + port, client: remote,
+			prefix: env.Exec(1)},
 			append([]string{"--engine", "echo", "--model", "echo", "--listen", "0.0.0.0:" + port, "--cluster-bind", "127.0.0.1:" + gossip}, args...)...)
 	}
 	type errBody struct {

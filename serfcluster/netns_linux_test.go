@@ -9,23 +9,22 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/duet-ai/duet/internal/netnstest"
 )
 
 // The partition test runs three gateways, each in its own network namespace, joined by veth pairs to a
-// bridge in a fourth namespace: 10.213.0.1-3/24. Nothing touches the host's own network namespace. Each
-// gateway is this test binary re-executed under `ip netns exec` as a helper process (TestNetnsHelper),
-// driven by JSON lines on its stdin and answering on its stdout.
+// bridge in a fourth namespace (package netnstest builds them): 10.213.0.1-3/24. Nothing touches the host's
+// own network namespace. Each gateway is this test binary re-executed under `ip netns exec` as a helper
+// process (TestNetnsHelper), driven by JSON lines on its stdin and answering on its stdout.
 
 const (
 	netnsHelperEnv  = "SERFCLUSTER_NETNS_HELPER"
 	netnsRequireEnv = "SERFCLUSTER_REQUIRE_NETNS"
-	netnsPrefix     = "dsc"
-	netnsSubnet     = "10.213.0."
+	netnsSubnet     = "10.213.0"
 	helperReplyTag  = "DSC-REPLY "
 	gossipPort      = "7946"
 	apiPort         = "8080"
@@ -125,115 +124,6 @@ func serveState(addr string, c *Cluster) error {
 	return srv.ListenAndServe()
 }
 
-// netnsEnv is the namespaces of one test run, named after the test process so that a later run can tell
-// leftovers of a killed run from those of a live one.
-type netnsEnv struct {
-	t      *testing.T
-	bridge string
-	nodes  []string
-}
-
-func ipCmd(args ...string) error {
-	out, err := exec.Command("ip", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
-}
-
-// sweepStaleNamespaces deletes namespaces left by test processes that no longer exist.
-func sweepStaleNamespaces() {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		return
-	}
-	for line := range strings.Lines(string(out)) {
-		name, _, _ := strings.Cut(strings.TrimSpace(line), " ")
-		rest, ok := strings.CutPrefix(name, netnsPrefix)
-		if !ok {
-			continue
-		}
-		pidStr, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil {
-			continue
-		}
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); os.IsNotExist(err) {
-			_ = ipCmd("netns", "del", name)
-		}
-	}
-}
-
-// setupNetns builds the topology or skips (fails under SERFCLUSTER_REQUIRE_NETNS=1) where it cannot.
-func setupNetns(t *testing.T, count int) *netnsEnv {
-	t.Helper()
-	unavailable := func(why string) {
-		t.Helper()
-		msg := "network namespaces unavailable: " + why + " (needs root and iproute2 with netns and veth support)"
-		if os.Getenv(netnsRequireEnv) == "1" {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	if os.Geteuid() != 0 {
-		unavailable("not running as root")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		unavailable("the ip command is not installed")
-	}
-	sweepStaleNamespaces()
-	pid := os.Getpid()
-	env := &netnsEnv{t: t, bridge: fmt.Sprintf("%s%d-br", netnsPrefix, pid)}
-	t.Cleanup(env.teardown) // registered first, so it runs even if setup fails half way
-	if err := ipCmd("netns", "add", env.bridge); err != nil {
-		unavailable(err.Error())
-	}
-	steps := [][]string{
-		{"-n", env.bridge, "link", "add", "br0", "type", "bridge"},
-		{"-n", env.bridge, "link", "set", "br0", "up"},
-	}
-	for i := 1; i <= count; i++ {
-		ns := fmt.Sprintf("%s%d-n%d", netnsPrefix, pid, i)
-		env.nodes = append(env.nodes, ns)
-		peer := fmt.Sprintf("vb%d", i)
-		steps = append(steps,
-			[]string{"netns", "add", ns},
-			[]string{"-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", peer, "netns", env.bridge},
-			[]string{"-n", ns, "addr", "add", netnsSubnet + strconv.Itoa(i) + "/24", "dev", "eth0"},
-			[]string{"-n", ns, "link", "set", "eth0", "up"},
-			[]string{"-n", ns, "link", "set", "lo", "up"},
-			[]string{"-n", env.bridge, "link", "set", peer, "master", "br0"},
-			[]string{"-n", env.bridge, "link", "set", peer, "up"},
-		)
-	}
-	for _, s := range steps {
-		if err := ipCmd(s...); err != nil {
-			unavailable(err.Error())
-		}
-	}
-	return env
-}
-
-func (e *netnsEnv) teardown() {
-	for _, ns := range append(e.nodes, e.bridge) {
-		if err := ipCmd("netns", "del", ns); err != nil && !strings.Contains(err.Error(), "No such file") {
-			e.t.Logf("cleanup: %v", err)
-		}
-	}
-}
-
-// setLink takes node i's veth (bridge side) down or up: a cable pulled or plugged back.
-func (e *netnsEnv) setLink(i int, up bool) {
-	e.t.Helper()
-	state := "down"
-	if up {
-		state = "up"
-	}
-	if err := ipCmd("-n", e.bridge, "link", "set", fmt.Sprintf("vb%d", i), state); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
 // helper is a gateway process inside a namespace.
 type helper struct {
 	id      NodeID
@@ -264,28 +154,29 @@ func (b *lockedBuffer) String() string {
 	return b.buf.String()
 }
 
-func (e *netnsEnv) startHelper(i int, join string) *helper {
-	e.t.Helper()
+func startHelper(t *testing.T, env *netnstest.Net, i int, join string) *helper {
+	t.Helper()
 	id := NodeID(fmt.Sprintf("g%d", i))
-	cmd := exec.Command("ip", "netns", "exec", e.nodes[i-1], os.Args[0], "-test.run=^TestNetnsHelper$", "-test.count=1")
+	args := append(env.Exec(i), os.Args[0], "-test.run=^TestNetnsHelper$", "-test.count=1")
+	cmd := exec.Command(args[0], args[1:]...)
 	cmd.Env = append(os.Environ(),
 		netnsHelperEnv+"=1",
 		"SERFCLUSTER_HELPER_ID="+string(id),
-		"SERFCLUSTER_HELPER_IP="+netnsSubnet+strconv.Itoa(i),
+		"SERFCLUSTER_HELPER_IP="+env.IP(i),
 		"SERFCLUSTER_HELPER_JOIN="+join,
 	)
 	h := &helper{id: id, cmd: cmd, replies: make(chan helperReply, 1), stderr: &lockedBuffer{}}
 	cmd.Stderr = h.stderr
 	var err error
 	if h.stdin, err = cmd.StdinPipe(); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
 	go func() {
 		sc := bufio.NewScanner(stdout)
@@ -301,7 +192,7 @@ func (e *netnsEnv) startHelper(i int, join string) *helper {
 		}
 		close(h.replies)
 	}()
-	e.t.Cleanup(func() {
+	t.Cleanup(func() {
 		_ = h.stdin.Close()
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -311,8 +202,8 @@ func (e *netnsEnv) startHelper(i int, join string) *helper {
 			_ = cmd.Process.Kill()
 			<-done
 		}
-		if e.t.Failed() {
-			e.t.Logf("%s stderr tail:\n%s", id, tail(h.stderr.String(), 4000))
+		if t.Failed() {
+			t.Logf("%s stderr tail:\n%s", id, tail(h.stderr.String(), 4000))
 		}
 	})
 	return h
@@ -387,9 +278,9 @@ func TestNetnsPartition(t *testing.T) {
 	if testing.Short() {
 		t.Skip("partition test in -short mode")
 	}
-	env := setupNetns(t, 3)
-	first := netnsSubnet + "1:" + gossipPort
-	hs := []*helper{env.startHelper(1, ""), env.startHelper(2, first), env.startHelper(3, first)}
+	env := netnstest.New(t, netnstest.Config{Nodes: 3, Subnet: netnsSubnet, RequireEnv: netnsRequireEnv})
+	first := env.IP(1) + ":" + gossipPort
+	hs := []*helper{startHelper(t, env, 1, ""), startHelper(t, env, 2, first), startHelper(t, env, 3, first)}
 	ids := []NodeID{"g1", "g2", "g3"}
 
 	waitHelpers := func(timeout time.Duration, what string, pred func(h *helper, r helperReply) (bool, string)) {
@@ -413,9 +304,9 @@ func TestNetnsPartition(t *testing.T) {
 	}
 	waitHelpers(30*time.Second, "forming", allAlive)
 
-	for _, h := range hs {
+	for i, h := range hs {
 		in := testInstance(h.id, "a")
-		in.KVEndpoint = netnsSubnet + strings.TrimPrefix(string(h.id), "g") + ":9000"
+		in.KVEndpoint = env.IP(i+1) + ":9000"
 		h.call(t, helperCmd{Op: "put-instance", Instance: &in})
 	}
 	hs[0].call(t, helperCmd{Op: "put-link", Link: &InstanceLink{LinkID: "pd", PrefillInstances: []string{"g1/a"}, DecodeInstances: []string{"g2/a"}}})
@@ -427,11 +318,11 @@ func TestNetnsPartition(t *testing.T) {
 	})
 	// Link state from real detection: the peer's veth address, on a shared subnet.
 	p := hs[0].snapshot(t, "g3").Paths["g3"]
-	if p.Address.IP.String() != netnsSubnet+"3" || !p.Direct {
-		t.Fatalf("path g1->g3 = %+v, want %s3 direct", p, netnsSubnet)
+	if p.Address.IP.String() != env.IP(3) || !p.Direct {
+		t.Fatalf("path g1->g3 = %+v, want %s direct", p, env.IP(3))
 	}
 
-	env.setLink(3, false)
+	env.SetLink(3, false)
 	majority, isolated := hs[:2], hs[2]
 	waitFor(t, 30*time.Second, func() (bool, string) {
 		for _, h := range majority {
@@ -455,12 +346,12 @@ func TestNetnsPartition(t *testing.T) {
 	hs[1].call(t, helperCmd{Op: "put-link", Link: &InstanceLink{LinkID: "pd", PrefillInstances: []string{"g1/a"}, DecodeInstances: []string{"g1/a"}}})
 	drained := testInstance("g3", "a")
 	drained.Status = InstanceDraining
-	drained.KVEndpoint = netnsSubnet + "3:9000"
+	drained.KVEndpoint = env.IP(3) + ":9000"
 	isolated.call(t, helperCmd{Op: "put-instance", Instance: &drained})
 	isolated.call(t, helperCmd{Op: "put-link", Link: &InstanceLink{LinkID: "pd", PrefillInstances: []string{"g3/a"}, DecodeInstances: []string{"g2/a"}}})
 	isolated.call(t, helperCmd{Op: "put-link", Link: &InstanceLink{LinkID: "from-g3", DecodeInstances: []string{"g3/a"}}})
 
-	env.setLink(3, true)
+	env.SetLink(3, true)
 	waitHelpers(60*time.Second, "healing", allAlive)
 	var ref helperReply
 	waitFor(t, 30*time.Second, func() (bool, string) {

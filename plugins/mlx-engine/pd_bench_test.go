@@ -11,8 +11,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
-	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/enginetest"
@@ -27,11 +25,7 @@ import (
 func pdBenchModel(b *testing.B) string {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "pd-bench")
-	o := modelgen.Options{
-		Family: model.Llama, HiddenSize: 256, IntermediateSize: 704, NumLayers: 4, NumHeads: 4, NumKVHeads: 2,
-		VocabSize: 2048, MaxPositionEmbeddings: 16384, RopeTheta: 500000, DType: dtype.BFloat16, Seed: 5,
-	}
-	if err := modelgen.Generate(dir, o); err != nil {
+	if err := modelgen.Generate(dir, modelgen.PDBench()); err != nil {
 		b.Fatal(err)
 	}
 	return dir

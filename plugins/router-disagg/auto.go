@@ -6,9 +6,8 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/plugins/router-disagg/cost"
-	"github.com/duet-ai/duet/plugins/router-disagg/endpoint"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/link"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -72,7 +71,7 @@ func (r *Router) auto(c *sched.Cycle, v *view.View, s *scratch, dres *sched.Resu
 		uncached := r.uncached(c, d)
 		var hopPath *router.Path
 		if req.SourceNode != "" && req.SourceNode != d.Node {
-			hopPath, _ = link.Path(v, req.SourceNode, d.Node)
+			hopPath, _ = scorer.LinkPath(v, req.SourceNode, d.Node)
 		}
 		hop := cp.Hop(req.SourceNode, d.Node, hopPath)
 		loc := cp.Local(d.Instance, uncached, req.MaxTokens, hop)
@@ -109,7 +108,7 @@ func (r *Router) auto(c *sched.Cycle, v *view.View, s *scratch, dres *sched.Resu
 			if p == d {
 				continue
 			}
-			path, _ := link.Path(v, p.Node, d.Node)
+			path, _ := scorer.LinkPath(v, p.Node, d.Node)
 			est := cp.Remote(p.Instance, d.Instance, path, uncached, req.MaxTokens, hop)
 			if !est.Known() {
 				a.skipped++
@@ -152,7 +151,7 @@ func (r *Router) prefillCandidates(c *sched.Cycle, v *view.View, s *scratch, d *
 			if path, ok := v.PathBetween(d, p); ok {
 				pathAddr = path.Address
 			}
-			if _, err := endpoint.Resolve(p.KVEndpoint, p.Node == d.Node, pathAddr); err == nil {
+			if _, err := view.ResolveKV(p.KVEndpoint, p.Node == d.Node, pathAddr); err == nil {
 				out = append(out, p)
 			}
 		}
@@ -180,7 +179,7 @@ func (r *Router) prefillCandidates(c *sched.Cycle, v *view.View, s *scratch, d *
 
 // uncached is how many of the request's prompt tokens the instance likely lacks in its prefix cache.
 func (r *Router) uncached(c *sched.Cycle, d *view.Instance) int {
-	return r.decider.Decide(c.Request.PromptTokens, c.Prefix.Cached(d.AffinityID)*r.cfg.BlockTokens).Uncached
+	return r.decider.decide(c.Request.PromptTokens, c.Prefix.Cached(d.AffinityID)*r.cfg.BlockTokens).Uncached
 }
 
 // autoEndpoints lists the chosen remote placement's prefill endpoints, fastest first.

@@ -2,17 +2,26 @@
 // decodes it and, when the part of the prompt that instance would have to compute is long, an ordered list of
 // prefill instances that compute it and ship the KV cache over the KV wire, as exo's "MLX P/D" does.
 //
+// A request comes from the gateway, which calls Route with it and the cluster snapshot (in process when the
+// router is built in, or over go-plugin's gRPC through sdk/router when cmd/duet-router-disagg serves it). The
+// decision goes back to the gateway: it forwards the request to the decode instance's node or runs it on its
+// own engine, which dials the prefill endpoints over the KV wire.
+//
 // Routing is filter → score → pick (package sched), in two profiles:
 //
 //   - decode, always: ready instances of the model that can decode, on live nodes, that the request does not
 //     exclude, whose context fits; scored by load, KV utilisation, prefix affinity, locality and (for long
 //     prompts) a ready prefill partner; the best weighted mean wins, ties to the lowest instance id.
-//   - prefill, when the decider says the uncached prompt reaches the threshold: ready instances of the
+//   - prefill, when the decider (decider.go) says the uncached prompt reaches the threshold: ready instances of the
 //     decode instance's model whose KV it can ingest (its fingerprint, or, where an instance link pairs them,
 //     its KV compatibility family at another quantization: an approximate endpoint), a dialable KV endpoint,
 //     on live nodes, linked to the decode instance when instance links say who serves whom; scored by load,
 //     the network path to the decode node and, optionally, hardware class, exact endpoints first on ties;
 //     the best few are listed so the engine can fall back.
+//
+// The filters are package filter's, the scorers package scorer's (one file each). A prefill endpoint's address
+// is the prefill instance's KV endpoint with its host replaced by the path address between the two nodes
+// (view.ResolveKV).
 //
 // Config.PD says who decides remote prefill: the threshold on uncached tokens (PDThreshold, exo's rule), or
 // PDAuto, which estimates each placement's time from the speeds the instances' nodes measured (package cost:

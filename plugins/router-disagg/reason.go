@@ -3,9 +3,8 @@ package routerdisagg
 import (
 	"strconv"
 
-	"github.com/duet-ai/duet/plugins/router-disagg/decider"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/link"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -18,7 +17,7 @@ import (
 // A retry's reason names the instances the request excludes: "best of 3, excluding i1".
 //
 // It builds the sentence with strconv into a reused buffer: routing stays at a handful of allocations.
-func (r *Router) explain(b []byte, v *view.View, dres, pres *sched.Result, ranPrefill bool, verdict decider.Verdict,
+func (r *Router) explain(b []byte, v *view.View, dres, pres *sched.Result, ranPrefill bool, verdict prefillVerdict,
 	req *router.Request, eps []router.PrefillEndpoint) []byte {
 	prompt := req.PromptTokens
 	win := dres.Ranked[0]
@@ -79,7 +78,7 @@ func endpointAt(b []byte, e router.PrefillEndpoint) []byte {
 }
 
 // uncached writes "5200 uncached tokens", with "(of 6000)" when part of the prompt is likely cached.
-func uncached(b []byte, verdict decider.Verdict, prompt int) []byte {
+func uncached(b []byte, verdict prefillVerdict, prompt int) []byte {
 	b = strconv.AppendInt(b, int64(verdict.Uncached), 10)
 	b = append(b, " uncached tokens"...)
 	if verdict.Uncached != prompt {
@@ -95,7 +94,7 @@ func path(b []byte, v *view.View, from, to string) []byte {
 	if from == to {
 		return append(b, "on the same node"...)
 	}
-	p, ok := link.Path(v, from, to)
+	p, ok := scorer.LinkPath(v, from, to)
 	if !ok {
 		return append(b, "over an unknown path"...)
 	}

@@ -8,17 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
-	"github.com/duet-ai/duet/plugins/router-disagg/decider"
-	"github.com/duet-ai/duet/plugins/router-disagg/endpoint"
 	"github.com/duet-ai/duet/plugins/router-disagg/filter"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/hardware"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/kvutil"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/link"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/load"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/locality"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/partner"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/prefix"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -44,7 +36,7 @@ type Router struct {
 	cfg      Config
 	views    view.Cache
 	affinity *affinity.Index
-	decider  decider.Threshold
+	decider  prefillDecider
 	decode   *sched.Profile
 	prefill  *sched.Profile
 	scratch  sync.Pool
@@ -64,21 +56,21 @@ func newRouter(cfg Config, opts ...sched.Option) (*Router, error) {
 	cfg.PrefillHardware = append([]string(nil), cfg.PrefillHardware...)
 	w := cfg.Weights
 	decode, err := sched.NewProfile(DecodeProfile, filter.Decode(), []sched.Weighted{
-		{Scorer: load.New(), Weight: w.Load},
-		{Scorer: kvutil.New(), Weight: w.KVUtilization},
-		{Scorer: prefix.New(), Weight: w.Prefix},
-		{Scorer: locality.New(), Weight: w.Locality},
-		{Scorer: partner.New(cfg.PrefillThreshold), Weight: w.Partner},
+		{Scorer: scorer.NewLoad(), Weight: w.Load},
+		{Scorer: scorer.NewKVUtilization(), Weight: w.KVUtilization},
+		{Scorer: scorer.NewPrefix(), Weight: w.Prefix},
+		{Scorer: scorer.NewLocality(), Weight: w.Locality},
+		{Scorer: scorer.NewPartner(cfg.PrefillThreshold), Weight: w.Partner},
 	}, opts...)
 	if err != nil {
 		return nil, err
 	}
 	prefillScorers := []sched.Weighted{
-		{Scorer: sched.Renamed(load.New(), load.PrefillName), Weight: w.PrefillLoad},
-		{Scorer: link.New(), Weight: w.Link},
+		{Scorer: sched.Renamed(scorer.NewLoad(), scorer.PrefillLoadName), Weight: w.PrefillLoad},
+		{Scorer: scorer.NewLink(), Weight: w.Link},
 	}
 	if len(cfg.PrefillHardware) > 0 {
-		prefillScorers = append(prefillScorers, sched.Weighted{Scorer: hardware.New(cfg.PrefillHardware), Weight: w.Hardware})
+		prefillScorers = append(prefillScorers, sched.Weighted{Scorer: scorer.NewHardware(cfg.PrefillHardware), Weight: w.Hardware})
 	}
 	// Exact KV before approximate KV (another quantization) when the scores cannot tell them apart.
 	exactFirst := sched.PreferOnTie(func(c *sched.Cycle, in *view.Instance) bool { return view.ExactKV(in, c.Decode) })
@@ -89,7 +81,7 @@ func newRouter(cfg Config, opts ...sched.Option) (*Router, error) {
 	r := &Router{
 		cfg:      cfg,
 		affinity: affinity.New(cfg.AffinitySize, cfg.AffinityMaxBlocks),
-		decider:  decider.Threshold{Tokens: cfg.PrefillThreshold, WhenUnknown: cfg.PrefillWhenUnknown},
+		decider:  prefillDecider{Tokens: cfg.PrefillThreshold, WhenUnknown: cfg.PrefillWhenUnknown},
 		decode:   decode,
 		prefill:  prefill,
 	}
@@ -171,7 +163,7 @@ func (r *Router) Route(ctx context.Context, req router.Request, snap *router.Sna
 	win := dres.Ranked[0]
 	dec := win.Instance
 	cachedTokens := c.Prefix.Cached(dec.AffinityID) * r.cfg.BlockTokens
-	verdict := r.decider.Decide(req.PromptTokens, cachedTokens)
+	verdict := r.decider.decide(req.PromptTokens, cachedTokens)
 	if r.cfg.PD == PDAuto && !auto && verdict.Known {
 		verdict.Remote = false // a short prompt stays where it is decoded
 	}
@@ -296,7 +288,7 @@ func prefillEndpoint(v *view.View, p, dec *view.Instance) (router.PrefillEndpoin
 	if path, ok := v.PathBetween(dec, p); ok {
 		pathAddr = path.Address
 	}
-	addr, err := endpoint.Resolve(p.KVEndpoint, p.Node == dec.Node, pathAddr)
+	addr, err := view.ResolveKV(p.KVEndpoint, p.Node == dec.Node, pathAddr)
 	if err != nil {
 		return router.PrefillEndpoint{}, false // the kv-endpoint filter keeps only dialable endpoints; this is a guard
 	}

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 )
 
 // TestParseClaudeCode runs the requests Claude Code 2.1.328 sent (captured with a logging server, in
@@ -51,7 +53,7 @@ func TestParseClaudeCode(t *testing.T) {
 				t.Errorf("stream %v, max_tokens %d, template vars %v; want a stream of up to 128000 tokens with thinking",
 					r.Stream, r.Sampling.MaxTokens, r.TemplateVars)
 			}
-			golden(t, c.file+".parsed.golden", []byte(summary(r)))
+			apitest.Golden(t, c.file+".parsed.golden", []byte(summary(r)))
 		})
 	}
 }

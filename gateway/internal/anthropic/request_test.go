@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -276,5 +277,5 @@ func TestParseErrors(t *testing.T) {
 		}
 		fmt.Fprintf(&all, "%s: %d %s\n", c.name, err.Status, AppendError(nil, err))
 	}
-	golden(t, "parse_errors.golden", []byte(all.String()))
+	apitest.Golden(t, "parse_errors.golden", []byte(all.String()))
 }

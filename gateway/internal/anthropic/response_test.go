@@ -6,33 +6,16 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
-func meta() openai.Meta {
-	return openai.Meta{ID: "msg_abc", Created: 1700000000, Model: "m", Fingerprint: "fp_0123"}
-}
+var meta = apitest.Meta("msg_abc", "fp_0123")
 
-// routed is meta with the route of a request forwarded from n3 to n2 and prefilled on n1.
-func routed() openai.Meta {
-	m := meta()
-	m.Route = &openai.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
-		PrefillAddress: "127.0.0.1:7000", Forwarded: true,
-		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 250 * time.Microsecond, Admission: 40 * time.Microsecond}
-	return m
-}
-
-func final(reason engine.FinishReason) *engine.Final {
-	return &engine.Final{
-		FinishReason: reason,
-		Usage:        engine.Usage{PromptTokens: 12, CompletionTokens: 7, CachedTokens: 4},
-		Timings: engine.Timings{Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3 * time.Millisecond,
-			Decode: 4 * time.Millisecond, Total: 7 * time.Millisecond, PrefillSource: engine.PrefillLocal},
-	}
-}
+// usage is what every test generation used.
+var usage = engine.Usage{PromptTokens: 12, CompletionTokens: 7, CachedTokens: 4}
 
 // events are the engine events of the test generations, by name.
 var events = map[string][]engine.Event{
@@ -41,13 +24,13 @@ var events = map[string][]engine.Event{
 		{Token: &engine.Token{ID: 1, Text: "Hé"}},
 		{Token: &engine.Token{ID: 2}}, // held back: nothing to say yet
 		{Token: &engine.Token{ID: 3, Text: "llo \"you\"\n"}},
-		{Final: withText(final(engine.FinishStop), "!")},
+		{Final: withText(apitest.Final(engine.FinishStop, usage), "!")},
 	},
 	"thinking_text": {
 		{Token: &engine.Token{ID: 1, Reasoning: "The user "}},
 		{Token: &engine.Token{ID: 2, Reasoning: "greets me."}},
 		{Token: &engine.Token{ID: 3, Text: "Hello."}},
-		{Final: final(engine.FinishStop)},
+		{Final: apitest.Final(engine.FinishStop, usage)},
 	},
 	"tool_use": {
 		{Token: &engine.Token{ID: 1, Reasoning: "Two cities."}},
@@ -55,14 +38,14 @@ var events = map[string][]engine.Event{
 		{Token: &engine.Token{ID: 3, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_1", Name: "get_weather"}}}},
 		{Token: &engine.Token{ID: 4, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}},
 		{Token: &engine.Token{ID: 5, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `"Oslo"}`}, {Index: 1, ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`}}}},
-		{Final: withCalls(final(engine.FinishToolCalls),
+		{Final: withCalls(apitest.Final(engine.FinishToolCalls, usage),
 			engine.ToolCall{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
 			engine.ToolCall{ID: "call_2", Name: "get_weather", Arguments: `{"city": "Lima"}`})},
 	},
 	// An engine that gives its calls only in the Final, one of them without an id and with arguments that
 	// are not an object (it breaks the contract; the answer must still decode).
 	"tool_use_unstreamed": {
-		{Final: withCalls(final(engine.FinishToolCalls),
+		{Final: withCalls(apitest.Final(engine.FinishToolCalls, usage),
 			engine.ToolCall{Name: "get_time", Arguments: ``},
 			engine.ToolCall{ID: "call_9", Name: "get_weather", Arguments: `["Oslo"]`})},
 	},
@@ -75,7 +58,7 @@ var events = map[string][]engine.Event{
 		{Token: &engine.Token{ID: 3, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_ef6ad4f12d9c29f5", Name: "Bash"}}}},
 		{Token: &engine.Token{ID: 4, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"comman`}}}},
 		{Token: &engine.Token{ID: 5, ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `d":"echo duet-e2e-ok"}`}}}},
-		{Final: withCalls(final(engine.FinishToolCalls),
+		{Final: withCalls(apitest.Final(engine.FinishToolCalls, usage),
 			engine.ToolCall{ID: "call_ef6ad4f12d9c29f5", Name: "Bash", Arguments: `{"command":"echo duet-e2e-ok"}`})},
 	},
 	"claude_code_bash_answer": {
@@ -83,14 +66,14 @@ var events = map[string][]engine.Event{
 		{Token: &engine.Token{ID: 1, Reasoning: "about: "}},
 		{Token: &engine.Token{ID: 2, Reasoning: "duet-e2e-ok"}},
 		{Token: &engine.Token{ID: 3, Text: "duet-e2e-ok"}},
-		{Final: final(engine.FinishStop)},
+		{Final: apitest.Final(engine.FinishStop, usage)},
 	},
 	"max_tokens": {
 		{Token: &engine.Token{ID: 1, Text: "The answer is"}},
-		{Final: final(engine.FinishLength)},
+		{Final: apitest.Final(engine.FinishLength, usage)},
 	},
 	"empty": {
-		{Final: final(engine.FinishStop)},
+		{Final: apitest.Final(engine.FinishStop, usage)},
 	},
 }
 
@@ -101,14 +84,6 @@ func withCalls(f *engine.Final, calls ...engine.ToolCall) *engine.Final {
 	return f
 }
 
-func result(name string) *openai.Result {
-	r := &openai.Result{}
-	for _, ev := range events[name] {
-		r.Add(ev)
-	}
-	return r
-}
-
 // TestMessageGolden renders each generation as a whole message and compares it with
 // testdata/message_<name>.json. Run with -update to rewrite them after an intended change.
 func TestMessageGolden(t *testing.T) {
@@ -116,16 +91,16 @@ func TestMessageGolden(t *testing.T) {
 	for name := range events {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			goldenJSON(t, "message_"+name, AppendMessage(nil, meta(), result(name)))
+			apitest.GoldenJSON(t, "message_"+name+".json", AppendMessage(nil, meta, apitest.Result(events[name]...)))
 		})
 	}
 	t.Run("routed", func(t *testing.T) {
 		t.Parallel()
-		goldenJSON(t, "message_routed", AppendMessage(nil, routed(), result("text")))
+		apitest.GoldenJSON(t, "message_routed.json", AppendMessage(nil, apitest.Routed(meta), apitest.Result(events["text"]...)))
 	})
 	t.Run("count_tokens", func(t *testing.T) {
 		t.Parallel()
-		goldenJSON(t, "count_tokens", AppendTokenCount(nil, 42))
+		apitest.GoldenJSON(t, "count_tokens.json", AppendTokenCount(nil, 42))
 	})
 }
 
@@ -177,5 +152,5 @@ func TestErrorGolden(t *testing.T) {
 		}
 		fmt.Fprintf(&all, "%d %s\n", c.err.Status, body)
 	}
-	golden(t, "errors.golden", []byte(all.String()))
+	apitest.Golden(t, "errors.golden", []byte(all.String()))
 }

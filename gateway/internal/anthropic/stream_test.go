@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
-	"strings"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -31,22 +31,15 @@ type sse struct {
 	data map[string]any
 }
 
-// parseSSE splits a stream into events, checking the framing Anthropic's SDKs rely on: every event has an
-// event: line and one data: line of JSON whose type is the event's name.
-func parseSSE(t *testing.T, stream []byte) []sse {
+// decodeSSE splits a stream into events (apitest.SSE checks the framing Anthropic's SDKs rely on) and decodes
+// each one's data, which must be a JSON object whose type is the event's name.
+func decodeSSE(t *testing.T, stream []byte) []sse {
 	t.Helper()
 	var out []sse
-	for _, chunk := range strings.SplitAfter(string(stream), "\n\n") {
-		if chunk == "" {
-			continue
-		}
-		lines := strings.Split(strings.TrimSuffix(chunk, "\n\n"), "\n")
-		if len(lines) != 2 || !strings.HasPrefix(lines[0], "event: ") || !strings.HasPrefix(lines[1], "data: ") {
-			t.Fatalf("malformed event %q", chunk)
-		}
-		ev := sse{name: strings.TrimPrefix(lines[0], "event: ")}
-		if err := json.Unmarshal([]byte(strings.TrimPrefix(lines[1], "data: ")), &ev.data); err != nil {
-			t.Fatalf("event %q: %v", chunk, err)
+	for _, e := range apitest.SSE(t, stream) {
+		ev := sse{name: e.Name}
+		if err := json.Unmarshal(e.Data, &ev.data); err != nil {
+			t.Fatalf("event %s %s: %v", e.Name, e.Data, err)
 		}
 		if ev.data["type"] != ev.name {
 			t.Fatalf("event %s carries data of type %v", ev.name, ev.data["type"])
@@ -145,11 +138,11 @@ func TestStreamGolden(t *testing.T) {
 	for name, evs := range events {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			stream := render(meta(), evs)
-			golden(t, "stream_"+name+".sse", stream)
-			got := accumulate(t, parseSSE(t, stream))
+			stream := render(meta, evs)
+			apitest.Golden(t, "stream_"+name+".sse", stream)
+			got := accumulate(t, decodeSSE(t, stream))
 			var want map[string]any
-			if err := json.Unmarshal(AppendMessage(nil, meta(), result(name)), &want); err != nil {
+			if err := json.Unmarshal(AppendMessage(nil, meta, apitest.Result(events[name]...)), &want); err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -163,24 +156,24 @@ func TestStreamGolden(t *testing.T) {
 
 func TestStreamPing(t *testing.T) {
 	t.Parallel()
-	golden(t, "stream_ping.sse", Ping(nil))
-	parseSSE(t, Ping(nil))
+	apitest.Golden(t, "stream_ping.sse", Ping(nil))
+	decodeSSE(t, Ping(nil))
 }
 
 // TestStreamFail: an error after the stream started is an error event, after what was sent; an encoder
 // made only to report a broken hop sends the error alone (the owner sent message_start).
 func TestStreamFail(t *testing.T) {
 	t.Parallel()
-	s := NewStream(meta())
+	s := NewStream(meta)
 	out := s.Event(nil, engine.Event{Token: &engine.Token{Text: "Hel"}})
 	out = s.Fail(out, openai.Unavailable("node n2 stopped during the request (request id r1)"))
-	golden(t, "stream_error.sse", out)
-	evs := parseSSE(t, out)
+	apitest.Golden(t, "stream_error.sse", out)
+	evs := decodeSSE(t, out)
 	if last := evs[len(evs)-1]; last.name != "error" || last.data["error"].(map[string]any)["type"] != TypeOverloaded {
 		t.Errorf("last event %+v", last)
 	}
-	alone := NewStream(meta()).Fail(nil, openai.Internal("x"))
-	if evs := parseSSE(t, alone); len(evs) != 1 || evs[0].name != "error" {
+	alone := NewStream(meta).Fail(nil, openai.Internal("x"))
+	if evs := decodeSSE(t, alone); len(evs) != 1 || evs[0].name != "error" {
 		t.Errorf("a fresh stream's failure is %s", alone)
 	}
 }
@@ -202,14 +195,14 @@ func TestStreamSplits(t *testing.T) {
 		for _, piece := range pieces(args, n) {
 			evs = append(evs, engine.Event{Token: &engine.Token{ToolCalls: []engine.ToolCallDelta{{Arguments: piece}}}})
 		}
-		evs = append(evs, engine.Event{Final: withCalls(final(engine.FinishToolCalls), engine.ToolCall{ID: "c1", Name: "f", Arguments: args})})
-		got := accumulate(t, parseSSE(t, render(meta(), evs)))
+		evs = append(evs, engine.Event{Final: withCalls(apitest.Final(engine.FinishToolCalls, usage), engine.ToolCall{ID: "c1", Name: "f", Arguments: args})})
+		got := accumulate(t, decodeSSE(t, render(meta, evs)))
 		r := &openai.Result{}
 		for _, ev := range evs {
 			r.Add(ev)
 		}
 		var want map[string]any
-		_ = json.Unmarshal(AppendMessage(nil, meta(), r), &want)
+		_ = json.Unmarshal(AppendMessage(nil, meta, r), &want)
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("pieces of %d bytes: %v\nwant %v", n, got, want)
 		}
@@ -240,13 +233,13 @@ func TestStreamMessageStartUsage(t *testing.T) {
 		{engine.Event{Progress: &engine.Progress{Done: 3, Total: 9}}, 9},
 		{engine.Event{Token: &engine.Token{Text: "x"}}, 0},
 	} {
-		evs := parseSSE(t, NewStream(meta()).Event(nil, c.first))
+		evs := decodeSSE(t, NewStream(meta).Event(nil, c.first))
 		usage := evs[0].data["message"].(map[string]any)["usage"].(map[string]any)
 		if usage["input_tokens"] != c.want {
 			t.Errorf("first event %+v: usage %v", c.first, usage)
 		}
 	}
-	if bytes.Count(render(meta(), events["text"]), []byte("event: message_start")) != 1 {
+	if bytes.Count(render(meta, events["text"]), []byte("event: message_start")) != 1 {
 		t.Error("more than one message_start")
 	}
 }

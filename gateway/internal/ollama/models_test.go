@@ -1,11 +1,11 @@
 package ollama
 
 import (
-	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -99,10 +99,7 @@ func TestModelBodies(t *testing.T) {
 		{"ps_empty.json", AppendPs(nil, nil, time.Time{})},
 		{"version.json", AppendVersion(nil, Version("v1.4.2"))},
 	} {
-		if !json.Valid(c.body) {
-			t.Errorf("%s: not JSON: %s", c.name, c.body)
-		}
-		golden(t, c.name, indent(t, c.body))
+		apitest.GoldenJSON(t, c.name, c.body)
 	}
 }
 
@@ -130,15 +127,4 @@ func TestTagsDecodeAsOllama(t *testing.T) {
 		list.Models[0].Details.ParameterSize != "596M" || list.Models[1].Model != "echo:latest" {
 		t.Errorf("%+v", list)
 	}
-}
-
-// indent lays a body out for review; it keeps the bytes' own order, which is what clients see.
-func indent(t *testing.T, b []byte) []byte {
-	t.Helper()
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		t.Fatal(err)
-	}
-	out.WriteByte('\n')
-	return out.Bytes()
 }

@@ -4,17 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"reflect"
 	"sort"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 // warm is the sampling of a body that sets none: Ollama's default temperature.
 var warm = engine.Sampling{Temperature: 0.8}
@@ -46,7 +43,7 @@ func TestParseChat(t *testing.T) {
 				"repeat_penalty":1.1,"presence_penalty":0.5,"frequency_penalty":-0.5,"num_ctx":4096,
 				"num_keep":4,"typical_p":1,"mirostat":0,"num_gpu":-1,"use_mmap":true,"low_vram":false,"made_up":{"x":1}}}`,
 			want: Request{Model: "m", Stream: true, Messages: []engine.Message{{Role: "user", Content: "hi"}}, NumCtx: 4096,
-				Sampling: engine.Sampling{MaxTokens: 64, Temperature: 0, TopK: 40, TopP: 0.9, MinP: 0.05, Seed: ptr(int64(42)),
+				Sampling: engine.Sampling{MaxTokens: 64, Temperature: 0, TopK: 40, TopP: 0.9, MinP: 0.05, Seed: apitest.Ptr(int64(42)),
 					Stop: []string{"\n\n", "END"}, RepetitionPenalty: 1.1, PresencePenalty: 0.5, FrequencyPenalty: -0.5}},
 		},
 		{
@@ -318,7 +315,7 @@ func TestParseErrors(t *testing.T) {
 		b.WriteByte('\n')
 	}
 	b.WriteString("}\n")
-	golden(t, "errors.json", b.Bytes())
+	apitest.Golden(t, "errors.json", b.Bytes())
 }
 
 // TestBadBodiesRenderAsJSON: every error body is one valid JSON object with a string "error", as Ollama's
@@ -337,26 +334,5 @@ func TestBadBodiesRenderAsJSON(t *testing.T) {
 		if json.Unmarshal(body, &out) != nil || out.Error == nil || *out.Error != err.Message || err.Status < 400 || err.Status >= http.StatusInternalServerError {
 			t.Errorf("%s: %d %s", c.name, err.Status, body)
 		}
-	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs (run go test -update to accept):\n got %s\nwant %s", name, got, want)
 	}
 }

@@ -3,15 +3,13 @@ package ollama
 import (
 	"bytes"
 	"encoding/json"
-	"flag"
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 var epoch = time.Date(2026, 3, 14, 15, 9, 26, 535897000, time.UTC)
 
@@ -30,27 +28,13 @@ func final(reason engine.FinishReason) *engine.Final {
 	}
 }
 
-func result(events ...engine.Event) *openai.Result {
-	r := &openai.Result{}
-	for _, ev := range events {
-		r.Add(ev)
-	}
-	return r
-}
-
-func tok(text string) engine.Event { return engine.Event{Token: &engine.Token{Text: text}} }
-
-func lp(token string, v float64) *engine.Logprob {
-	return &engine.Logprob{Token: token, Bytes: []byte(token), Logprob: v,
-		Top: []engine.TopLogprob{{ID: 1, Token: token, Bytes: []byte(token), Logprob: v}, {ID: 2, Token: "x", Bytes: []byte("x"), Logprob: -2.5}}}
-}
-
 // calls are the final's calls of a choice that called two tools.
 var calls = []engine.ToolCall{
 	{ID: "call_a", Name: "get_weather", Arguments: `{"city": "Oslo"}`},
 	{ID: "call_b", Name: "get_weather", Arguments: "{\n  \"city\": \"Lima\"\n}"},
 }
 
+// routed is the route of a request that entered at n1, was forwarded to n2 and prefilled on n3.
 func routed() *openai.Route {
 	return &openai.Route{EntryNode: "n1", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n3-0", PrefillNode: "n3",
 		PrefillAddress: "10.0.0.3:7000", Forwarded: true,
@@ -69,21 +53,21 @@ func TestAnswers(t *testing.T) {
 		res   *openai.Result
 	}{
 		{"chat", Reply{Kind: Chat, Model: "echo:latest"},
-			result(tok("Hello"), tok(" <world> & \"you\"\n"), engine.Event{Final: final(engine.FinishStop)})},
+			apitest.Result(apitest.Text("Hello"), apitest.Text(" <world> & \"you\"\n"), engine.Event{Final: final(engine.FinishStop)})},
 		{"chat_length", Reply{Kind: Chat, Model: "echo"},
-			result(tok("Hel"), engine.Event{Final: &engine.Final{FinishReason: engine.FinishLength, Text: "lo", Usage: engine.Usage{PromptTokens: 1, CompletionTokens: 2}}})},
+			apitest.Result(apitest.Text("Hel"), engine.Event{Final: &engine.Final{FinishReason: engine.FinishLength, Text: "lo", Usage: engine.Usage{PromptTokens: 1, CompletionTokens: 2}}})},
 		{"chat_thinking", Reply{Kind: Chat, Model: "qwen3:8b"},
-			result(engine.Event{Token: &engine.Token{Reasoning: "about: "}}, engine.Event{Token: &engine.Token{Reasoning: "hi"}}, tok("hi"),
+			apitest.Result(engine.Event{Token: &engine.Token{Reasoning: "about: "}}, engine.Event{Token: &engine.Token{Reasoning: "hi"}}, apitest.Text("hi"),
 				engine.Event{Final: final(engine.FinishStop)})},
 		{"chat_tool_calls", Reply{Kind: Chat, Model: "echo:latest"},
-			result(engine.Event{Token: &engine.Token{ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_a", Name: "get_weather"}}}},
+			apitest.Result(engine.Event{Token: &engine.Token{ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_a", Name: "get_weather"}}}},
 				engine.Event{Final: withCalls})},
-		{"chat_cut_tool_call", Reply{Kind: Chat, Model: "echo:latest"}, result(engine.Event{Final: cut})},
+		{"chat_cut_tool_call", Reply{Kind: Chat, Model: "echo:latest"}, apitest.Result(engine.Event{Final: cut})},
 		{"chat_logprobs", Reply{Kind: Chat, Model: "echo:latest", Logprobs: true},
-			result(engine.Event{Token: &engine.Token{Text: "Hé", Logprob: lp("Hé", -0.5)}}, engine.Event{Token: &engine.Token{Text: "!", Logprob: lp("!", -0.25)}},
+			apitest.Result(engine.Event{Token: &engine.Token{Text: "Hé", Logprob: apitest.Logprob("Hé", -0.5, -2.5)}}, engine.Event{Token: &engine.Token{Text: "!", Logprob: apitest.Logprob("!", -0.25, -2.5)}},
 				engine.Event{Final: final(engine.FinishStop)})},
 		{"chat_routed", Reply{Kind: Chat, Model: "echo:latest", Route: routed()},
-			result(tok("hi"), engine.Event{Final: func() *engine.Final {
+			apitest.Result(apitest.Text("hi"), engine.Event{Final: func() *engine.Final {
 				f := final(engine.FinishStop)
 				f.Timings.PrefillSource = engine.PrefillRemote
 				f.Timings.Remote = &engine.RemotePrefill{Endpoint: "10.0.0.3:7000", InstanceID: "n3-0", Tokens: 25, Bytes: 1 << 20,
@@ -91,19 +75,19 @@ func TestAnswers(t *testing.T) {
 				return f
 			}()})},
 		{"generate", Reply{Kind: Generate, Model: "echo:latest"},
-			result(tok("The sky"), tok(" is blue."), engine.Event{Final: final(engine.FinishStop)})},
+			apitest.Result(apitest.Text("The sky"), apitest.Text(" is blue."), engine.Event{Final: final(engine.FinishStop)})},
 		{"generate_thinking", Reply{Kind: Generate, Model: "echo:latest"},
-			result(engine.Event{Token: &engine.Token{Reasoning: "about: sky"}}, tok("blue"), engine.Event{Final: final(engine.FinishStop)})},
+			apitest.Result(engine.Event{Token: &engine.Token{Reasoning: "about: sky"}}, apitest.Text("blue"), engine.Event{Final: final(engine.FinishStop)})},
 		{"generate_logprobs", Reply{Kind: Generate, Model: "echo:latest", Logprobs: true},
-			result(engine.Event{Token: &engine.Token{Text: "a", Logprob: lp("a", -1)}}, engine.Event{Final: final(engine.FinishLength)})},
-		{"generate_ignores_tool_calls", Reply{Kind: Generate, Model: "echo:latest"}, result(engine.Event{Final: withCalls})},
+			apitest.Result(engine.Event{Token: &engine.Token{Text: "a", Logprob: apitest.Logprob("a", -1, -2.5)}}, engine.Event{Final: final(engine.FinishLength)})},
+		{"generate_ignores_tool_calls", Reply{Kind: Generate, Model: "echo:latest"}, apitest.Result(engine.Event{Final: withCalls})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			got := c.reply.AppendAnswer(nil, epoch, c.res)
 			checkObject(t, got)
-			golden(t, "answer_"+c.name+".json", append(got, '\n'))
+			apitest.Golden(t, "answer_"+c.name+".json", append(got, '\n'))
 		})
 	}
 }
@@ -116,7 +100,7 @@ func TestLoad(t *testing.T) {
 	}{{"chat_load", "load", Chat}, {"chat_unload", "unload", Chat}, {"generate_load", "load", Generate}, {"generate_unload", "unload", Generate}} {
 		got := Reply{Kind: c.kind, Model: "echo:latest"}.AppendLoad(nil, epoch, c.reason)
 		checkObject(t, got)
-		golden(t, "answer_"+c.name+".json", append(got, '\n'))
+		apitest.Golden(t, "answer_"+c.name+".json", append(got, '\n'))
 	}
 }
 
@@ -133,10 +117,10 @@ func TestStreams(t *testing.T) {
 		fail   *openai.Error // ends the stream instead of a final
 	}{
 		{"chat", Reply{Kind: Chat, Model: "echo:latest"}, []engine.Event{
-			{Progress: &engine.Progress{Done: 26, Total: 26}}, tok("Hello"), tok(""), tok(" world"), {Final: held},
+			{Progress: &engine.Progress{Done: 26, Total: 26}}, apitest.Text("Hello"), apitest.Text(""), apitest.Text(" world"), {Final: held},
 		}, nil},
 		{"chat_thinking", Reply{Kind: Chat, Model: "echo:latest"}, []engine.Event{
-			{Token: &engine.Token{Reasoning: "about: "}}, {Token: &engine.Token{Reasoning: "hi", Text: ""}}, tok("hi"), {Final: final(engine.FinishStop)},
+			{Token: &engine.Token{Reasoning: "about: "}}, {Token: &engine.Token{Reasoning: "hi", Text: ""}}, apitest.Text("hi"), {Final: final(engine.FinishStop)},
 		}, nil},
 		// Two calls stream in pieces: the first is written whole when the second starts, the second at the end,
 		// from the final event's calls.
@@ -149,12 +133,12 @@ func TestStreams(t *testing.T) {
 			{Final: withCalls},
 		}, nil},
 		{"chat_logprobs", Reply{Kind: Chat, Model: "echo:latest", Logprobs: true}, []engine.Event{
-			{Token: &engine.Token{Text: "Hé", Logprob: lp("Hé", -0.5)}}, {Token: &engine.Token{Logprob: lp("\xe2", -0.1)}}, {Final: final(engine.FinishLength)},
+			{Token: &engine.Token{Text: "Hé", Logprob: apitest.Logprob("Hé", -0.5, -2.5)}}, {Token: &engine.Token{Logprob: apitest.Logprob("\xe2", -0.1, -2.5)}}, {Final: final(engine.FinishLength)},
 		}, nil},
-		{"chat_fail", Reply{Kind: Chat, Model: "echo:latest"}, []engine.Event{tok("Hel")},
+		{"chat_fail", Reply{Kind: Chat, Model: "echo:latest"}, []engine.Event{apitest.Text("Hel")},
 			openai.Unavailable("node n2 stopped during the request (request id r1)")},
 		{"generate", Reply{Kind: Generate, Model: "echo:latest", Route: routed()}, []engine.Event{
-			tok("The sky"), {Token: &engine.Token{Reasoning: "hmm"}}, tok(" is blue."), {Final: held},
+			apitest.Text("The sky"), {Token: &engine.Token{Reasoning: "hmm"}}, apitest.Text(" is blue."), {Final: held},
 		}, nil},
 		{"generate_tool_calls_ignored", Reply{Kind: Generate, Model: "echo:latest"}, []engine.Event{
 			{Token: &engine.Token{ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_a", Name: "get_weather"}}}}, {Final: withCalls},
@@ -179,7 +163,7 @@ func TestStreams(t *testing.T) {
 			for _, l := range lines {
 				checkObject(t, l)
 			}
-			golden(t, "stream_"+c.name+".ndjson", out)
+			apitest.Golden(t, "stream_"+c.name+".ndjson", out)
 		})
 	}
 }
@@ -192,7 +176,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 	withCalls.ToolCalls = calls
 	withCalls.Text = "!"
 	events := []engine.Event{
-		{Token: &engine.Token{Reasoning: "plan"}}, tok("a"), tok("b"),
+		{Token: &engine.Token{Reasoning: "plan"}}, apitest.Text("a"), apitest.Text("b"),
 		{Token: &engine.Token{ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_a", Name: "get_weather", Arguments: `{"city": "Oslo"}`}}}},
 		{Token: &engine.Token{ToolCalls: []engine.ToolCallDelta{{Index: 1, ID: "call_b", Name: "get_weather"}}}},
 		{Final: withCalls},
@@ -219,7 +203,7 @@ func TestStreamMatchesAnswer(t *testing.T) {
 		streamed.Message.ToolCalls = append(streamed.Message.ToolCalls, o.Message.ToolCalls...)
 	}
 	var whole chatObject
-	if err := json.Unmarshal(r.AppendAnswer(nil, epoch, result(events...)), &whole); err != nil {
+	if err := json.Unmarshal(r.AppendAnswer(nil, epoch, apitest.Result(events...)), &whole); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := json.Marshal(streamed.Message)

@@ -1,25 +1,25 @@
-package openai
+package openai_test
 
 import (
 	"reflect"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 func TestParseChat(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name string
 		body string
-		want ChatRequest
+		want openai.ChatRequest
 	}{
 		{
 			name: "minimal",
 			body: `{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
-			want: ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}}, Sampling: engine.Sampling{Temperature: 1},
+			want: openai.ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}}, Sampling: engine.Sampling{Temperature: 1},
 				ParallelToolCalls: true, N: 1},
 		},
 		{
@@ -28,14 +28,14 @@ func TestParseChat(t *testing.T) {
 				"stream":true,"stream_options":{"include_usage":true},"max_completion_tokens":7,"max_tokens":99,"temperature":0,"top_p":0.5,"n":1,"seed":42,
 				"stop":["x","","y"],"logprobs":true,"top_logprobs":3,"presence_penalty":0.5,"frequency_penalty":-0.5,"user":"u1",
 				"top_k":5,"min_p":0.1,"repetition_penalty":1.1,"ignore_eos":true,"unknown_field":{"nested":[1,2]},"response_format":{"type":"text"}}`,
-			want: ChatRequest{
+			want: openai.ChatRequest{
 				Model: "m",
 				Messages: []engine.Message{
 					{Role: "system", Content: "be brief"}, {Role: "user", Content: "ab"}, {Role: "assistant"}, {Role: "system", Content: "dev"},
 				},
 				Stream: true, IncludeUsage: true, ParallelToolCalls: true, N: 1,
 				Sampling: engine.Sampling{
-					MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: ptr(int64(42)), Stop: []string{"x", "y"}, Logprobs: true, TopLogprobs: 3,
+					MaxTokens: 7, Temperature: 0, TopP: 0.5, Seed: apitest.Ptr(int64(42)), Stop: []string{"x", "y"}, Logprobs: true, TopLogprobs: 3,
 					PresencePenalty: 0.5, FrequencyPenalty: -0.5, TopK: 5, MinP: 0.1, RepetitionPenalty: 1.1, IgnoreEOS: true,
 				},
 			},
@@ -43,7 +43,7 @@ func TestParseChat(t *testing.T) {
 		{
 			name: "stop as a string and max_tokens",
 			body: `{"model":"m","messages":[{"role":"user","content":"hi"}],"stop":"END","max_tokens":3,"stream":false}`,
-			want: ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}},
+			want: openai.ChatRequest{Model: "m", Messages: []engine.Message{{Role: "user", Content: "hi"}},
 				Sampling: engine.Sampling{Temperature: 1, MaxTokens: 3, Stop: []string{"END"}}, ParallelToolCalls: true, N: 1},
 		},
 		{
@@ -56,7 +56,7 @@ func TestParseChat(t *testing.T) {
 				"tool_choice":{"type":"function","function":{"name":"get_weather"}},"parallel_tool_calls":false,
 				"response_format":{"type":"json_schema","json_schema":{"name":"out","schema":{"type":"object"},"strict":true}},
 				"n":3,"logit_bias":{"50256":-100,"7":2.5},"chat_template_kwargs":{"enable_thinking":false}}`,
-			want: ChatRequest{Model: "m",
+			want: openai.ChatRequest{Model: "m",
 				Messages: []engine.Message{{Role: "user", Content: "weather?"},
 					{Role: "assistant", Reasoning: "look it up", ToolCalls: []engine.ToolCall{{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}},
 					{Role: "tool", ToolCallID: "call_1", Content: "-3C"}},
@@ -71,7 +71,7 @@ func TestParseChat(t *testing.T) {
 			name: "the deprecated functions API",
 			body: `{"model":"m","messages":[{"role":"user","content":"hi"},{"role":"assistant","content":null,"function_call":{"name":"f","arguments":"{}"}},{"role":"function","name":"f","content":"ok"}],
 				"functions":[{"name":"f","parameters":{"type":"object"}}],"function_call":"auto","reasoning_effort":"none"}`,
-			want: ChatRequest{Model: "m",
+			want: openai.ChatRequest{Model: "m",
 				Messages: []engine.Message{{Role: "user", Content: "hi"}, {Role: "assistant", ToolCalls: []engine.ToolCall{{ID: "call_1", Name: "f", Arguments: "{}"}}},
 					{Role: "tool", Name: "f", Content: "ok"}},
 				Tools:      []engine.Tool{{Name: "f", Parameters: []byte(`{"type":"object"}`)}},
@@ -82,7 +82,7 @@ func TestParseChat(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ParseChat([]byte(c.body))
+			got, err := openai.ParseChat([]byte(c.body))
 			if err != nil {
 				t.Fatalf("ParseChat: %v", err)
 			}
@@ -165,11 +165,11 @@ func TestParseChatErrors(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			_, err := ParseChat([]byte(c.body))
+			_, err := openai.ParseChat([]byte(c.body))
 			if err == nil {
 				t.Fatalf("no error for %s", c.body)
 			}
-			if err.Status != 400 || err.Type != TypeInvalidRequest {
+			if err.Status != 400 || err.Type != openai.TypeInvalidRequest {
 				t.Errorf("status %d type %q, want 400 invalid_request_error", err.Status, err.Type)
 			}
 			if err.Param != c.param {
@@ -187,18 +187,18 @@ func TestParseCompletion(t *testing.T) {
 	cases := []struct {
 		name    string
 		body    string
-		want    CompletionRequest
+		want    openai.CompletionRequest
 		wantErr string // param
 	}{
 		{name: "string prompt", body: `{"model":"m","prompt":"once"}`,
-			want: CompletionRequest{Model: "m", Prompt: "once", Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
+			want: openai.CompletionRequest{Model: "m", Prompt: "once", Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
 		{name: "one string in a list", body: `{"model":"m","prompt":["once"],"max_tokens":5}`,
-			want: CompletionRequest{Model: "m", Prompt: "once", Sampling: engine.Sampling{MaxTokens: 5, Temperature: 1}}},
+			want: openai.CompletionRequest{Model: "m", Prompt: "once", Sampling: engine.Sampling{MaxTokens: 5, Temperature: 1}}},
 		{name: "token ids", body: `{"model":"m","prompt":[1,2,3],"logprobs":2,"temperature":0}`,
-			want: CompletionRequest{Model: "m", PromptTokens: []int32{1, 2, 3}, Logprobs: ptr(2),
+			want: openai.CompletionRequest{Model: "m", PromptTokens: []int32{1, 2, 3}, Logprobs: apitest.Ptr(2),
 				Sampling: engine.Sampling{MaxTokens: 16, Logprobs: true, TopLogprobs: 2}}},
 		{name: "token ids nested", body: `{"model":"m","prompt":[[4,5]]}`,
-			want: CompletionRequest{Model: "m", PromptTokens: []int32{4, 5}, Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
+			want: openai.CompletionRequest{Model: "m", PromptTokens: []int32{4, 5}, Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
 		{name: "no prompt", body: `{"model":"m"}`, wantErr: "prompt"},
 		{name: "batched prompts", body: `{"model":"m","prompt":["a","b"]}`, wantErr: "prompt"},
 		{name: "negative token", body: `{"model":"m","prompt":[1,-2]}`, wantErr: "prompt"},
@@ -213,12 +213,12 @@ func TestParseCompletion(t *testing.T) {
 		{name: "max_tokens 2^32+4", body: `{"model":"m","prompt":"x","max_tokens":4294967300}`, wantErr: "max_tokens"},
 		{name: "token id 2^32+1", body: `{"model":"m","prompt":[4294967297]}`, wantErr: "prompt"},
 		{name: "top_k -1 is off", body: `{"model":"m","prompt":"x","top_k":-1}`,
-			want: CompletionRequest{Model: "m", Prompt: "x", Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
+			want: openai.CompletionRequest{Model: "m", Prompt: "x", Sampling: engine.Sampling{MaxTokens: 16, Temperature: 1}}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			got, err := ParseCompletion([]byte(c.body))
+			got, err := openai.ParseCompletion([]byte(c.body))
 			if c.wantErr != "" {
 				if err == nil || err.Param != c.wantErr {
 					t.Fatalf("got error %v, want one about %q", err, c.wantErr)

@@ -1,83 +1,41 @@
-package openai
+package openai_test
 
 import (
-	"bytes"
-	"encoding/json"
-	"flag"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+var meta = apitest.Meta("chatcmpl-abc", "fp_0123")
 
-func TestAppendString(t *testing.T) {
-	t.Parallel()
-	for _, s := range []string{"", "plain", `quote " backslash \ slash /`, "ctl \x00\x01\x1f\t\n\r", "utf8 é 漢字 🙂", "bad \xff\xfe utf8", "line sep \u2028 \u2029", "<html>&"} {
-		got := appendString(nil, s)
-		var back string
-		if err := json.Unmarshal(got, &back); err != nil {
-			t.Fatalf("%q: not valid JSON: %s (%v)", s, got, err)
-		}
-		std, _ := json.Marshal(s)
-		var want string
-		_ = json.Unmarshal(std, &want)
-		if back != want {
-			t.Errorf("%q: round trip gave %q", s, back)
-		}
-	}
-}
-
-func meta() Meta {
-	return Meta{ID: "chatcmpl-abc", Created: 1700000000, Model: "m", Fingerprint: "fp_0123"}
-}
-
-// routed is meta with the route of a request forwarded from n3 to n2 and prefilled on n1.
-func routed() Meta {
-	m := meta()
-	m.Route = &Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
-		PrefillAddress: "127.0.0.1:7000", Forwarded: true,
-		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 250 * time.Microsecond, Admission: 40 * time.Microsecond}
-	return m
-}
-
-func final() *engine.Final {
-	return &engine.Final{
-		FinishReason: engine.FinishLength,
-		Usage:        engine.Usage{PromptTokens: 5, CompletionTokens: 2, CachedTokens: 1},
-		Timings: engine.Timings{
-			Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3 * time.Millisecond, Decode: 4 * time.Millisecond,
-			Total: 7 * time.Millisecond, PrefillSource: engine.PrefillRemote,
-			Remote: &engine.RemotePrefill{Endpoint: "10.0.0.2:7000", InstanceID: "p0", Tokens: 4, Bytes: 4096, Transfer: time.Millisecond, Attempts: 1},
-		},
-	}
+// remoteFinal ends a generation cut at its length limit, prefilled on another node.
+func remoteFinal() *engine.Final {
+	f := apitest.Final(engine.FinishLength, engine.Usage{PromptTokens: 5, CompletionTokens: 2, CachedTokens: 1})
+	f.Timings.PrefillSource = engine.PrefillRemote
+	f.Timings.Remote = &engine.RemotePrefill{Endpoint: "10.0.0.2:7000", InstanceID: "p0", Tokens: 4, Bytes: 4096, Transfer: time.Millisecond, Attempts: 1}
+	return f
 }
 
 // toolResult is a choice that thought, then called a tool without text.
-func toolResult() *Result {
-	r := &Result{}
-	r.Add(engine.Event{Token: &engine.Token{ID: 1, Reasoning: "The user wants the weather."}})
-	r.Add(engine.Event{Token: &engine.Token{ID: 2, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_abc", Name: "get_weather"}}}})
-	f := final()
+func toolResult() *openai.Result {
+	f := remoteFinal()
 	f.FinishReason = engine.FinishToolCalls
 	f.ToolCalls = []engine.ToolCall{{ID: "call_abc", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}
-	r.Add(engine.Event{Final: f})
-	return r
+	return apitest.Result(
+		engine.Event{Token: &engine.Token{ID: 1, Reasoning: "The user wants the weather."}},
+		engine.Event{Token: &engine.Token{ID: 2, ToolCalls: []engine.ToolCallDelta{{Index: 0, ID: "call_abc", Name: "get_weather"}}}},
+		engine.Event{Final: f})
 }
 
-func result() *Result {
-	r := &Result{}
-	lp := func(tok string, v float64) *engine.Logprob {
-		return &engine.Logprob{Token: tok, Bytes: []byte(tok), Logprob: v, Top: []engine.TopLogprob{{ID: 1, Token: tok, Bytes: []byte(tok), Logprob: v}, {ID: 2, Token: "x", Bytes: []byte("x"), Logprob: -3}}}
-	}
-	r.Add(engine.Event{Progress: &engine.Progress{Done: 5, Total: 5}})
-	r.Add(engine.Event{Token: &engine.Token{ID: 1, Text: "Hé", Logprob: lp("Hé", -0.5)}})
-	r.Add(engine.Event{Token: &engine.Token{ID: 2, Text: "llo\n", Logprob: lp("llo\n", -0.25)}})
-	r.Add(engine.Event{Final: final()})
-	return r
+func result() *openai.Result {
+	return apitest.Result(
+		engine.Event{Progress: &engine.Progress{Done: 5, Total: 5}},
+		engine.Event{Token: &engine.Token{ID: 1, Text: "Hé", Logprob: apitest.Logprob("Hé", -0.5, -3)}},
+		engine.Event{Token: &engine.Token{ID: 2, Text: "llo\n", Logprob: apitest.Logprob("llo\n", -0.25, -3)}},
+		engine.Event{Final: remoteFinal()})
 }
 
 // TestGolden renders each response shape and compares it with testdata/<name>.json, which also must be
@@ -85,47 +43,29 @@ func result() *Result {
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]byte{
-		"chat_completion":        AppendChatCompletion(nil, meta(), Results{result()}, true),
-		"chat_completion_plain":  AppendChatCompletion(nil, meta(), Results{result()}, false),
-		"chat_completion_routed": AppendChatCompletion(nil, routed(), Results{result()}, false),
-		"chat_completion_tools":  AppendChatCompletion(nil, meta(), Results{toolResult()}, false),
-		"chat_completion_n2":     AppendChatCompletion(nil, meta(), Results{result(), toolResult()}, false),
-		"chat_chunk_call_start": AppendChatChunk(nil, meta(), ChatChunk{Index: 1, ToolCalls: []engine.ToolCallDelta{
+		"chat_completion":        openai.AppendChatCompletion(nil, meta, openai.Results{result()}, true),
+		"chat_completion_plain":  openai.AppendChatCompletion(nil, meta, openai.Results{result()}, false),
+		"chat_completion_routed": openai.AppendChatCompletion(nil, apitest.Routed(meta), openai.Results{result()}, false),
+		"chat_completion_tools":  openai.AppendChatCompletion(nil, meta, openai.Results{toolResult()}, false),
+		"chat_completion_n2":     openai.AppendChatCompletion(nil, meta, openai.Results{result(), toolResult()}, false),
+		"chat_chunk_call_start": openai.AppendChatChunk(nil, meta, openai.ChatChunk{Index: 1, ToolCalls: []engine.ToolCallDelta{
 			{Index: 0, ID: "call_abc", Name: "get_weather", Arguments: ""}}}),
-		"chat_chunk_call_args":   AppendChatChunk(nil, meta(), ChatChunk{ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}),
-		"chat_chunk_reasoning":   AppendChatChunk(nil, meta(), ChatChunk{Role: true, Reasoning: "Let me think."}),
-		"chat_chunk_role":        AppendChatChunk(nil, meta(), ChatChunk{Role: true, UsageNull: true}),
-		"chat_chunk_content":     AppendChatChunk(nil, meta(), ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
-		"chat_chunk_final":       AppendChatChunk(nil, meta(), ChatChunk{Finish: final(), UsageNull: true}),
-		"usage_chunk":            AppendUsageChunk(nil, "chat.completion.chunk", meta(), final().Usage),
-		"completion":             AppendCompletion(nil, meta(), Results{result()}, true),
-		"completion_chunk":       AppendCompletionChunk(nil, meta(), CompletionChunk{Text: "llo", Logprobs: result().Logprobs[1:], TextOffset: 3}),
-		"completion_chunk_final": AppendCompletionChunk(nil, meta(), CompletionChunk{Finish: final()}),
-		"models":                 AppendModelList(nil, []Model{{ID: "a/b", Created: 1, OwnedBy: "duet"}, {ID: "c", Created: 2, OwnedBy: "duet"}}),
-		"error_model_not_found":  ModelNotFound("gpt-9").AppendEnvelope(nil),
-		"error_bad_request":      BadRequest("messages[0].role", "bad role").AppendEnvelope(nil),
+		"chat_chunk_call_args":   openai.AppendChatChunk(nil, meta, openai.ChatChunk{ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}),
+		"chat_chunk_reasoning":   openai.AppendChatChunk(nil, meta, openai.ChatChunk{Role: true, Reasoning: "Let me think."}),
+		"chat_chunk_role":        openai.AppendChatChunk(nil, meta, openai.ChatChunk{Role: true, UsageNull: true}),
+		"chat_chunk_content":     openai.AppendChatChunk(nil, meta, openai.ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
+		"chat_chunk_final":       openai.AppendChatChunk(nil, meta, openai.ChatChunk{Finish: remoteFinal(), UsageNull: true}),
+		"usage_chunk":            openai.AppendUsageChunk(nil, "chat.completion.chunk", meta, remoteFinal().Usage),
+		"completion":             openai.AppendCompletion(nil, meta, openai.Results{result()}, true),
+		"completion_chunk":       openai.AppendCompletionChunk(nil, meta, openai.CompletionChunk{Text: "llo", Logprobs: result().Logprobs[1:], TextOffset: 3}),
+		"completion_chunk_final": openai.AppendCompletionChunk(nil, meta, openai.CompletionChunk{Finish: remoteFinal()}),
+		"models":                 openai.AppendModelList(nil, []openai.Model{{ID: "a/b", Created: 1, OwnedBy: "duet"}, {ID: "c", Created: 2, OwnedBy: "duet"}}),
+		"error_model_not_found":  openai.ModelNotFound("gpt-9").AppendEnvelope(nil),
+		"error_bad_request":      openai.BadRequest("messages[0].role", "bad role").AppendEnvelope(nil),
 	}
 	for name, got := range cases {
 		t.Run(name, func(t *testing.T) {
-			if !json.Valid(got) {
-				t.Fatalf("not valid JSON: %s", got)
-			}
-			var pretty bytes.Buffer
-			_ = json.Indent(&pretty, got, "", "  ")
-			pretty.WriteByte('\n')
-			path := filepath.Join("testdata", name+".json")
-			if *update {
-				if err := os.WriteFile(path, pretty.Bytes(), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(pretty.Bytes(), want) {
-				t.Errorf("%s differs from %s:\n%s", name, path, pretty.Bytes())
-			}
+			apitest.GoldenJSON(t, name+".json", got)
 		})
 	}
 }
@@ -140,7 +80,7 @@ func TestFromEngine(t *testing.T) {
 		{engine.CodeResourceExhausted, 429}, {engine.CodeUnavailable, 503}, {engine.CodeInternal, 500}, {"weird", 500},
 	}
 	for _, c := range cases {
-		got := FromEngine(&engine.Error{Code: c.code, Message: "m", Param: "p"})
+		got := openai.FromEngine(&engine.Error{Code: c.code, Message: "m", Param: "p"})
 		if got.Status != c.status {
 			t.Errorf("%s: status %d, want %d", c.code, got.Status, c.status)
 		}

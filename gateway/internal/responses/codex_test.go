@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -81,7 +82,7 @@ func TestCodexRequests(t *testing.T) {
 			fmt.Fprintf(&golden, "  tool %s strict=%v, %d bytes of schema, %d of description\n", tl.Name, tl.Strict, len(tl.Parameters), len(tl.Description))
 		}
 	}
-	checkGolden(t, "codex_requests.golden", golden.Bytes())
+	apitest.Golden(t, "codex_requests.golden", golden.Bytes())
 }
 
 // TestCodexToolsBackAndForth: the calls a response returns, sent back as Codex sends them (namespaced
@@ -207,7 +208,7 @@ func TestHostedTools(t *testing.T) {
 	if got := strings.Join(r.IgnoredTools, ","); got != "web_search,file_search,code_interpreter,image_generation,local_shell" || len(r.Generate.Tools) != 1 {
 		t.Errorf("ignored %q, tools %v", got, r.Generate.Tools)
 	}
-	out := AppendResponse(nil, meta(), r.Echo, &openai.Result{Final: final(engine.FinishStop)})
+	out := AppendResponse(nil, meta, r.Echo, &openai.Result{Final: apitest.Final(engine.FinishStop, usage)})
 	if !bytes.Contains(out, []byte(`"ignored_tools":["web_search","file_search","code_interpreter","image_generation","local_shell"]`)) {
 		t.Errorf("the response does not name the ignored tools: %s", out)
 	}

@@ -2,17 +2,13 @@ package responses
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"reflect"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/sdk/engine"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const weatherTool = `{"type":"function","name":"get_weather","description":"weather now","parameters":{"type":"object","properties":{"city":{"type":"string"}}}}`
 
@@ -228,7 +224,7 @@ func TestParseErrors(t *testing.T) {
 		}
 		fmt.Fprintf(&golden, "%s\n%d %s\n\n", c.name, err.Status, err.AppendEnvelope(nil))
 	}
-	checkGolden(t, "errors.golden", golden.Bytes())
+	apitest.Golden(t, "errors.golden", golden.Bytes())
 }
 
 func metadataPairs(n int) string {
@@ -250,23 +246,5 @@ func TestStoreFalseAndAbsent(t *testing.T) {
 		if _, err := Parse([]byte(body), Options{}); err != nil {
 			t.Errorf("%s: %v", body, err)
 		}
-	}
-}
-
-// checkGolden compares got with testdata/name, which -update rewrites.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from %s:\n%s", name, path, got)
 	}
 }

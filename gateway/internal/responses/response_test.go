@@ -13,6 +13,7 @@ import (
 	sdk "github.com/openai/openai-go/v3/packages/ssestream"
 	sdkresponses "github.com/openai/openai-go/v3/responses"
 
+	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -35,18 +36,7 @@ var testSealer = func() *Sealer {
 	return s
 }()
 
-func meta() openai.Meta {
-	return openai.Meta{ID: "resp_abc", Created: 1700000000, Model: "m"}
-}
-
-// routed is meta with the route of a request forwarded from n3 to n2 and prefilled on n1.
-func routed() openai.Meta {
-	m := meta()
-	m.Route = &openai.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
-		PrefillAddress: "127.0.0.1:7000", Forwarded: true,
-		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 250 * time.Microsecond, Admission: 40 * time.Microsecond}
-	return m
-}
+var meta = apitest.Meta("resp_abc", "")
 
 // echoOf parses a request body for its echo.
 func echoOf(t *testing.T, body string) *Echo {
@@ -66,20 +56,8 @@ const fullBody = `{"model":"m","input":"hi","instructions":"be <brief>","max_out
 	"text":{"format":{"type":"json_schema","name":"out","description":"the answer","schema":{"type":"object", "properties":{"a":{"type":"string"}}},"strict":true},"verbosity":"low"},
 	"tools":[` + weatherTool + `,{"type":"function","name":"noargs","strict":false}],"tool_choice":{"type":"function","name":"get_weather"}}`
 
-func final(reason engine.FinishReason) *engine.Final {
-	return &engine.Final{
-		FinishReason: reason,
-		Usage:        engine.Usage{PromptTokens: 5, CompletionTokens: 4, CachedTokens: 2},
-		Timings: engine.Timings{Queue: time.Millisecond, Prefill: 2 * time.Millisecond, FirstToken: 3 * time.Millisecond,
-			Decode: 4 * time.Millisecond, Total: 7 * time.Millisecond, PrefillSource: engine.PrefillLocal},
-	}
-}
-
-func text(s string) engine.Event      { return engine.Event{Token: &engine.Token{Text: s}} }
-func reasoning(s string) engine.Event { return engine.Event{Token: &engine.Token{Reasoning: s}} }
-func call(d ...engine.ToolCallDelta) engine.Event {
-	return engine.Event{Token: &engine.Token{ToolCalls: d}}
-}
+// usage is what every test generation used.
+var usage = engine.Usage{PromptTokens: 5, CompletionTokens: 4, CachedTokens: 2}
 
 // A script is what an engine says for one generation, ending with its final event.
 type script struct {
@@ -100,7 +78,7 @@ const codexBody = `{"model":"m","stream":true,"store":false,"include":["reasonin
 		{"type":"message","role":"developer","content":[{"type":"input_text","text":"Be brief."}]},{"type":"message","role":"user","content":[{"type":"input_text","text":"ls"}]}]}`
 
 var codexCalls = func() *engine.Final {
-	f := final(engine.FinishToolCalls)
+	f := apitest.Final(engine.FinishToolCalls, usage)
 	f.ToolCalls = []engine.ToolCall{
 		{ID: "call_1", Name: "shell__list", Arguments: `{"dir":"."}`},
 		{ID: "call_2", Name: "functions__exec", Arguments: `{"input":"text(\"a\")"}`},
@@ -110,36 +88,36 @@ var codexCalls = func() *engine.Final {
 }()
 
 func scripts() []script {
-	calls := final(engine.FinishToolCalls)
+	calls := apitest.Final(engine.FinishToolCalls, usage)
 	calls.ToolCalls = []engine.ToolCall{
 		{ID: "call_1", Name: "get_weather", Arguments: `{"city":"Oslo"}`},
 		{ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`},
 		{ID: "", Name: "noargs", Arguments: `{}`}, // not streamed, and the engine gave it no id
 	}
-	held := final(engine.FinishStop)
+	held := apitest.Final(engine.FinishStop, usage)
 	held.Text = "!" // held back until the end, as a possible stop string is
 	return []script{
-		{name: "text", meta: meta(), body: plainBody, events: []engine.Event{
-			{Progress: &engine.Progress{Done: 5, Total: 5}}, text("Hel"), text(""), text("lo \"you\"\n"), {Final: held}}},
-		{name: "reasoning", meta: routed(), body: plainBody, events: []engine.Event{
-			reasoning("Think"), reasoning(" more."), text("Answer."), {Final: final(engine.FinishStop)}}},
-		{name: "tools", meta: meta(), body: fullBody, events: []engine.Event{
-			reasoning("Weather."), text("Let me check."),
-			call(engine.ToolCallDelta{Index: 0, ID: "call_1", Name: "get_weather"}), call(engine.ToolCallDelta{Index: 0, Arguments: `{"city":`}),
-			call(engine.ToolCallDelta{Index: 0, Arguments: `"Oslo"}`}, engine.ToolCallDelta{Index: 1, ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`}),
+		{name: "text", meta: meta, body: plainBody, events: []engine.Event{
+			{Progress: &engine.Progress{Done: 5, Total: 5}}, apitest.Text("Hel"), apitest.Text(""), apitest.Text("lo \"you\"\n"), {Final: held}}},
+		{name: "reasoning", meta: apitest.Routed(meta), body: plainBody, events: []engine.Event{
+			apitest.Reasoning("Think"), apitest.Reasoning(" more."), apitest.Text("Answer."), {Final: apitest.Final(engine.FinishStop, usage)}}},
+		{name: "tools", meta: meta, body: fullBody, events: []engine.Event{
+			apitest.Reasoning("Weather."), apitest.Text("Let me check."),
+			apitest.Calls(engine.ToolCallDelta{Index: 0, ID: "call_1", Name: "get_weather"}), apitest.Calls(engine.ToolCallDelta{Index: 0, Arguments: `{"city":`}),
+			apitest.Calls(engine.ToolCallDelta{Index: 0, Arguments: `"Oslo"}`}, engine.ToolCallDelta{Index: 1, ID: "call_2", Name: "get_weather", Arguments: `{"city":"Lima"}`}),
 			{Final: calls}}},
-		{name: "incomplete", meta: meta(), body: plainBody, events: []engine.Event{
-			text("one"), text(" two"), {Final: final(engine.FinishLength)}}},
-		{name: "incomplete_reasoning", meta: meta(), body: plainBody, events: []engine.Event{
-			reasoning("hmm"), {Final: final(engine.FinishLength)}}},
-		{name: "empty", meta: meta(), body: plainBody, events: []engine.Event{{Final: final(engine.FinishStop)}}},
-		{name: "codex", meta: meta(), body: codexBody, events: []engine.Event{
-			reasoning("List "), reasoning("the files."),
-			call(engine.ToolCallDelta{Index: 0, ID: "call_1", Name: "shell__list"}, engine.ToolCallDelta{Index: 0, Arguments: `{"dir":`}),
-			call(engine.ToolCallDelta{Index: 0, Arguments: `"."}`}),
-			call(engine.ToolCallDelta{Index: 1, ID: "call_2", Name: "functions__exec"}, engine.ToolCallDelta{Index: 1, Arguments: `{"input":"text(\"a`}),
-			call(engine.ToolCallDelta{Index: 1, Arguments: `\")"}`}),
-			call(engine.ToolCallDelta{Index: 2, ID: "call_3", Name: "apply"}, engine.ToolCallDelta{Index: 2, Arguments: `{"input":"*** patch"}`}),
+		{name: "incomplete", meta: meta, body: plainBody, events: []engine.Event{
+			apitest.Text("one"), apitest.Text(" two"), {Final: apitest.Final(engine.FinishLength, usage)}}},
+		{name: "incomplete_reasoning", meta: meta, body: plainBody, events: []engine.Event{
+			apitest.Reasoning("hmm"), {Final: apitest.Final(engine.FinishLength, usage)}}},
+		{name: "empty", meta: meta, body: plainBody, events: []engine.Event{{Final: apitest.Final(engine.FinishStop, usage)}}},
+		{name: "codex", meta: meta, body: codexBody, events: []engine.Event{
+			apitest.Reasoning("List "), apitest.Reasoning("the files."),
+			apitest.Calls(engine.ToolCallDelta{Index: 0, ID: "call_1", Name: "shell__list"}, engine.ToolCallDelta{Index: 0, Arguments: `{"dir":`}),
+			apitest.Calls(engine.ToolCallDelta{Index: 0, Arguments: `"."}`}),
+			apitest.Calls(engine.ToolCallDelta{Index: 1, ID: "call_2", Name: "functions__exec"}, engine.ToolCallDelta{Index: 1, Arguments: `{"input":"text(\"a`}),
+			apitest.Calls(engine.ToolCallDelta{Index: 1, Arguments: `\")"}`}),
+			apitest.Calls(engine.ToolCallDelta{Index: 2, ID: "call_3", Name: "apply"}, engine.ToolCallDelta{Index: 2, Arguments: `{"input":"*** patch"}`}),
 			{Final: codexCalls}}},
 	}
 }
@@ -181,42 +159,16 @@ func TestGolden(t *testing.T) {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
 			got := whole(t, s)
-			if !json.Valid(got) {
-				t.Fatalf("not valid JSON: %s", got)
-			}
-			var pretty bytes.Buffer
-			_ = json.Indent(&pretty, got, "", "  ")
-			pretty.WriteByte('\n')
-			checkGolden(t, "response_"+s.name+".json", pretty.Bytes())
-			checkGolden(t, "stream_"+s.name+".sse", streamed(t, s, nil))
+			apitest.GoldenJSON(t, "response_"+s.name+".json", got)
+			apitest.Golden(t, "stream_"+s.name+".sse", streamed(t, s, nil))
 		})
 	}
 	failed := scripts()[0]
 	failed.events = failed.events[:4]
-	checkGolden(t, "stream_failed.sse", streamed(t, failed, openai.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
+	apitest.Golden(t, "stream_failed.sse", streamed(t, failed, openai.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
 	// A hop whose owner died: the entry gateway has only the error to say, on a stream of its own.
-	checkGolden(t, "stream_failed_hop.sse", NewStream(meta(), nil).Fail(nil, openai.Unavailable("node n2 stopped during the request (request id abc)")))
-	checkGolden(t, "error_not_stored.json", append(NotStored("resp_123").AppendEnvelope(nil), '\n'))
-}
-
-type sseEvent struct {
-	typ  string
-	data []byte
-}
-
-func parseSSE(t *testing.T, b []byte) []sseEvent {
-	t.Helper()
-	var out []sseEvent
-	for block := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n\n"), "\n\n") {
-		ev, data, ok := strings.Cut(block, "\n")
-		typ, ok1 := strings.CutPrefix(ev, "event: ")
-		payload, ok2 := strings.CutPrefix(data, "data: ")
-		if !ok || !ok1 || !ok2 || strings.Contains(payload, "\n") {
-			t.Fatalf("not an event of one event line and one data line: %q", block)
-		}
-		out = append(out, sseEvent{typ, []byte(payload)})
-	}
-	return out
+	apitest.Golden(t, "stream_failed_hop.sse", NewStream(meta, nil).Fail(nil, openai.Unavailable("node n2 stopped during the request (request id abc)")))
+	apitest.Golden(t, "error_not_stored.json", append(NotStored("resp_123").AppendEnvelope(nil), '\n'))
 }
 
 // TestStreamIsTheResponse: every stream's events are numbered from 0 and name their type twice; the response
@@ -226,7 +178,7 @@ func TestStreamIsTheResponse(t *testing.T) {
 	for _, s := range scripts() {
 		t.Run(s.name, func(t *testing.T) {
 			t.Parallel()
-			evs := parseSSE(t, streamed(t, s, nil))
+			evs := apitest.SSE(t, streamed(t, s, nil))
 			deltas := map[string]*strings.Builder{}
 			for i, ev := range evs {
 				var head struct {
@@ -236,11 +188,11 @@ func TestStreamIsTheResponse(t *testing.T) {
 					Delta    string          `json:"delta"`
 					Response json.RawMessage `json:"response"`
 				}
-				if err := json.Unmarshal(ev.data, &head); err != nil {
-					t.Fatalf("event %d: %v: %s", i, err, ev.data)
+				if err := json.Unmarshal(ev.Data, &head); err != nil {
+					t.Fatalf("event %d: %v: %s", i, err, ev.Data)
 				}
-				if head.Type != ev.typ || head.Seq == nil || *head.Seq != i {
-					t.Errorf("event %d: type %q (line says %q), sequence_number %v", i, head.Type, ev.typ, head.Seq)
+				if head.Type != ev.Name || head.Seq == nil || *head.Seq != i {
+					t.Errorf("event %d: type %q (line says %q), sequence_number %v", i, head.Type, ev.Name, head.Seq)
 				}
 				if strings.HasSuffix(head.Type, ".delta") {
 					key := head.ItemID
@@ -390,16 +342,16 @@ func sdkStream(b []byte) *sdk.Stream[sdkresponses.ResponseStreamEventUnion] {
 func TestFailedStream(t *testing.T) {
 	t.Parallel()
 	s := scripts()[0]
-	evs := parseSSE(t, streamed(t, s, openai.TooManyRequests("the engine is at capacity")))
-	if n := len(evs); n < 2 || evs[n-2].typ != "error" || evs[n-1].typ != "response.failed" {
+	evs := apitest.SSE(t, streamed(t, s, openai.TooManyRequests("the engine is at capacity")))
+	if n := len(evs); n < 2 || evs[n-2].Name != "error" || evs[n-1].Name != "response.failed" {
 		t.Fatalf("events end %v", evs)
 	}
 	var errEv sdkresponses.ResponseErrorEvent
-	if err := json.Unmarshal(evs[len(evs)-2].data, &errEv); err != nil || errEv.Code != "rate_limit_exceeded" || errEv.Message != "the engine is at capacity" {
+	if err := json.Unmarshal(evs[len(evs)-2].Data, &errEv); err != nil || errEv.Code != "rate_limit_exceeded" || errEv.Message != "the engine is at capacity" {
 		t.Errorf("error event %+v (%v)", errEv, err)
 	}
 	var failed sdkresponses.ResponseFailedEvent
-	if err := json.Unmarshal(evs[len(evs)-1].data, &failed); err != nil {
+	if err := json.Unmarshal(evs[len(evs)-1].Data, &failed); err != nil {
 		t.Fatal(err)
 	}
 	r := failed.Response
@@ -420,7 +372,7 @@ func TestRename(t *testing.T) {
 
 // BenchmarkStreamToken is the hot path: one text token of a stream.
 func BenchmarkStreamToken(b *testing.B) {
-	st := NewStream(meta(), nil)
+	st := NewStream(meta, nil)
 	buf := st.Start(nil)
 	tok := &engine.Token{Text: " word"}
 	b.ReportAllocs()

@@ -16,7 +16,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
-	kvendpoint "github.com/duet-ai/duet/plugins/router-disagg/endpoint"
+	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/prefixhash"
 	"github.com/duet-ai/duet/sdk/router"
@@ -238,7 +238,7 @@ func resolvePinned(snap *router.Snapshot, decode string, pinned []forward.Endpoi
 		if path, ok := snap.Path(snap.Self, p.Node); ok {
 			pathAddr = path.Address
 		}
-		addr, err := kvendpoint.Resolve(p.KVEndpoint, p.Node == snap.Self, pathAddr)
+		addr, err := view.ResolveKV(p.KVEndpoint, p.Node == snap.Self, pathAddr)
 		if err != nil {
 			dropped = append(dropped, cut(e.InstanceID, 64))
 			continue

@@ -262,6 +262,17 @@ func MoE2BDense() Options {
 	return o
 }
 
+// PDBench is the model of the prefill/decode benchmarks (the engine's BenchmarkPD* and `duet bench pd`): a
+// Llama-family bfloat16 model of 4 layers of width 256 with 2 KV heads and a 16k context, small enough to
+// generate in a moment, wide and long enough that an 8k-token prefill takes seconds on one core of pure Go,
+// while a decode step stays in milliseconds.
+func PDBench() Options {
+	return Options{
+		Family: model.Llama, HiddenSize: 256, IntermediateSize: 704, NumLayers: 4, NumHeads: 4, NumKVHeads: 2,
+		VocabSize: 2048, MaxPositionEmbeddings: 16384, RopeTheta: 500000, DType: dtype.BFloat16, Seed: 5,
+	}
+}
+
 // Tiny is a very small model for tests: 2 layers of width 64, GQA, a 512-token vocabulary. Override fields
 // (Family, DType, Quantization, ...) to cover the supported variants.
 func Tiny() Options {

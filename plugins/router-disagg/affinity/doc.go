@@ -14,4 +14,7 @@
 // Record touches a prompt's positions from the longest to the shortest, so a shorter prefix is never less
 // recent than a longer one, and presence is monotone along a prompt: Match finds the deepest remembered
 // position by binary search, then walks down from it collecting instances.
+//
+// The router matches each request's hashes before it runs its profiles (the match goes into the sched.Cycle,
+// where the prefix scorer and the decider read it) and records them for the decode instance it picked.
 package affinity

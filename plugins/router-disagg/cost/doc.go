@@ -18,4 +18,7 @@
 // node (prompt tokens over the time from the KV request to its last byte: P's queue, its prefill and the
 // transfer that outlasted it), that rate replaces the sum of P's own figures: it is what the path did lately.
 // An estimate says which measurement it lacked.
+//
+// The router's auto mode (auto.go) asks for estimates of the placements its profiles ranked best, and turns
+// the fastest into the decision, with the estimates in its reason and scores.
 package cost

@@ -5,6 +5,9 @@
 // an instance link pairs them, same KV compatibility family (approximate), a dialable KV endpoint, linked to it
 // when the instance links say who serves whom.
 //
+// A request reaches the filters from a scheduling profile (sched.Profile.Run, which the router runs per
+// request); the candidates they keep go on to the profile's scorers (package scorer).
+//
 // Each filter is a sched.Predicate with a typed name; the router reports how many candidates each one
 // removed when nothing is left, which is most of what an operator needs to see why a request failed. The
 // filters that read only the snapshot and the request's model (model, ready, node-alive, decode-role,

@@ -8,11 +8,7 @@ import (
 
 	"github.com/duet-ai/duet/plugins/router-disagg/filter"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/kvutil"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/load"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/locality"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/partner"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/prefix"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -25,8 +21,8 @@ func TestMemoizedRunAllocatesNothing(t *testing.T) {
 		v = randomView(rng)
 	}
 	p, err := sched.NewProfile("p", []sched.Filter{filter.Model(), filter.NotExcluded(), filter.Ready()},
-		[]sched.Weighted{{Scorer: load.New(), Weight: 1}, {Scorer: kvutil.New(), Weight: 0.5}, {Scorer: prefix.New(), Weight: 1},
-			{Scorer: locality.New(), Weight: 0.1}, {Scorer: partner.New(1000), Weight: 2}})
+		[]sched.Weighted{{Scorer: scorer.NewLoad(), Weight: 1}, {Scorer: scorer.NewKVUtilization(), Weight: 0.5}, {Scorer: scorer.NewPrefix(), Weight: 1},
+			{Scorer: scorer.NewLocality(), Weight: 0.1}, {Scorer: scorer.NewPartner(1000), Weight: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,9 +4,12 @@
 // by the weighted mean of their scores, ties going to the candidates the profile prefers (PreferOnTie) and
 // then to the lowest instance id, so that decisions are deterministic.
 //
-// Filters and scorers are small plugins with a typed Name; each scorer lives in its own package under
-// plugins/router-disagg/scorer with a README giving its formula. A Cycle carries what one routing decision
-// knows (the request, an indexed view of the snapshot, the prefix-affinity match, and, in the prefill profile,
+// A request comes from the router (the parent package), which runs its decode profile, then, when the decider
+// says so, its prefill profile; the ranked candidates go back to it to become the decision and its reason.
+//
+// Filters and scorers are small plugins with a typed Name; the router's filters are package filter, its
+// scorers the files of package scorer, each with its formula in the scorer's README. A Cycle carries what one
+// routing decision knows (the request, an indexed view of the snapshot, the prefix-affinity match, and, in the prefill profile,
 // the chosen decode instance), so plugins stay pure functions of it and are easy to table-test.
 //
 // Most of what a profile computes does not depend on the request: whether an instance is ready, its load, its

@@ -11,13 +11,7 @@ import (
 	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
 	"github.com/duet-ai/duet/plugins/router-disagg/filter"
 	"github.com/duet-ai/duet/plugins/router-disagg/sched"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/hardware"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/kvutil"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/link"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/load"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/locality"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/partner"
-	"github.com/duet-ai/duet/plugins/router-disagg/scorer/prefix"
+	"github.com/duet-ai/duet/plugins/router-disagg/scorer"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -116,13 +110,13 @@ func randomProfile(t *testing.T, rng *rand.Rand) *sched.Profile {
 		sched.SnapshotPredicate("not-fifth", func(_ *sched.Cycle, in *view.Instance) bool { return in.Index%5 != 3 })}
 	rng.Shuffle(len(filters), func(i, j int) { filters[i], filters[j] = filters[j], filters[i] })
 	filters = filters[:rng.IntN(len(filters)+1)]
-	all := []sched.Scorer{load.New(), kvutil.New(), prefix.New(), locality.New(), partner.New(1000), link.New(), hardware.New([]string{"gpu"}),
+	all := []sched.Scorer{scorer.NewLoad(), scorer.NewKVUtilization(), scorer.NewPrefix(), scorer.NewLocality(), scorer.NewPartner(1000), scorer.NewLink(), scorer.NewHardware([]string{"gpu"}),
 		scored{name: "snap", scope: sched.ScopeSnapshot, separable: true},
 		scored{name: "snap-rel", scope: sched.ScopeSnapshot, relative: true},
 		scored{name: "req", separable: true, uniformOn: true, bounded: true},
 		scored{name: "req-unbounded", separable: true},
 		scored{name: "req-rel", relative: true, uniformOn: true},
-		sched.Renamed(load.New(), "load-2")}
+		sched.Renamed(scorer.NewLoad(), "load-2")}
 	rng.Shuffle(len(all), func(i, j int) { all[i], all[j] = all[j], all[i] })
 	var ws []sched.Weighted
 	for _, s := range all[:rng.IntN(len(all)+1)] {
@@ -212,7 +206,7 @@ func TestMemoizedRunConcurrent(t *testing.T) {
 		v = randomView(rng)
 	}
 	p, err := sched.NewProfile("p", []sched.Filter{filter.Model(), filter.NotExcluded(), filter.Ready()},
-		[]sched.Weighted{{Scorer: load.New(), Weight: 1}, {Scorer: kvutil.New(), Weight: 0.5}, {Scorer: locality.New(), Weight: 0.1}})
+		[]sched.Weighted{{Scorer: scorer.NewLoad(), Weight: 1}, {Scorer: scorer.NewKVUtilization(), Weight: 0.5}, {Scorer: scorer.NewLocality(), Weight: 0.1}})
 	if err != nil {
 		t.Fatal(err)
 	}

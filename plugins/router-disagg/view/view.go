@@ -5,7 +5,6 @@ import (
 	"sync/atomic"
 
 	"github.com/duet-ai/duet/plugins/router-disagg/affinity"
-	"github.com/duet-ai/duet/plugins/router-disagg/endpoint"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
@@ -233,8 +232,8 @@ func key(a, b int32) uint64 { return uint64(uint32(a))<<32 | uint64(uint32(b)) }
 
 // parseKV checks a KV endpoint once per snapshot, so that filters need not parse it per request.
 func parseKV(kv string) (valid, unspecified bool) {
-	host, _, err := endpoint.Parse(kv)
-	return err == nil, err == nil && endpoint.Unspecified(host)
+	host, _, err := splitKV(kv)
+	return err == nil, err == nil && unspecifiedHost(host)
 }
 
 // NodeIndex returns the position of the node with the given id among the view's nodes: instances on it have
