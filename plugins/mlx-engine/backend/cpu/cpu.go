@@ -97,8 +97,8 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 		chunk = DefaultPrefillChunk
 	}
 	c := m.Config
-	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
-		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
+	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads)}
+	cm.rope, _ = c.Arch.Layers[0].Attn.Rope.InvFreq()
 	cm.work = make([]workerScratch, cm.pool.workers)
 	switch opts.Weights {
 	case backend.WeightsStored:

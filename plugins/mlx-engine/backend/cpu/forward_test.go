@@ -135,7 +135,11 @@ func TestRopeFrequencies(t *testing.T) {
 			Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := ropeFrequencies(tc.cfg.HeadDim, tc.cfg.RopeTheta, tc.cfg.RopeScaling)
+			spec := model.RopeSpec{Base: tc.cfg.RopeTheta, RotaryDims: tc.cfg.HeadDim}
+			if s := tc.cfg.RopeScaling; s != nil {
+				spec.Type, spec.Factor, spec.LowFreqFactor, spec.HighFreqFactor, spec.OrigMaxPos = model.RopeLlama3, s.Factor, s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPositionEmbeddings
+			}
+			got, _ := spec.InvFreq()
 			want := refInvFreq(&tc.cfg)
 			for i := range want {
 				if d := got[i]/want[i] - 1; d > 1e-12 || d < -1e-12 {
