@@ -1,116 +1,92 @@
 package model
 
-import (
-	"encoding/json"
-	"fmt"
-	"math"
-)
+import "math"
 
-// ropeEntry is one rope_scaling object (or one entry of transformers v5's rope_parameters), for the families
-// whose mapper builds its RopeSpec itself (gemma3: linear; gpt_oss: yarn).
-type ropeEntry struct {
-	RopeType       string   `json:"rope_type"`
-	Type           string   `json:"type"`
-	RopeTheta      *float64 `json:"rope_theta"`
-	Factor         *float64 `json:"factor"`
-	OrigMaxPos     *int     `json:"original_max_position_embeddings"`
-	BetaFast       *float64 `json:"beta_fast"`
-	BetaSlow       *float64 `json:"beta_slow"`
-	Truncate       *bool    `json:"truncate"`
-	AttnFactor     *float64 `json:"attention_factor"`
-	MScale         *float64 `json:"mscale"`
-	MScaleAllDim   *float64 `json:"mscale_all_dim"`
-	LowFreqFactor  *float64 `json:"low_freq_factor"`
-	HighFreqFactor *float64 `json:"high_freq_factor"`
-}
-
-func (e *ropeEntry) kind() string {
-	if e.RopeType != "" {
-		return e.RopeType
+// InvFreq returns the rotary embedding's inverse frequencies θ_i for i < RotaryDims/2, in float64, and the
+// factor that multiplies the rotated dims of q and k (cos and sin, in Hugging Face's form). It follows
+// transformers' modeling_rope_utils.py, with d = RotaryDims:
+//
+//   - default: θ_i = Base^(-2i/d); attention factor 1.
+//   - linear: θ_i / Factor.
+//   - llama3: wavelengths 2π/θ_i shorter than OrigMaxPos/HighFreqFactor are kept, those longer than
+//     OrigMaxPos/LowFreqFactor are divided by Factor, and the band between is interpolated smoothly.
+//   - yarn: a ramp between the extrapolated θ_i and the interpolated θ_i/Factor over the correction range of
+//     BetaFast and BetaSlow (32 and 1 when zero), rounded outwards when Truncate holds (the config's default,
+//     which the family mapper sets); the attention factor is AttnFactor when set, else
+//     m(Factor, MScale)/m(Factor, MScaleAllDim) when both are set, else m(Factor, 1), with
+//     m(f, s) = 0.1·s·ln f + 1 (1 for f ≤ 1).
+//
+// Both backends and the float64 reference use these frequencies, so the angle pos·θ_i is the same everywhere.
+func (r *RopeSpec) InvFreq() (inv []float64, attnFactor float64) {
+	d := r.RotaryDims
+	inv = make([]float64, d/2)
+	for i := range inv {
+		inv[i] = 1 / math.Pow(r.Base, float64(2*i)/float64(d))
 	}
-	if e.Type == "" {
-		return "default"
-	}
-	return e.Type
-}
-
-// parseRopeEntry reads one rope scaling object; null is the default rope.
-func parseRopeEntry(key string, raw json.RawMessage) (*ropeEntry, error) {
-	e := &ropeEntry{}
-	if isNull(raw) {
-		return e, nil
-	}
-	if err := json.Unmarshal(raw, e); err != nil {
-		return nil, fmt.Errorf("%s: %w", key, err)
-	}
-	return e, nil
-}
-
-// spec turns the entry into a RopeSpec over dims rotary dimensions with base theta, accepting only the types
-// in allowed; key names the config entry in errors.
-func (e *ropeEntry) spec(key string, theta float64, dims int, allowed ...RopeType) (RopeSpec, error) {
-	if e.RopeTheta != nil {
-		theta = *e.RopeTheta
-	}
-	if !(theta > 1) || math.IsInf(theta, 0) {
-		return RopeSpec{}, fmt.Errorf("%s: rope_theta %g is out of range", key, theta)
-	}
-	s := RopeSpec{Base: theta, RotaryDims: dims}
-	switch e.kind() {
-	case "default":
-		s.Type = RopeDefault
-	case "linear":
-		s.Type = RopeLinear
-	case "yarn":
-		s.Type = RopeYarn
-	default:
-		return RopeSpec{}, fmt.Errorf("%s: rope type %q is not supported (supported: %v)", key, e.kind(), allowed)
-	}
-	ok := false
-	for _, a := range allowed {
-		ok = ok || a == s.Type
-	}
-	if !ok {
-		return RopeSpec{}, fmt.Errorf("%s: rope type %q is not supported for this family (supported: %v)", key, e.kind(), allowed)
-	}
-	if s.Type == RopeDefault {
-		return s, nil
-	}
-	if e.Factor == nil || !(*e.Factor >= 1) || math.IsInf(*e.Factor, 0) {
-		return RopeSpec{}, fmt.Errorf("%s: %s rope needs a factor >= 1", key, e.kind())
-	}
-	s.Factor = *e.Factor
-	if s.Type == RopeLinear {
-		return s, nil
-	}
-	// yarn: modeling_rope_utils._compute_yarn_parameters's defaults.
-	if e.OrigMaxPos == nil || *e.OrigMaxPos <= 0 || *e.OrigMaxPos > maxDim {
-		return RopeSpec{}, fmt.Errorf("%s: yarn rope needs original_max_position_embeddings", key)
-	}
-	s.OrigMaxPos = *e.OrigMaxPos
-	s.BetaFast, s.BetaSlow, s.Truncate = 32, 1, true
-	if e.BetaFast != nil {
-		s.BetaFast = *e.BetaFast
-	}
-	if e.BetaSlow != nil {
-		s.BetaSlow = *e.BetaSlow
-	}
-	if e.Truncate != nil {
-		s.Truncate = *e.Truncate
-	}
-	if !(s.BetaFast > 0) || !(s.BetaSlow > 0) || s.BetaSlow >= s.BetaFast {
-		return RopeSpec{}, fmt.Errorf("%s: yarn beta_fast %g and beta_slow %g are out of range", key, s.BetaFast, s.BetaSlow)
-	}
-	for _, f := range []struct {
-		p   *float64
-		dst *float64
-	}{{e.AttnFactor, &s.AttnFactor}, {e.MScale, &s.MScale}, {e.MScaleAllDim, &s.MScaleAllDim}} {
-		if f.p != nil {
-			if !(*f.p > 0) || math.IsInf(*f.p, 0) {
-				return RopeSpec{}, fmt.Errorf("%s: yarn factor %g is out of range", key, *f.p)
+	switch r.Type {
+	case RopeLinear:
+		for i := range inv {
+			inv[i] /= r.Factor
+		}
+	case RopeLlama3:
+		old := float64(r.OrigMaxPos)
+		lowWavelen, highWavelen := old/r.LowFreqFactor, old/r.HighFreqFactor
+		for i, f := range inv {
+			wavelen := 2 * math.Pi / f
+			switch {
+			case wavelen < highWavelen:
+			case wavelen > lowWavelen:
+				inv[i] = f / r.Factor
+			default:
+				smooth := (old/wavelen - r.LowFreqFactor) / (r.HighFreqFactor - r.LowFreqFactor)
+				inv[i] = (1-smooth)*f/r.Factor + smooth*f
 			}
-			*f.dst = *f.p
+		}
+	case RopeYarn:
+		return r.yarn(inv)
+	}
+	return inv, 1
+}
+
+// yarn applies YaRN's ramp to the default frequencies inv (_compute_yarn_parameters).
+func (r *RopeSpec) yarn(inv []float64) ([]float64, float64) {
+	d := float64(r.RotaryDims)
+	fast, slow := r.BetaFast, r.BetaSlow
+	if fast == 0 {
+		fast = 32
+	}
+	if slow == 0 {
+		slow = 1
+	}
+	corr := func(rot float64) float64 {
+		return d * math.Log(float64(r.OrigMaxPos)/(rot*2*math.Pi)) / (2 * math.Log(r.Base))
+	}
+	lo, hi := corr(fast), corr(slow)
+	if r.Truncate {
+		lo, hi = math.Floor(lo), math.Ceil(hi)
+	}
+	lo, hi = max(lo, 0), min(hi, d-1)
+	if lo == hi {
+		hi += 0.001
+	}
+	for i, extrap := range inv {
+		ramp := min(max((float64(i)-lo)/(hi-lo), 0), 1)
+		w := 1 - ramp // the extrapolation's weight
+		inv[i] = extrap/r.Factor*(1-w) + extrap*w
+	}
+	af := r.AttnFactor
+	if af == 0 {
+		m := func(f, s float64) float64 {
+			if f <= 1 {
+				return 1
+			}
+			return 0.1*s*math.Log(f) + 1
+		}
+		if r.MScale != 0 && r.MScaleAllDim != 0 {
+			af = m(r.Factor, r.MScale) / m(r.Factor, r.MScaleAllDim)
+		} else {
+			af = m(r.Factor, 1)
 		}
 	}
-	return s, nil
+	return inv, af
 }

@@ -17,6 +17,9 @@
 // does); they declare Options.Exact and batching and chunking are then checked bit for bit. Others (MLX, whose
 // matrix kernels may sum in another order for another number of rows) give a tolerance instead.
 //
+// Reference (reference.go) is the float64 model of every block of model.Arch (docs/models-design.md §1.2) that
+// backends check their logits and greedy tokens against.
+//
 // The helpers the suite uses (Generate, Load, Forward, Greedy, ExportAll, ...) are exported for a backend's own
 // tests, and Bench* helpers give every backend's benchmarks the same models, workloads and metric names.
 package backendtest

@@ -121,12 +121,14 @@ func (c *cache) put(i, pos int, k, v []float32) {
 	}
 }
 
-// head returns the float32 keys and values of positions [0, n) of one head of layer i: the stored slices for
-// float32 caches, otherwise widened into kbuf and vbuf (each at least n×head_dim long).
-func (c *cache) head(i, h, n int, kbuf, vbuf []float32) (k, v []float32) {
+// span returns the float32 keys and values of positions [lo, hi) of KV head h of layer i, in ascending position
+// order: the stored slices for float32 caches, otherwise widened into kbuf and vbuf (each at least
+// (hi-lo)×head_dim long). Attention reads the cache only through span. The slices are valid until the next
+// write to the cache (float32) or use of kbuf and vbuf.
+func (c *cache) span(i, h, lo, hi int, kbuf, vbuf []float32) (k, v []float32) {
 	l := &c.layers[i]
 	hd := c.m.cfg.HeadDim
-	off := h * l.cap * hd
+	off, n := (h*l.cap+lo)*hd, hi-lo
 	switch c.m.kvType {
 	case dtype.Float32:
 		return l.k32[off : off+n*hd], l.v32[off : off+n*hd]

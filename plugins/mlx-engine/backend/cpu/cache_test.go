@@ -29,7 +29,7 @@ func TestExportWireLayout(t *testing.T) {
 			for layer := 0; layer < l.NumLayers; layer++ {
 				for h := 0; h < l.NumKVHeads; h++ {
 					kbuf, vbuf := make([]float32, 5*l.HeadDim), make([]float32, 5*l.HeadDim)
-					k, vv := cc.head(layer, h, 5, kbuf, vbuf)
+					k, vv := cc.span(layer, h, 0, 5, kbuf, vbuf)
 					for tok := 1; tok < 4; tok++ {
 						want := make([]byte, l.HeadDim*l.DType.Size())
 						dtype.Encode(l.DType, want, k[tok*l.HeadDim:(tok+1)*l.HeadDim])

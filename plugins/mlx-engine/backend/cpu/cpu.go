@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -40,10 +41,12 @@ type cpuModel struct {
 	pool   *pool
 	kern   kernelPath // the matrix kernels (KernelsEnv)
 
+	arch   *model.Arch
 	layers []layer
-	norm   []float32
+	final  *norm
 	lmHead linear
-	rope   []float64 // inverse frequencies, head_dim/2
+	ropes  []ropeFreqs // the distinct rotary embeddings of the layers
+	dims   dims        // the largest layer's sizes, for the scratch
 
 	mu         sync.Mutex // one Forward at a time; guards scratch and moeScratch
 	scratch    scratch
@@ -55,12 +58,25 @@ type cpuModel struct {
 	expanded int64 // bytes of float32 matrices made at load
 }
 
+// layer is one decoder layer prepared for the blocks of attn.go and ffn.go.
 type layer struct {
-	inputNorm, postNorm []float32
-	qNorm, kNorm        []float32 // qwen3
-	q, k, v, o          linear
-	gate, up, down      linear
-	moe                 *moeLayer // a sparse feed-forward block instead of gate, up and down
+	attnIn, attnOut, ffnIn, ffnOut *norm // nil: the slot is absent (identity)
+	// attention
+	q, k, v, o            linear
+	qNorm, kNorm          *norm     // per head, before RoPE
+	sinks                 []float32 // [heads], nil without sinks
+	heads, kvHeads, hd    int
+	rope, rotDims, window int // rope indexes cpuModel.ropes; window 0 is full causal attention
+	scale                 float32
+	// feed-forward: a dense MLP, or a mixture of experts (moe)
+	gate, up, down linear
+	act            activation
+	moe            *moeLayer // a sparse feed-forward block instead of gate, up and down
+}
+
+// dims are the largest sizes of any layer (the scratch holds a step of the largest).
+type dims struct {
+	q, kv, inter, half int
 }
 
 // linear is a weight matrix [out, in] with an optional bias: float32 in w, or (w nil) the stored matrix src,
@@ -87,8 +103,8 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 
 // loadOn is Load with the kernel path given.
 func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, error) {
-	if !supportedArch(&m.Config.Arch) {
-		return nil, fmt.Errorf("cpu: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
+	if err := implemented(&m.Config); err != nil {
+		return nil, fmt.Errorf("cpu: model_type %q: %w", m.Config.Family, err)
 	}
 	threads := opts.Threads
 	if threads <= 0 {
@@ -99,8 +115,8 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 		chunk = DefaultPrefillChunk
 	}
 	c := m.Config
-	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
-		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
+	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads)}
+	cm.arch = &cm.cfg.Arch
 	cm.work = make([]workerScratch, cm.pool.workers)
 	switch opts.Weights {
 	case backend.WeightsStored:
@@ -118,29 +134,12 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 		return v
 	}
 	cm.layers = make([]layer, len(m.Layers))
-	for i := range m.Layers {
-		src, dst := &m.Layers[i], &cm.layers[i]
-		dst.inputNorm, dst.postNorm = vec(src.AttnIn), vec(src.FFNIn)
-		dst.qNorm, dst.kNorm = vec(src.Attn.QNorm), vec(src.Attn.KNorm)
-		type pair struct {
-			dst *linear
-			src *model.Linear
-		}
-		pairs := []pair{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}}
-		if src.MLP != nil {
-			pairs = append(pairs, pair{&dst.gate, src.MLP.Gate}, pair{&dst.up, src.MLP.Up}, pair{&dst.down, src.MLP.Down})
-		}
-		for _, p := range pairs {
-			if err == nil {
-				*p.dst, err = cm.prepare(p.src)
-			}
-			p.dst.bias = vec(p.src.Bias)
-		}
-		if src.MoE != nil && err == nil {
-			dst.moe, err = cm.prepareMoE(src.MoE, src.Spec.FFN.MoE)
+	for i := 0; i < len(m.Layers) && err == nil; i++ {
+		if e := cm.prepareLayer(i, &m.Layers[i], vec); e != nil {
+			err = e
 		}
 	}
-	cm.norm = vec(m.Norm)
+	cm.final = newNorm(&c.Arch.FinalNorm, vec(m.Norm))
 	if err == nil {
 		cm.lmHead, err = cm.prepare(m.LMHead)
 	}
@@ -149,6 +148,96 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	return cm, nil
+}
+
+// implemented checks that the arch uses only blocks this backend computes, with the KV shape its cache holds
+// (one KV head count and head dim for every layer, Config's).
+func implemented(c *model.Config) error {
+	for i := range c.Arch.Layers {
+		l := &c.Arch.Layers[i]
+		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
+			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
+		}
+		if l.FFN.Kind == model.FFNMoE {
+			if err := moeSupported(l.FFN.MoE); err != nil || l.FFN.Act != model.ActSiLU {
+				return fmt.Errorf("layer %d: this mixture of experts is not implemented (%v, activation %d)", i, err, l.FFN.Act)
+			}
+			continue
+		}
+		if _, err := newActivation(&l.FFN); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// prepareLayer prepares layer i from src (vec converts a vector, keeping the first error).
+func (m *cpuModel) prepareLayer(i int, src *model.Layer, vec func(*safetensors.Tensor) []float32) error {
+	spec, dst := src.Spec, &m.layers[i]
+	at := &spec.Attn
+	if src.Attn == nil {
+		return fmt.Errorf("layer %d has no attention weights", i)
+	}
+	dst.attnIn, dst.attnOut = newNorm(spec.AttnIn, vec(src.AttnIn)), newNorm(spec.AttnOut, vec(src.AttnOut))
+	dst.ffnIn, dst.ffnOut = newNorm(spec.FFNIn, vec(src.FFNIn)), newNorm(spec.FFNOut, vec(src.FFNOut))
+	dst.qNorm, dst.kNorm = newNorm(at.QKNorm, vec(src.Attn.QNorm)), newNorm(at.QKNorm, vec(src.Attn.KNorm))
+	if at.Sinks {
+		if src.Attn.Sinks == nil {
+			return fmt.Errorf("layer %d: attention sinks without a sinks tensor", i)
+		}
+		dst.sinks = vec(src.Attn.Sinks)
+	}
+	dst.heads, dst.kvHeads, dst.hd = at.Heads, at.KVHeads, at.HeadDim
+	dst.rotDims, dst.window, dst.scale = at.Rope.RotaryDims, at.Window, float32(at.Scale)
+	dst.rope = m.ropeIndex(&at.Rope)
+	type pair struct {
+		dst *linear
+		src *model.Linear
+	}
+	linears := []pair{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}}
+	switch spec.FFN.Kind {
+	case model.FFNMoE:
+		if src.MoE == nil {
+			return fmt.Errorf("layer %d has no expert weights", i)
+		}
+		var err error
+		if dst.moe, err = m.prepareMoE(src.MoE, spec.FFN.MoE); err != nil {
+			return err
+		}
+	default:
+		if src.MLP == nil {
+			return fmt.Errorf("layer %d has no MLP weights", i)
+		}
+		linears = append(linears, pair{&dst.gate, src.MLP.Gate}, pair{&dst.up, src.MLP.Up}, pair{&dst.down, src.MLP.Down})
+		var err error
+		if dst.act, err = newActivation(&spec.FFN); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+		m.dims.inter = max(m.dims.inter, spec.FFN.Intermediate)
+	}
+	for _, p := range linears {
+		var err error
+		if *p.dst, err = m.prepare(p.src); err != nil {
+			return err
+		}
+		p.dst.bias = vec(p.src.Bias)
+	}
+	m.dims.q = max(m.dims.q, at.Heads*at.HeadDim)
+	m.dims.kv = max(m.dims.kv, at.KVHeads*at.HeadDim)
+	m.dims.half = max(m.dims.half, at.Rope.RotaryDims/2)
+	return nil
+}
+
+// ropeIndex is the index in m.ropes of r's frequencies, added when no layer before had the same.
+func (m *cpuModel) ropeIndex(r *model.RopeSpec) int {
+	inv, af := r.InvFreq()
+	for i, o := range m.ropes {
+		if o.attnFactor == af && slices.Equal(o.inv, inv) {
+			return i
+		}
+	}
+	m.ropes = append(m.ropes, ropeFreqs{inv: inv, attnFactor: af})
+	return len(m.ropes) - 1
 }
 
 // prepare returns l as a float32 matrix aliasing the mapped file when possible; otherwise expanded now, or left
@@ -254,6 +343,6 @@ func (m *cpuModel) Close() error {
 		return nil
 	}
 	m.pool.close()
-	m.layers, m.lmHead, m.scratch, m.moeScratch = nil, linear{}, scratch{}, moeScratch{}
+	m.layers, m.lmHead, m.scratch, m.moeScratch, m.final = nil, linear{}, scratch{}, moeScratch{}, nil
 	return nil
 }

@@ -3,6 +3,11 @@
 // backend.Backend contract for Apple Silicon and CUDA.
 //
 // Design, and why:
+//   - Blocks, not families (docs/models-design.md §1.5): forward.go's step is the loop over model.Arch's layers,
+//     attn.go the attention block (per-layer heads, scale, q/k norm, RoPE with its frequencies, attention factor
+//     and rotary dims, full or sliding-window causal masking, learned sinks), ffn.go the norms (RMSNorm and
+//     Gemma's 1+w, in four optional slots) and the gated MLPs (SwiGLU, GeGLU, clamped SwiGLU). A family name
+//     never appears here; a block this backend lacks is refused at load.
 //   - float32 math throughout. Float32 weights stored aligned in the safetensors file are used in place from the
 //     memory map; float16/bfloat16 weights are widened, and MLX-quantized ones dequantized, once at load
 //     (backend.WeightsFloat32), or kept as stored and expanded inside each product (backend.WeightsStored: 2× to
@@ -37,6 +42,7 @@
 //     run each expert with the kernels of a dense product, and sum a row's experts in ascending order: the
 //     exactness rules above hold for them too.
 //   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),
-//     rounded when written, and attention always reads them back from the cache. KV exported and imported
+//     rounded when written, and attention always reads them back from the cache (cache.span, in ascending
+//     position order, whatever the cache's storage). KV exported and imported
 //     elsewhere therefore reproduces local decoding exactly.
 package cpu

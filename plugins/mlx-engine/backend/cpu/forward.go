@@ -2,7 +2,6 @@ package cpu
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 )
@@ -14,7 +13,7 @@ type scratch struct {
 	q, att           []float32 // [rows, heads*head_dim]
 	k, v             []float32 // [rows, kv_heads*head_dim]
 	gate, up         []float32 // [rows, intermediate]
-	cos, sin         []float32 // [rows, head_dim/2]
+	cos, sin         []float32 // [ropes][rows, dims.half]: each distinct rope's table per row
 	rowSeq, rowPos   []int     // per row: index of its sequence in the batch, its position
 	rowTok           []int32   // per row: its token
 	blocks           [][2]int  // attention tasks: row ranges of one sequence
@@ -27,6 +26,13 @@ type workerScratch struct {
 	scores     []float32
 	kbuf, vbuf []float32
 	tile       []float32 // rows of a stored matrix expanded for one matmul task
+}
+
+// ropeRow is row r's cos and sin table of rope ri.
+func (s *scratch) ropeRow(m *cpuModel, ri, r int) (cos, sin []float32) {
+	half := len(m.ropes[ri].inv)
+	o := (ri*s.rows + r) * m.dims.half
+	return s.cos[o : o+half], s.sin[o : o+half]
 }
 
 func grow(s []float32, n int) []float32 {
@@ -92,11 +98,16 @@ func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
 	return cc, cc.lens, nil
 }
 
-// step runs the model over the rows of parts (each row one token of one sequence).
+// step runs the model over the rows of parts (each row one token of one sequence): the block loop
+//
+//	h = embed(tokens) [· EmbedScale]
+//	for each layer:  h += norm_AttnOut(attention(norm_AttnIn(h)));  h += norm_FFNOut(ffn(norm_FFNIn(h)))
+//	logits = head(norm_Final(h))
+//
+// where an absent norm slot is the identity and the FFN is the layer's MLP or mixture of experts. Each block
+// (attn.go, ffn.go) switches on its spec's options only.
 func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
-	c := &m.cfg
-	h, hd, half := c.HiddenSize, c.HeadDim, c.HeadDim/2
-	qDim, kvDim := c.NumHeads*hd, c.NumKVHeads*hd
+	h := m.arch.Hidden
 	rows := 0
 	for _, p := range parts {
 		rows += p.to - p.from
@@ -104,10 +115,10 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 	s := &m.scratch
 	s.rows = rows
 	s.x, s.xn, s.tmp = grow(s.x, rows*h), grow(s.xn, rows*h), grow(s.tmp, rows*h)
-	s.q, s.att = grow(s.q, rows*qDim), grow(s.att, rows*qDim)
-	s.k, s.v = grow(s.k, rows*kvDim), grow(s.v, rows*kvDim)
-	s.gate, s.up = grow(s.gate, rows*c.IntermediateSize), grow(s.up, rows*c.IntermediateSize)
-	s.cos, s.sin = grow(s.cos, rows*half), grow(s.sin, rows*half)
+	s.q, s.att = grow(s.q, rows*m.dims.q), grow(s.att, rows*m.dims.q)
+	s.k, s.v = grow(s.k, rows*m.dims.kv), grow(s.v, rows*m.dims.kv)
+	s.gate, s.up = grow(s.gate, rows*m.dims.inter), grow(s.up, rows*m.dims.inter)
+	s.cos, s.sin = grow(s.cos, len(m.ropes)*rows*m.dims.half), grow(s.sin, len(m.ropes)*rows*m.dims.half)
 	s.rowSeq, s.rowPos, s.rowTok = s.rowSeq[:0], s.rowPos[:0], s.rowTok[:0]
 	s.logitRows = s.logitRows[:0]
 	for _, p := range parts {
@@ -121,75 +132,49 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 		}
 	}
 
+	embedScale := float32(m.arch.EmbedScale)
 	m.pool.run(rows, 8, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
-			m.src.Embed.Row(int(s.rowTok[r]), s.x[r*h:(r+1)*h])
-			ropeTable(s.rowPos[r], m.rope, s.cos[r*half:(r+1)*half], s.sin[r*half:(r+1)*half])
+			x := s.x[r*h : (r+1)*h]
+			m.src.Embed.Row(int(s.rowTok[r]), x)
+			if embedScale != 0 {
+				for i := range x {
+					x[i] *= embedScale
+				}
+			}
+			for ri := range m.ropes {
+				cs, sn := s.ropeRow(m, ri, r)
+				ropeTable(s.rowPos[r], &m.ropes[ri], cs, sn)
+			}
 		}
 	})
-	eps := float32(c.RMSNormEps)
 	for li := range m.layers {
 		L := &m.layers[li]
-		m.rmsNormRows(s.xn, s.x, L.inputNorm, rows, eps)
-		m.matmul(s.xn, rows, mm{s.q, &L.q}, mm{s.k, &L.k}, mm{s.v, &L.v})
-		m.pool.run(rows, 4, func(_, lo, hi int) {
-			for r := lo; r < hi; r++ {
-				q, k, v := s.q[r*qDim:(r+1)*qDim], s.k[r*kvDim:(r+1)*kvDim], s.v[r*kvDim:(r+1)*kvDim]
-				addBias(q, L.q.bias)
-				addBias(k, L.k.bias)
-				addBias(v, L.v.bias)
-				if L.qNorm != nil {
-					for o := 0; o < qDim; o += hd {
-						rmsNorm(q[o:o+hd], q[o:o+hd], L.qNorm, eps)
-					}
-					for o := 0; o < kvDim; o += hd {
-						rmsNorm(k[o:o+hd], k[o:o+hd], L.kNorm, eps)
-					}
-				}
-				cs, sn := s.cos[r*half:(r+1)*half], s.sin[r*half:(r+1)*half]
-				applyRope(q, hd, cs, sn)
-				applyRope(k, hd, cs, sn)
-				caches[s.rowSeq[r]].put(li, s.rowPos[r], k, v)
-			}
-		})
-		for _, p := range parts {
-			lens := caches[p.seq].lens
-			lens[li] = max(lens[li], p.pos+p.to-p.from)
-		}
-		m.attention(li, caches)
-		m.matmul(s.att, rows, mm{s.tmp, &L.o})
-		m.addRows(s.x, s.tmp, L.o.bias, rows)
-		m.rmsNormRows(s.xn, s.x, L.postNorm, rows, eps)
+		m.normRows(s.xn, s.x, L.attnIn, rows)
+		m.attention(L, li, caches, parts)
+		m.addRows(s.x, s.tmp, L.o.bias, L.attnOut, rows)
+		m.normRows(s.xn, s.x, L.ffnIn, rows)
+		var bias []float32
 		if L.moe != nil {
 			m.moe(L.moe, s.xn, s.tmp, rows)
-			m.addRows(s.x, s.tmp, nil, rows)
-			continue
+		} else {
+			m.mlp(L, rows)
+			bias = L.down.bias
 		}
-		m.matmul(s.xn, rows, mm{s.gate, &L.gate}, mm{s.up, &L.up})
-		inter := c.IntermediateSize
-		m.pool.run(rows, 4, func(_, lo, hi int) {
-			for r := lo; r < hi; r++ {
-				g, u := s.gate[r*inter:(r+1)*inter], s.up[r*inter:(r+1)*inter]
-				addBias(g, L.gate.bias)
-				addBias(u, L.up.bias)
-				siluMul(m.kern, g, u)
-			}
-		})
-		m.matmul(s.gate, rows, mm{s.tmp, &L.down})
-		m.addRows(s.x, s.tmp, L.down.bias, rows)
+		m.addRows(s.x, s.tmp, bias, L.ffnOut, rows)
 	}
 	if len(s.logitRows) == 0 {
 		return
 	}
-	n := len(s.logitRows)
+	n, vocab := len(s.logitRows), m.arch.Vocab
 	s.logitX = grow(s.logitX, n*h)
 	for i, r := range s.logitRows {
-		rmsNorm(s.logitX[i*h:(i+1)*h], s.x[r*h:(r+1)*h], m.norm, eps)
+		m.final.apply(s.logitX[i*h:(i+1)*h], s.x[r*h:(r+1)*h])
 	}
-	s.logitOut = grow(s.logitOut, n*c.VocabSize)
+	s.logitOut = grow(s.logitOut, n*vocab)
 	m.matmul(s.logitX, n, mm{s.logitOut, &m.lmHead})
 	for i, r := range s.logitRows {
-		copy(batch[s.rowSeq[r]].Logits, s.logitOut[i*c.VocabSize:(i+1)*c.VocabSize])
+		copy(batch[s.rowSeq[r]].Logits, s.logitOut[i*vocab:(i+1)*vocab])
 	}
 }
 
@@ -258,123 +243,20 @@ func addBias(x, b []float32) {
 	}
 }
 
-func (m *cpuModel) addRows(x, d, bias []float32, rows int) {
-	h := m.cfg.HiddenSize
+// addRows adds the block output d to the residual stream x, row by row: d's bias first (when not nil), then its
+// output norm (when the layer has that slot).
+func (m *cpuModel) addRows(x, d, bias []float32, out *norm, rows int) {
+	h := m.arch.Hidden
 	m.pool.run(rows, 16, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xr, dr := x[r*h:(r+1)*h], d[r*h:(r+1)*h]
 			addBias(dr, bias)
+			if out != nil {
+				out.apply(dr, dr)
+			}
 			for i := range xr {
 				xr[i] += dr[i]
 			}
 		}
 	})
-}
-
-func (m *cpuModel) rmsNormRows(dst, src, w []float32, rows int, eps float32) {
-	h := m.cfg.HiddenSize
-	m.pool.run(rows, 16, func(_, lo, hi int) {
-		for r := lo; r < hi; r++ {
-			rmsNorm(dst[r*h:(r+1)*h], src[r*h:(r+1)*h], w, eps)
-		}
-	})
-}
-
-// rmsNorm writes x / sqrt(mean(x²) + eps) · w into dst (dst may be x).
-func rmsNorm(dst, x, w []float32, eps float32) {
-	var ss float64
-	for _, v := range x {
-		ss += float64(v) * float64(v)
-	}
-	inv := float32(1 / math.Sqrt(ss/float64(len(x))+float64(eps)))
-	w, dst = w[:len(x)], dst[:len(x)]
-	for i, v := range x {
-		dst[i] = v * inv * w[i]
-	}
-}
-
-// attention computes, for every row and query head, softmax(q·Kᵀ/sqrt(d))·V over the row's sequence
-// positions [0, pos], reading keys and values back from the cache (so they carry the cache dtype's rounding
-// whether they were computed in this step or imported). Query heads share KV heads in groups (GQA).
-//
-// Work is split into tasks of (up to attnBlock consecutive rows of one sequence, one KV head): a task widens
-// that head's 16-bit keys and values once for all its rows and all the query heads of the group.
-func (m *cpuModel) attention(li int, caches []*cache) {
-	c := &m.cfg
-	s := &m.scratch
-	hd, group := c.HeadDim, c.NumHeads/c.NumKVHeads
-	qDim := c.NumHeads * hd
-	scale := float32(1 / math.Sqrt(float64(hd)))
-	// Blocks of consecutive rows belonging to the same sequence.
-	const attnBlock = 16
-	s.blocks = s.blocks[:0]
-	for r := 0; r < s.rows; {
-		e := r + 1
-		for e < s.rows && e-r < attnBlock && s.rowSeq[e] == s.rowSeq[r] {
-			e++
-		}
-		s.blocks = append(s.blocks, [2]int{r, e})
-		r = e
-	}
-	m.pool.run(len(s.blocks)*c.NumKVHeads, 1, func(worker, lo, hi int) {
-		ws := &m.work[worker]
-		for t := lo; t < hi; t++ {
-			blk, g := s.blocks[t/c.NumKVHeads], t%c.NumKVHeads
-			n := s.rowPos[blk[1]-1] + 1 // positions the last row of the block sees
-			ws.kbuf, ws.vbuf = grow(ws.kbuf, n*hd), grow(ws.vbuf, n*hd)
-			ws.scores = grow(ws.scores, n)
-			k, v := caches[s.rowSeq[blk[0]]].head(li, g, n, ws.kbuf, ws.vbuf)
-			for r := blk[0]; r < blk[1]; r++ {
-				p := s.rowPos[r] + 1
-				for j := 0; j < group; j++ {
-					hq := g*group + j
-					q := s.q[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
-					out := s.att[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
-					attendHead(m.kern, out, q, k[:p*hd], v[:p*hd], ws.scores[:p], scale)
-				}
-			}
-		}
-	})
-}
-
-// attendHead is one query head's attention over n positions of one KV head (k, v: [n, head_dim]) with path
-// kp's kernels: a row's result depends only on its own query and the cached keys and values, so it is the
-// same whatever else shares the step.
-func attendHead(kp kernelPath, out, q, k, v, scores []float32, scale float32) {
-	hd := len(q)
-	n := len(scores)
-	if s := kp.simd(hd); s != nil {
-		s.attendHead(out, q, k, v, scores, scale)
-		return
-	}
-	p := 0
-	for ; p+8 <= n; p += 8 {
-		s0, s1, s2, s3, s4, s5, s6, s7 := dot8(q, k[p*hd:(p+8)*hd])
-		sc := scores[p : p+8 : p+8]
-		sc[0], sc[1], sc[2], sc[3], sc[4], sc[5], sc[6], sc[7] = s0, s1, s2, s3, s4, s5, s6, s7
-	}
-	for ; p < n; p++ {
-		scores[p] = dot1(q, k[p*hd:(p+1)*hd])
-	}
-	mx := float32(math.Inf(-1))
-	for i := range scores {
-		scores[i] *= scale
-		mx = max(mx, scores[i])
-	}
-	var sum float32
-	for i, sc := range scores {
-		e := float32(math.Exp(float64(sc - mx)))
-		scores[i] = e
-		sum += e
-	}
-	inv := 1 / sum
-	clear(out)
-	out = out[:hd]
-	for i, e := range scores {
-		w := e * inv
-		vr := v[i*hd : (i+1)*hd : (i+1)*hd]
-		for d := range out {
-			out[d] += w * vr[d]
-		}
-	}
 }

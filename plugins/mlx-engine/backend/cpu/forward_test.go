@@ -137,10 +137,10 @@ func TestForwardMatchesReference(t *testing.T) {
 		t.Run(v.Name, func(t *testing.T) {
 			t.Parallel()
 			m := backendtest.Generate(t, v.Options)
-			ref := newRef(t, m)
+			ref := backendtest.NewReference(t, m)
 			bm := load(t, m, backend.Options{PrefillChunk: 5})
 			tokens := backendtest.Prompt(30, m.Config.VocabSize, 1)
-			want := ref.logits(tokens)
+			want := ref.Logits(tokens)
 			// Prefill the first 7 tokens at once (two chunks), then decode the rest one at a time.
 			// The reference has no notion of either.
 			c := backendtest.NewCache(t, bm)
@@ -156,38 +156,14 @@ func TestForwardMatchesReference(t *testing.T) {
 				worst = max(worst, d)
 			}
 			t.Logf("max relative |Δlogit| = %.2e (tolerance %.0e), logits up to %.2f", worst, tolerance(m.DType), maxAbs(want[len(want)-1]))
-			if ref.minGap < 1e-4 {
-				t.Fatalf("a router's k-th and (k+1)-th probabilities are %.1e apart: float32 and float64 routing may pick differently; pick another seed", ref.minGap)
+			if ref.MinRouterGap() < 1e-4 {
+				t.Fatalf("a router's k-th and (k+1)-th probabilities are %.1e apart: float32 and float64 routing may pick differently; pick another seed", ref.MinRouterGap())
 			}
 			if worst > tolerance(m.DType) {
 				t.Errorf("backend differs from the reference by %.3e > %.0e", worst, tolerance(m.DType))
 			}
 			if backendtest.Argmax(got[len(got)-1]) != backendtest.Argmax(want[len(want)-1]) {
 				t.Errorf("greedy token differs from the reference")
-			}
-		})
-	}
-}
-
-func TestRopeFrequencies(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		name string
-		cfg  model.Config
-	}{
-		{"plain", model.Config{HeadDim: 128, RopeTheta: 500000}},
-		{"llama3.1", model.Config{HeadDim: 128, RopeTheta: 500000, RopeScaling: &model.RopeScaling{
-			Type: "llama3", Factor: 8, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}}},
-		{"llama3.2", model.Config{HeadDim: 64, RopeTheta: 500000, RopeScaling: &model.RopeScaling{
-			Type: "llama3", Factor: 32, LowFreqFactor: 1, HighFreqFactor: 4, OriginalMaxPositionEmbeddings: 8192}}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got := ropeFrequencies(tc.cfg.HeadDim, tc.cfg.RopeTheta, tc.cfg.RopeScaling)
-			want := refInvFreq(&tc.cfg)
-			for i := range want {
-				if d := got[i]/want[i] - 1; d > 1e-12 || d < -1e-12 {
-					t.Fatalf("θ_%d = %g, reference %g", i, got[i], want[i])
-				}
 			}
 		})
 	}

@@ -57,24 +57,6 @@ func moeSupported(s *model.MoESpec) error {
 	return nil
 }
 
-// supportedArch reports whether the CPU backend implements every block of a: the Llama layer, with sparse
-// feed-forward blocks where moeSupported holds.
-func supportedArch(a *model.Arch) bool {
-	dense := *a
-	dense.Layers = append([]model.LayerSpec(nil), a.Layers...)
-	for i := range dense.Layers {
-		ff := &dense.Layers[i].FFN
-		if ff.Kind != model.FFNMoE {
-			continue
-		}
-		if ff.MoE == nil || moeSupported(ff.MoE) != nil || ff.Act != model.ActSiLU {
-			return false
-		}
-		*ff = model.FFNSpec{Kind: model.FFNDense, Act: model.ActSiLU, Intermediate: ff.MoE.Intermediate}
-	}
-	return dense.Dense()
-}
-
 // prepareMoE prepares a sparse block's matrices as prepare does a dense one's: each expert from its view of the
 // file (Experts.Each), so stacked and per-expert files give the same matrices.
 func (m *cpuModel) prepareMoE(src *model.MoE, spec *model.MoESpec) (*moeLayer, error) {

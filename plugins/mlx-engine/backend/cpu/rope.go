@@ -1,55 +1,32 @@
 package cpu
 
-import (
-	"math"
+import "math"
 
-	"github.com/duet-ai/duet/plugins/mlx-engine/model"
-)
-
-// ropeFrequencies returns the inverse frequencies θ_i = base^(-2i/d) of rotary embeddings for i < d/2, with
-// Llama 3.1's frequency-dependent scaling applied when configured: wavelengths shorter than
-// original_context/high_freq_factor are kept, those longer than original_context/low_freq_factor are divided by
-// factor, and the band between is interpolated smoothly.
-func ropeFrequencies(headDim int, base float64, s *model.RopeScaling) []float64 {
-	half := headDim / 2
-	inv := make([]float64, half)
-	for i := range inv {
-		inv[i] = 1 / math.Pow(base, float64(2*i)/float64(headDim))
-	}
-	if s == nil {
-		return inv
-	}
-	old := float64(s.OriginalMaxPositionEmbeddings)
-	lowWavelen, highWavelen := old/s.LowFreqFactor, old/s.HighFreqFactor
-	for i, f := range inv {
-		wavelen := 2 * math.Pi / f
-		switch {
-		case wavelen < highWavelen:
-		case wavelen > lowWavelen:
-			inv[i] = f / s.Factor
-		default:
-			smooth := (old/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
-			inv[i] = (1-smooth)*f/s.Factor + smooth*f
-		}
-	}
-	return inv
+// ropeFreqs is one rotary embedding's frequencies (model.RopeSpec.InvFreq): θ_i for the RotaryDims/2 rotated
+// pairs, and the factor that scales the rotated dims of q and k.
+type ropeFreqs struct {
+	inv        []float64
+	attnFactor float64
 }
 
-// ropeTable fills cos and sin (each len(inv)) for one position.
-func ropeTable(pos int, inv []float64, cos, sin []float32) {
-	for i, f := range inv {
+// ropeTable fills cos and sin (each len(inv)) for one position, scaled by the attention factor: the angle
+// pos·θ_i in float64, rounded once.
+func ropeTable(pos int, r *ropeFreqs, cos, sin []float32) {
+	af := r.attnFactor
+	for i, f := range r.inv {
 		s, c := math.Sincos(float64(pos) * f)
-		cos[i], sin[i] = float32(c), float32(s)
+		cos[i], sin[i] = float32(c*af), float32(s*af)
 	}
 }
 
-// applyRope rotates every head of x (heads×headDim values) in place, in the Hugging Face layout: element i of a
-// head pairs with element i+headDim/2 ("rotate_half"), not with its neighbour.
-func applyRope(x []float32, headDim int, cos, sin []float32) {
-	half := headDim / 2
+// applyRope rotates the first rotDims dims of every head of x (heads×headDim values) in place, in the Hugging
+// Face layout: element i of a head pairs with element i+rotDims/2 ("rotate_half"), not with its neighbour. The
+// dims past rotDims pass through.
+func applyRope(x []float32, headDim, rotDims int, cos, sin []float32) {
+	half := rotDims / 2
 	for h := 0; h+headDim <= len(x); h += headDim {
 		a := x[h : h+half : h+half]
-		b := x[h+half : h+headDim : h+headDim]
+		b := x[h+half : h+rotDims : h+rotDims]
 		c, s := cos[:half:half], sin[:half:half]
 		for i := range a {
 			x1, x2 := a[i], b[i]

@@ -276,14 +276,18 @@ func (s *simdSet) dot4(m *storedMatrix, dst, x []float32, in, o, stride int) {
 }
 
 // attendHead is attendHead on a vector path (head_dim a multiple of lanes): scores with the decode kernel (the
-// keys are rows of a matrix), the softmax as on the Go path, the weighted sum of values with axpy.
-func (s *simdSet) attendHead(out, q, k, v, scores []float32, scale float32) {
+// keys are rows of a matrix), the softmax (and the sink) as on the Go path, the weighted sum of values with axpy.
+func (s *simdSet) attendHead(out, q, k, v, scores []float32, scale, sink float32) {
 	hd, n := len(q), len(scores)
 	s.matmulRows(scores, q, k, 1, hd, n, 0, n)
 	mx := float32(math.Inf(-1))
 	for i := range scores {
 		scores[i] *= scale
 		mx = max(mx, scores[i])
+	}
+	hasSink := sink == sink
+	if hasSink {
+		mx = max(mx, sink)
 	}
 	// The exponentials with the path's exp (the last n mod lanes with math.Exp), summed in position order.
 	i := n &^ (s.lanes - 1)
@@ -296,6 +300,9 @@ func (s *simdSet) attendHead(out, q, k, v, scores []float32, scale float32) {
 	var sum float32
 	for _, e := range scores {
 		sum += e
+	}
+	if hasSink {
+		sum += float32(math.Exp(float64(sink - mx)))
 	}
 	inv := 1 / sum
 	for i := range scores {

@@ -164,12 +164,32 @@ func testAttentionCloseToGo(t *testing.T, kp kernelPath) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for _, tc := range []struct{ hd, n int }{{8, 1}, {64, 37}, {72, 5}, {128, 300}, {48, 17}} {
 		q, k, v := randVec(r, tc.hd), randVec(r, tc.n*tc.hd), randVec(r, tc.n*tc.hd)
-		got, want := make([]float32, tc.hd), make([]float32, tc.hd)
-		attendHead(kp, got, q, k, v, make([]float32, tc.n), 0.125)
-		attendHead(pathGo, want, q, k, v, make([]float32, tc.n), 0.125)
-		for d := range got {
-			if diff := math.Abs(float64(got[d] - want[d])); diff > 1e-5 {
-				t.Fatalf("hd %d n %d: out[%d] = %v, Go path %v", tc.hd, tc.n, d, got[d], want[d])
+		// No sink, and sinks below, among and far above the scores (a sink-dominated head).
+		for _, sink := range []float32{noSink, -4, 0.5, 40} {
+			got, want := make([]float32, tc.hd), make([]float32, tc.hd)
+			attendHead(kp, got, q, k, v, make([]float32, tc.n), 0.125, sink)
+			attendHead(pathGo, want, q, k, v, make([]float32, tc.n), 0.125, sink)
+			for d := range got {
+				if diff := math.Abs(float64(got[d] - want[d])); diff > 1e-5 {
+					t.Fatalf("hd %d n %d sink %v: out[%d] = %v, Go path %v", tc.hd, tc.n, sink, d, got[d], want[d])
+				}
+			}
+			if sink != sink {
+				continue
+			}
+			// The sink's weight is dropped: the output is the sink-free one scaled by Z/(Z+e^sink).
+			free := make([]float32, tc.hd)
+			scores := make([]float32, tc.n)
+			attendHead(pathGo, free, q, k, v, scores, 0.125, noSink)
+			var z float64
+			for j := range tc.n {
+				z += math.Exp(0.125 * float64(dot1(q, k[j*tc.hd:(j+1)*tc.hd])))
+			}
+			f := z / (z + math.Exp(float64(sink)))
+			for d := range want {
+				if diff := math.Abs(float64(want[d]) - f*float64(free[d])); diff > 1e-5*max(1, math.Abs(float64(want[d]))) {
+					t.Fatalf("hd %d n %d sink %v: out[%d] = %v, want %v", tc.hd, tc.n, sink, d, want[d], f*float64(free[d]))
+				}
 			}
 		}
 	}

@@ -230,7 +230,7 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 			return err
 		}
 	}
-	periods := ropePeriods(m.cfg.HeadDim, m.cfg.RopeTheta, m.cfg.RopeScaling)
+	periods := ropePeriods(&m.cfg.Arch.Layers[0].Attn.Rope)
 	b := make([]byte, 4*len(periods))
 	for i, p := range periods {
 		putF32(b[4*i:], p)
@@ -410,26 +410,12 @@ func (m *mlxModel) Close() error {
 	})
 }
 
-// ropePeriods returns 1/θ_i for i < head_dim/2, θ_i = base^(-2i/d), with Llama 3.1's frequency-dependent
-// scaling when configured (wavelengths above original_context/low_freq_factor divided by factor, below
-// original_context/high_freq_factor kept, interpolated between). MLX's rope takes periods, not frequencies.
-func ropePeriods(headDim int, base float64, s *model.RopeScaling) []float32 {
-	half := headDim / 2
-	out := make([]float32, half)
-	for i := range out {
-		f := 1 / math.Pow(base, float64(2*i)/float64(headDim))
-		if s != nil {
-			old := float64(s.OriginalMaxPositionEmbeddings)
-			lowWavelen, highWavelen := old/s.LowFreqFactor, old/s.HighFreqFactor
-			switch wavelen := 2 * math.Pi / f; {
-			case wavelen < highWavelen:
-			case wavelen > lowWavelen:
-				f /= s.Factor
-			default:
-				smooth := (old/wavelen - s.LowFreqFactor) / (s.HighFreqFactor - s.LowFreqFactor)
-				f = (1-smooth)*f/s.Factor + smooth*f
-			}
-		}
+// ropePeriods returns 1/θ_i for the frequencies of r (RopeSpec.InvFreq): MLX's rope takes periods, not
+// frequencies. The backend loads only dense archs, whose layers share one rope with attention factor 1.
+func ropePeriods(r *model.RopeSpec) []float32 {
+	inv, _ := r.InvFreq()
+	out := make([]float32, len(inv))
+	for i, f := range inv {
 		out[i] = float32(1 / f)
 	}
 	return out
