@@ -50,19 +50,19 @@ func TestCheckSeq(t *testing.T) {
 }
 
 func TestLayerLengths(t *testing.T) {
-	even, uneven := backend.LayerLengths{5, 5, 5}, backend.LayerLengths{5, 7, 6}
-	if even.Len() != 5 || uneven.Len() != 5 || backend.LayerLengths(nil).Len() != 0 {
-		t.Errorf("Len: %d, %d, %d", even.Len(), uneven.Len(), backend.LayerLengths(nil).Len())
+	even, uneven := backend.FullSpans(5, 5, 5), backend.FullSpans(5, 7, 6)
+	if even.Len() != 5 || uneven.Len() != 5 || backend.LayerSpans(nil).Len() != 0 {
+		t.Errorf("Len: %d, %d, %d", even.Len(), uneven.Len(), backend.LayerSpans(nil).Len())
 	}
 	for _, tc := range []struct {
 		name      string
-		p         backend.LayerLengths
+		p         backend.LayerSpans
 		n, limit  int
 		wantStart int
 		want      string
 	}{
 		{"even", even, 3, 8, 5, ""},
-		{"empty cache", backend.LayerLengths{0, 0}, 8, 8, 0, ""},
+		{"empty cache", backend.FullSpans(0, 0), 8, 8, 0, ""},
 		{"no layers", nil, 1, 8, 0, ""},
 		{"context full", even, 4, 8, 0, "5 cached + 4 new positions exceed the context limit 8"},
 		{"uneven", uneven, 1, 100, 0, "cache layers hold different numbers of positions (layer 0: 5, layer 1: 7); finish importing first"},
@@ -78,23 +78,23 @@ func TestLayerLengths(t *testing.T) {
 
 	p := slices.Clone(uneven)
 	p.Truncate(6)
-	if !slices.Equal(p, backend.LayerLengths{5, 6, 6}) {
+	if !slices.Equal(p, backend.FullSpans(5, 6, 6)) {
 		t.Errorf("Truncate(6) = %v", p)
 	}
 	p.Truncate(-1)
-	if !slices.Equal(p, backend.LayerLengths{0, 0, 0}) {
+	if !slices.Equal(p, backend.FullSpans(0, 0, 0)) {
 		t.Errorf("Truncate(-1) = %v", p)
 	}
 
-	wantErr(t, uneven.CheckClone(5), "")
-	wantErr(t, uneven.CheckClone(0), "")
-	wantErr(t, uneven.CheckClone(6), "clone of 6 positions from a cache holding 5")
-	wantErr(t, uneven.CheckClone(-1), "clone of -1 positions from a cache holding 5")
+	wantErr(t, errOf(uneven.CheckClone(5)), "")
+	wantErr(t, errOf(uneven.CheckClone(0)), "")
+	wantErr(t, errOf(uneven.CheckClone(6)), "clone of 6 positions from a cache holding 5")
+	wantErr(t, errOf(uneven.CheckClone(-1)), "clone of -1 positions from a cache holding 5")
 }
 
 func TestLayerLengthsExportImport(t *testing.T) {
-	l := backend.KVLayout{NumLayers: 2, NumKVHeads: 2, HeadDim: 2, DType: backend.BFloat16} // 8 bytes per token
-	p := backend.LayerLengths{4, 2}
+	l := backend.DenseLayout(2, 2, 2, backend.BFloat16) // 8 bytes per token
+	p := backend.FullSpans(4, 2)
 	buf := func(n int) []byte { return make([]byte, n) }
 	for _, tc := range []struct {
 		name string
@@ -138,16 +138,16 @@ func TestLayerLengthsExportImport(t *testing.T) {
 	}
 }
 
-func errOf(_ int, err error) error { return err }
+func errOf[T any](_ T, err error) error { return err }
 
 // fakeCache is enough of a cache for CheckBatch: its layer lengths and whether it may be used.
 type fakeCache struct {
 	backend.Cache
-	lens     backend.LayerLengths
+	lens     backend.LayerSpans
 	released bool
 }
 
-func ownFake(c backend.Cache) (*fakeCache, backend.LayerLengths, error) {
+func ownFake(c backend.Cache) (*fakeCache, backend.LayerSpans, error) {
 	fc, ok := c.(*fakeCache)
 	if !ok || fc == nil {
 		return nil, nil, backend.ErrForeignCache
@@ -159,8 +159,8 @@ func ownFake(c backend.Cache) (*fakeCache, backend.LayerLengths, error) {
 }
 
 func TestCheckBatch(t *testing.T) {
-	a, b := &fakeCache{lens: backend.LayerLengths{3, 3}}, &fakeCache{lens: backend.LayerLengths{0, 0}}
-	uneven, released := &fakeCache{lens: backend.LayerLengths{3, 4}}, &fakeCache{released: true}
+	a, b := &fakeCache{lens: backend.FullSpans(3, 3)}, &fakeCache{lens: backend.FullSpans(0, 0)}
+	uneven, released := &fakeCache{lens: backend.FullSpans(3, 4)}, &fakeCache{released: true}
 	tok := []int32{1}
 	for _, tc := range []struct {
 		name  string

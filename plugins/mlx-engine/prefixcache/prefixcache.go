@@ -110,13 +110,21 @@ func commonPrefix[T Value](e *entry[T], tokens []int32, qh []uint64) int {
 // Lookup finds the entry that shares the longest prefix with tokens, at most max tokens long (a request must
 // compute at least its last token itself, so callers pass len(tokens)-1). It returns nil and 0 on a miss.
 func (c *Cache[T]) Lookup(tokens []int32, max int) (*Handle[T], int) {
+	return c.LookupFunc(tokens, max, nil)
+}
+
+// LookupFunc is Lookup among the prefixes that ok accepts: an entry whose shared prefix of n tokens fails
+// ok(value, n) does not count (a cache whose sliding-window layers have moved past n cannot be restored there).
+// ok must accept every n above one it accepts, up to the entry's length, so the longest shared prefix is the
+// only one of an entry worth asking about. A nil ok accepts everything.
+func (c *Cache[T]) LookupFunc(tokens []int32, max int, ok func(val T, n int) bool) (*Handle[T], int) {
 	qh := blockHashes(tokens)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var best *entry[T]
 	bestN := 0
 	for _, e := range c.entries {
-		if n := min(commonPrefix(e, tokens, qh), max); n > bestN {
+		if n := min(commonPrefix(e, tokens, qh), max); n > bestN && (ok == nil || ok(e.val, n)) {
 			best, bestN = e, n
 		}
 	}

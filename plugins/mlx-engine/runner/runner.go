@@ -198,7 +198,7 @@ type Stats struct {
 func (r *Runner) Stats() Stats {
 	pc := r.prefix.Stats()
 	l := r.model.KVLayout()
-	perPos := int64(l.TokenBytes()) * 2 * int64(l.NumLayers)
+	perPos := int64(l.PositionBytes())
 	return Stats{
 		Active: int(r.activeN.Load()), Waiting: int(r.waitingN.Load()), KVBytes: r.kvBytes.Load(),
 		KVCapacityBytes: int64(r.cfg.MaxBatch)*int64(r.maxCtx)*perPos + pc.CapacityBytes,
@@ -472,9 +472,13 @@ func (r *Runner) admit() {
 	}
 }
 
+// restorable is the prefix cache's test of an entry: a cache whose sliding-window layers have evicted what a
+// query at n sees is no hit at n.
+func restorable(c backend.Cache, n int) bool { return c.Restorable(n) }
+
 func (r *Runner) prepare(s *seq) error {
 	prompt := s.req.Prompt
-	if h, n := r.prefix.Lookup(prompt, len(prompt)-1); h != nil {
+	if h, n := r.prefix.LookupFunc(prompt, len(prompt)-1, restorable); h != nil {
 		c, err := h.Value().Clone(n)
 		h.Release()
 		if err == nil {

@@ -198,7 +198,7 @@ func (s *suite) importExportErrors(t *testing.T) {
 	m := s.load(t, Tiny(func(o *modelgen.Options) { o.MaxPositionEmbeddings = 16 }), backend.Options{})
 	c := NewCache(t, m)
 	Forward(t, m, c, 1, 2, 3, 4)
-	tb := m.KVLayout().TokenBytes()
+	tb := m.KVLayout().LayerTokenBytes(0)
 	buf := func(n int) []byte { return make([]byte, n) }
 	for _, tc := range []struct {
 		name string
@@ -239,7 +239,7 @@ func (s *suite) forwardErrors(t *testing.T) {
 	shared := good()
 	uneven := good()
 	Forward(t, m, uneven, 1, 2, 3)
-	tb := m.KVLayout().TokenBytes()
+	tb := m.KVLayout().LayerTokenBytes(0)
 	if err := uneven.ImportKV(0, 3, make([]byte, tb), make([]byte, tb)); err != nil {
 		t.Fatal(err)
 	}

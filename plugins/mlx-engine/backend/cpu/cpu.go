@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -35,6 +36,7 @@ type cpuModel struct {
 	src    *model.Model
 	cfg    model.Config
 	kvType dtype.DType
+	layout backend.KVLayout
 	maxCtx int
 	chunk  int
 	pool   *pool
@@ -85,7 +87,7 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 
 // loadOn is Load with the kernel path given.
 func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, error) {
-	if !m.Config.Arch.Dense() {
+	if !denseBesidesWindows(m.Config.Arch) {
 		return nil, fmt.Errorf("cpu: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
 	}
 	threads := opts.Threads
@@ -100,6 +102,10 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads),
 		rope: ropeFrequencies(c.HeadDim, c.RopeTheta, c.RopeScaling)}
 	cm.work = make([]workerScratch, cm.pool.workers)
+	cm.layout = backend.LayoutOf(&c.Arch, cm.kvType)
+	if len(c.Arch.Layers) != len(m.Layers) {
+		cm.layout = backend.DenseLayout(len(m.Layers), c.NumKVHeads, c.HeadDim, cm.kvType)
+	}
 	switch opts.Weights {
 	case backend.WeightsStored:
 		cm.stored = true
@@ -227,8 +233,16 @@ func (m *cpuModel) Metrics() map[string]float64 {
 		"cpu_kernel_lanes": float64(lanes)}
 }
 
-func (m *cpuModel) KVLayout() backend.KVLayout {
-	return backend.KVLayout{NumLayers: m.cfg.NumLayers, NumKVHeads: m.cfg.NumKVHeads, HeadDim: m.cfg.HeadDim, DType: m.kvType}
+func (m *cpuModel) KVLayout() backend.KVLayout { return m.layout }
+
+// denseBesidesWindows reports whether a uses only the blocks of the Llama layer, some of its layers attending over
+// a sliding window: what this backend implements.
+func denseBesidesWindows(a model.Arch) bool {
+	a.Layers = slices.Clone(a.Layers)
+	for i := range a.Layers {
+		a.Layers[i].Attn.Window = 0
+	}
+	return a.Dense()
 }
 
 func (m *cpuModel) VocabSize() int  { return m.cfg.VocabSize }

@@ -55,7 +55,9 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 	}
 	for i, c := range caches {
 		for l := range c.layers {
-			c.grow(l, starts[i]+len(batch[i].Tokens))
+			if c.spans[l].Window == 0 {
+				c.reserve(l, 0, starts[i]+len(batch[i].Tokens), 0, c.spans[l].Hi)
+			}
 		}
 	}
 	// Steps of at most m.chunk tokens: sequences in batch order, long prompts split across steps.
@@ -81,7 +83,7 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 }
 
 // own returns c as one of this model's caches that may be used (CheckBatch).
-func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
+func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerSpans, error) {
 	cc, ok := c.(*cache)
 	if !ok || cc == nil || cc.m != m {
 		return nil, nil, backend.ErrForeignCache
@@ -89,7 +91,7 @@ func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
 	if cc.released {
 		return nil, nil, backend.ErrReleased
 	}
-	return cc, cc.lens, nil
+	return cc, cc.spans, nil
 }
 
 // step runs the model over the rows of parts (each row one token of one sequence).
@@ -110,6 +112,9 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 	s.cos, s.sin = grow(s.cos, rows*half), grow(s.sin, rows*half)
 	s.rowSeq, s.rowPos, s.rowTok = s.rowSeq[:0], s.rowPos[:0], s.rowTok[:0]
 	s.logitRows = s.logitRows[:0]
+	for _, p := range parts {
+		caches[p.seq].reserveStep(p.pos, p.to-p.from)
+	}
 	for _, p := range parts {
 		for t := p.from; t < p.to; t++ {
 			s.rowSeq = append(s.rowSeq, p.seq)
@@ -152,11 +157,11 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 				caches[s.rowSeq[r]].put(li, s.rowPos[r], k, v)
 			}
 		})
-		for _, p := range parts {
-			lens := caches[p.seq].lens
-			lens[li] = max(lens[li], p.pos+p.to-p.from)
-		}
 		m.attention(li, caches)
+		for _, p := range parts {
+			// After the step's queries have read them: a sliding layer evicts what falls out of its window.
+			caches[p.seq].spans.Advance(li, p.pos+p.to-p.from)
+		}
 		m.matmul(s.att, rows, mm{s.tmp, &L.o})
 		m.addRows(s.x, s.tmp, L.o.bias, rows)
 		m.rmsNormRows(s.xn, s.x, L.postNorm, rows, eps)
@@ -289,7 +294,7 @@ func rmsNorm(dst, x, w []float32, eps float32) {
 }
 
 // attention computes, for every row and query head, softmax(q·Kᵀ/sqrt(d))·V over the row's sequence
-// positions [0, pos], reading keys and values back from the cache (so they carry the cache dtype's rounding
+// positions [0, pos] (in a layer with a window W, [pos-W+1, pos]), in ascending order, reading keys and values back from the cache (so they carry the cache dtype's rounding
 // whether they were computed in this step or imported). Query heads share KV heads in groups (GQA).
 //
 // Work is split into tasks of (up to attnBlock consecutive rows of one sequence, one KV head): a task widens
@@ -299,6 +304,7 @@ func (m *cpuModel) attention(li int, caches []*cache) {
 	s := &m.scratch
 	hd, group := c.HeadDim, c.NumHeads/c.NumKVHeads
 	qDim := c.NumHeads * hd
+	window := m.layout.Layers[li].Window
 	scale := float32(1 / math.Sqrt(float64(hd)))
 	// Blocks of consecutive rows belonging to the same sequence.
 	const attnBlock = 16
@@ -315,21 +321,30 @@ func (m *cpuModel) attention(li int, caches []*cache) {
 		ws := &m.work[worker]
 		for t := lo; t < hi; t++ {
 			blk, g := s.blocks[t/c.NumKVHeads], t%c.NumKVHeads
-			n := s.rowPos[blk[1]-1] + 1 // positions the last row of the block sees
-			ws.kbuf, ws.vbuf = grow(ws.kbuf, n*hd), grow(ws.vbuf, n*hd)
-			ws.scores = grow(ws.scores, n)
-			k, v := caches[s.rowSeq[blk[0]]].head(li, g, n, ws.kbuf, ws.vbuf)
+			// Positions the rows of the block see: from the first row's first visible one to the last row.
+			lo, hi := firstVisible(s.rowPos[blk[0]], window), s.rowPos[blk[1]-1]+1
+			ws.kbuf, ws.vbuf = grow(ws.kbuf, (hi-lo)*hd), grow(ws.vbuf, (hi-lo)*hd)
+			ws.scores = grow(ws.scores, hi-lo)
+			k, v := caches[s.rowSeq[blk[0]]].span(li, g, lo, hi, ws.kbuf, ws.vbuf)
 			for r := blk[0]; r < blk[1]; r++ {
-				p := s.rowPos[r] + 1
+				a, b := firstVisible(s.rowPos[r], window)-lo, s.rowPos[r]+1-lo
 				for j := 0; j < group; j++ {
 					hq := g*group + j
 					q := s.q[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
 					out := s.att[r*qDim+hq*hd : r*qDim+(hq+1)*hd]
-					attendHead(m.kern, out, q, k[:p*hd], v[:p*hd], ws.scores[:p], scale)
+					attendHead(m.kern, out, q, k[a*hd:b*hd], v[a*hd:b*hd], ws.scores[:b-a], scale)
 				}
 			}
 		}
 	})
+}
+
+// firstVisible is the first position a query at pos sees: 0, or with a window W, pos-W+1.
+func firstVisible(pos, window int) int {
+	if window > 0 {
+		return max(0, pos-window+1)
+	}
+	return 0
 }
 
 // attendHead is one query head's attention over n positions of one KV head (k, v: [n, head_dim]) with path
