@@ -155,3 +155,20 @@ func ImportAll(t testing.TB, m backend.Model, c backend.Cache, keys, values [][]
 		t.Fatalf("imported cache holds %d positions, want %d", c.Len(), n)
 	}
 }
+
+// GenerateWindowed is Generate with sliding windows put on the model's layers, windows[i % len(windows)] on
+// layer i (0: full attention), as a family with windows would map its config: a dense model whose prompts of a
+// few dozen tokens cross its windows, for testing caches per layer kind before such a family exists.
+func GenerateWindowed(t testing.TB, o modelgen.Options, windows ...int) *model.Model {
+	t.Helper()
+	m := Generate(t, o)
+	SetWindows(m, windows...)
+	return m
+}
+
+// SetWindows puts windows[i % len(windows)] on layer i of m's arch (before m is loaded onto a backend).
+func SetWindows(m *model.Model, windows ...int) {
+	for i := range m.Config.Arch.Layers {
+		m.Config.Arch.Layers[i].Attn.Window = windows[i%len(windows)]
+	}
+}

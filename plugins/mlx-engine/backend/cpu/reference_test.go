@@ -151,7 +151,12 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 	for p, t := range tokens {
 		xs[p] = append([]float64(nil), r.embed[t]...)
 	}
-	for _, L := range r.layers {
+	for li, L := range r.layers {
+		// A sliding layer's query at p sees [p-W+1, p] (transformers' sliding_window_overlay).
+		window := 0
+		if li < len(c.Arch.Layers) {
+			window = c.Arch.Layers[li].Attn.Window
+		}
 		keys, vals := make([][]float64, n), make([][]float64, n)
 		qs := make([][]float64, n)
 		for p := range xs {
@@ -177,8 +182,12 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 			for hq := 0; hq < c.NumHeads; hq++ {
 				g := hq / (c.NumHeads / c.NumKVHeads)
 				scores := make([]float64, p+1)
+				lo := 0
+				if window > 0 {
+					lo = max(0, p-window+1)
+				}
 				mx := math.Inf(-1)
-				for j := 0; j <= p; j++ {
+				for j := lo; j <= p; j++ {
 					for i := 0; i < d; i++ {
 						scores[j] += qs[p][hq*d+i] * keys[j][g*d+i]
 					}
@@ -186,11 +195,11 @@ func (r *refModel) logits(tokens []int32) [][]float64 {
 					mx = math.Max(mx, scores[j])
 				}
 				var sum float64
-				for j := range scores {
+				for j := lo; j <= p; j++ {
 					scores[j] = math.Exp(scores[j] - mx)
 					sum += scores[j]
 				}
-				for j := range scores {
+				for j := lo; j <= p; j++ {
 					for i := 0; i < d; i++ {
 						att[hq*d+i] += scores[j] / sum * vals[j][g*d+i]
 					}
