@@ -175,3 +175,33 @@ func TestHashCollisionIsNotAHit(t *testing.T) {
 		t.Fatalf("a forged collision gave a hit of %d tokens", n)
 	}
 }
+
+// TestLookupFuncSkipsUnrestorable: an entry whose shared prefix the predicate refuses (a sliding-window cache
+// that has moved past it) is no hit; a shorter prefix of another entry that it accepts wins instead.
+func TestLookupFuncSkipsUnrestorable(t *testing.T) {
+	t.Parallel()
+	released := 0
+	c := New[*fakeKV](1 << 20)
+	long := &fakeKV{10, &released}
+	short := &fakeKV{11, &released}
+	c.Insert(seq(300, 0), long)                             // shares 200 with the query, but cannot restore it
+	c.Insert(append(seq(120, 0), seq(20, 50000)...), short) // shares 120, and can
+	query := append(seq(200, 0), seq(50, 90000)...)
+	ok := func(v *fakeKV, n int) bool { return v != long }
+	h, n := c.LookupFunc(query, len(query)-1, ok)
+	if h == nil || n != 120 || h.Value() != short {
+		t.Fatalf("LookupFunc = %v, %d; want the 120-token hit on the restorable entry", h, n)
+	}
+	h.Release()
+	if h, n := c.LookupFunc(query, len(query)-1, func(*fakeKV, int) bool { return false }); h != nil || n != 0 {
+		t.Errorf("nothing restorable: %v, %d; want a miss", h, n)
+	}
+	if h, n := c.Lookup(query, len(query)-1); h == nil || n != 200 {
+		t.Errorf("Lookup = %v, %d; want the 200-token hit", h, n)
+	} else {
+		h.Release()
+	}
+	if st := c.Stats(); st.Hits != 2 || st.Misses != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
