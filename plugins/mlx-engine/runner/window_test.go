@@ -36,7 +36,7 @@ func windowedModel(t *testing.T) *model.Model {
 
 type nopTokenizer struct{}
 
-func (nopTokenizer) NewStream(bool) runner.TextStream  { return nopStream{} }
+func (nopTokenizer) NewStream(bool) runner.TextStream { return nopStream{} }
 func (nopTokenizer) TokenText(int32) (string, []byte) { return "", nil }
 
 type nopStream struct{}
