@@ -205,3 +205,34 @@ func TestLookupFuncSkipsUnrestorable(t *testing.T) {
 		t.Errorf("stats %+v", st)
 	}
 }
+
+// TestInsertKeepsUnrestorablePrefix: with SetRestorable, an entry that is a prefix of a new one stays when the
+// new one cannot be restored at its length (a prompt's snapshot beside the generation that moved its windows
+// on), a new entry covered by a longer one is kept when the longer one cannot stand in for it, and Lookup
+// applies the predicate.
+func TestInsertKeepsUnrestorablePrefix(t *testing.T) {
+	t.Parallel()
+	released := 0
+	c := New[*fakeKV](1 << 20)
+	// A value restores at n iff n >= its size (the sizes stand for where its windows begin).
+	c.SetRestorable(func(v *fakeKV, n int) bool { return n >= int(v.size) })
+	prompt, gen := seq(100, 0), seq(160, 0)
+	c.Insert(prompt, &fakeKV{90, &released})
+	c.Insert(gen, &fakeKV{150, &released})
+	if st := c.Stats(); st.Entries != 2 || released != 0 {
+		t.Fatalf("the prompt's entry was dropped: %+v, %d released", st, released)
+	}
+	if h, n := c.Lookup(append(seq(120, 0), 7), 1000); h == nil || n != 100 || h.Value().size != 90 {
+		t.Errorf("Lookup sharing 120 = %d; want the prompt's 100", n)
+	} else {
+		h.Release()
+	}
+	c.Insert(seq(145, 0), &fakeKV{120, &released}) // covered by gen, which cannot restore 145
+	if st := c.Stats(); st.Entries != 3 || released != 0 {
+		t.Errorf("a prefix gen cannot restore was not kept: %+v, %d released", st, released)
+	}
+	c.Insert(seq(165, 0), &fakeKV{100, &released}) // restores everything above 100: supersedes all three
+	if st := c.Stats(); st.Entries != 1 || released != 3 {
+		t.Errorf("entries the new one can restore were kept: %+v, %d released", st, released)
+	}
+}

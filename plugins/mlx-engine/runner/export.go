@@ -74,7 +74,7 @@ func (r *Runner) prepareExport(s *seq) error {
 	if e.dtype, err = kvwire.ParseDType(string(layout.DType)); err != nil {
 		return err
 	}
-	if h, hit := r.prefix.LookupFunc(tokens, n, restorable); h != nil {
+	if h, hit := r.prefix.Lookup(tokens, n); h != nil {
 		c, err := h.Value().Clone(hit)
 		h.Release()
 		if err == nil {

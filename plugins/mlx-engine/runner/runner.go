@@ -132,6 +132,9 @@ type Runner struct {
 	vocab  int
 	maxCtx int
 	prefix *prefixcache.Cache[backend.Cache]
+	// minWindow is the smallest window of the model's sliding layers (0: none): a prompt longer than it gets a
+	// snapshot of its KV in the prefix cache, since the generation's entry no longer holds the prompt's windows.
+	minWindow int
 
 	submit  chan *seq
 	exports chan *seq     // KV wire prefill jobs, buffered: Dispatch must not block
@@ -164,6 +167,12 @@ func New(cfg Config) *Runner {
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
+	}
+	r.prefix.SetRestorable(restorable)
+	for _, ly := range cfg.Model.KVLayout().Layers {
+		if ly.Kind == backend.KVSliding && (r.minWindow == 0 || ly.Window < r.minWindow) {
+			r.minWindow = ly.Window
+		}
 	}
 	go r.loop()
 	return r
@@ -478,7 +487,7 @@ func restorable(c backend.Cache, n int) bool { return c.Restorable(n) }
 
 func (r *Runner) prepare(s *seq) error {
 	prompt := s.req.Prompt
-	if h, n := r.prefix.LookupFunc(prompt, len(prompt)-1, restorable); h != nil {
+	if h, n := r.prefix.Lookup(prompt, len(prompt)-1); h != nil {
 		c, err := h.Value().Clone(n)
 		h.Release()
 		if err == nil {
@@ -610,11 +619,26 @@ func (r *Runner) step() {
 		p.prefilled += chunk
 		p.q.push(engine.Event{Progress: &engine.Progress{Done: p.prefilled, Total: len(p.req.Prompt)}})
 		if p.prefilled == len(p.req.Prompt) {
+			r.snapshotPrompt(p)
 			p.prefillDone = time.Now()
 			p.decoding = true
 			r.fork(p) // before p samples, which changes its logits
 			r.sample(p)
 		}
+	}
+}
+
+// snapshotPrompt puts a copy of a prefilled prompt's KV into the prefix cache when the model has sliding
+// windows and the prompt is longer than the smallest: by the end of the generation those layers hold only the
+// last tokens, so a next turn that shares the prompt but not all of the answer (a template that rewrites the
+// answer, a regenerated reply) would otherwise miss. The copy costs the full layers' bytes once, within the
+// prefix cache's bound, and is dropped when the generation's entry can stand in for it.
+func (r *Runner) snapshotPrompt(s *seq) {
+	if r.minWindow == 0 || len(s.req.Prompt) <= r.minWindow || r.cfg.PrefixCacheBytes <= 0 {
+		return
+	}
+	if c, err := s.cache.Clone(len(s.req.Prompt)); err == nil {
+		r.prefix.Insert(slices.Clone(s.req.Prompt), c)
 	}
 }
 

@@ -176,9 +176,10 @@ func TestWindowPDExact(t *testing.T) {
 	}
 }
 
-// TestWindowPrefixCache: a cached sequence whose windows have moved past the shared prefix is a miss (prefilled
-// from scratch), one that still holds them is a hit, and both give a local prefill's tokens; n > 1 choices fork
-// from the prefilled prompt exactly.
+// TestWindowPrefixCache: a cached sequence whose windows have moved past the shared prefix is no hit; the
+// snapshot of a prompt's KV taken after its prefill is, for a next prompt that shares the prompt but not the
+// answer; the longest restorable prefix wins over a longer unrestorable one; every case gives a local
+// prefill's tokens. n > 1 choices fork from the prefilled prompt exactly.
 func TestWindowPrefixCache(t *testing.T) {
 	t.Parallel()
 	mod := windowedModel(t)
@@ -186,34 +187,30 @@ func TestWindowPrefixCache(t *testing.T) {
 	ref := newNode(t, mod, 64, 0, false)
 	d := newNode(t, mod, 16, 64<<20, false)
 	a := prompt(40, 31, vocab)
-	d.gen(t, a, 16, 1, nil, nil) // cached: a and 15 generated tokens, the windows at the end of those
-	b := append(slices.Clone(a), prompt(30, 32, vocab)...)
-	want := ref.gen(t, b, 12, 1, nil, nil)
-	got := d.gen(t, b, 12, 1, nil, nil)
-	if c := got.final.Usage.CachedTokens; c != 0 {
-		t.Errorf("shared prefix of 40 behind windows that moved on: %d cached tokens, want a miss", c)
-	}
-	if !slices.Equal(got.tokens[0], want.tokens[0]) {
-		t.Errorf("after a miss: %v, want %v", got.tokens[0], want.tokens[0])
-	}
-	// b's entry ends 11 generated tokens past b (the last is never fed): a prompt that extends b with 5 of them
-	// shares 75 positions, beyond the windows' reach from the entry's end at 81 (a query at 75 sees from 68, the
-	// window of 8 holds [73, 81)): a miss again; one that extends b with all 11 shares 81: a hit.
+	// Cached: a's snapshot (windows at 40) and a with 15 generated tokens (windows at 55).
+	answer := d.gen(t, a, 16, 1, nil, nil).tokens[0]
 	for _, tc := range []struct {
-		extra  int
+		name   string
+		prompt []int32
 		cached int
-	}{{5, 0}, {11, 81}} {
-		c := append(slices.Clone(b), got.tokens[0][:tc.extra]...)
-		c = append(c, prompt(10, 33+tc.extra, vocab)...)
-		w := ref.gen(t, c, 8, 1, nil, nil)
-		g := d.gen(t, c, 8, 1, nil, nil)
-		if g.final.Usage.CachedTokens != tc.cached {
-			t.Errorf("prompt extending the cached sequence by %d: %d cached tokens, want %d", tc.extra, g.final.Usage.CachedTokens, tc.cached)
+	}{
+		// 38 shared: a query at 38 sees [31, 38], which the snapshot's window of 8, [32, 40), lacks.
+		{"inside the prompt's windows", append(slices.Clone(a[:38]), prompt(30, 32, vocab)...), 0},
+		{"the prompt, another answer", append(slices.Clone(a), prompt(30, 33, vocab)...), 40},
+		// 45 shared with the generation's entry, whose windows are at 55: the snapshot's 40 instead.
+		{"part of the answer", append(append(slices.Clone(a), answer[:5]...), prompt(30, 34, vocab)...), 40},
+		{"the whole sequence", append(append(slices.Clone(a), answer[:15]...), prompt(30, 35, vocab)...), 55},
+	} {
+		want := ref.gen(t, tc.prompt, 12, 1, nil, nil)
+		got := d.gen(t, tc.prompt, 12, 1, nil, nil)
+		if c := got.final.Usage.CachedTokens; c != tc.cached {
+			t.Errorf("%s: %d cached tokens, want %d", tc.name, c, tc.cached)
 		}
-		if !slices.Equal(g.tokens[0], w.tokens[0]) {
-			t.Errorf("prompt extending the cached sequence by %d: %v, want %v", tc.extra, g.tokens[0], w.tokens[0])
+		if !slices.Equal(got.tokens[0], want.tokens[0]) {
+			t.Errorf("%s: %v, want %v", tc.name, got.tokens[0], want.tokens[0])
 		}
 	}
+	b := append(slices.Clone(a), prompt(30, 33, vocab)...)
 	// n > 1: choice i draws with seed+i from a copy of the prompt's KV, as a single request with that seed does.
 	forks := newNode(t, mod, 16, 0, false)
 	seed := int64(7)
