@@ -83,6 +83,7 @@ func (r *Runner) fetch(s *seq, rm *Remote) {
 				s.cache, s.cached, s.prefilled = c, 0, 0
 			}
 		}
+		s.fetchBytes.Store(s.cache.Bytes())
 	}
 	if s.ctx.Err() != nil {
 		errs = append(errs, s.ctx.Err())
@@ -214,6 +215,7 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 	t0 := time.Now()
 	err := in.s.cache.ImportKV(c.LayerIdx, in.layerPos[c.LayerIdx], keys, values)
 	in.ingest += time.Since(t0)
+	in.s.fetchBytes.Store(in.s.cache.Bytes())
 	if err != nil {
 		return fmt.Errorf("import into the cache: %w", err)
 	}
@@ -244,6 +246,7 @@ func (in *ingest) complete() error {
 			from += len(w.keys[j]) / l.LayerTokenBytes(i)
 		}
 		in.ingest += time.Since(t0)
+		in.s.fetchBytes.Store(in.s.cache.Bytes())
 		if w.count == 0 && in.n > in.s.cached {
 			// Nothing arrived: the layer still ends where the cached prefix does.
 			return fmt.Errorf("sliding layer %d received no positions", i)

@@ -247,6 +247,9 @@ type seq struct {
 	fetching bool
 	fetched  chan fetchResult
 	remote   *engine.RemotePrefill
+	// fetchBytes is the cache's Bytes while fetching, kept by the fetch goroutine, which alone touches the
+	// cache then: what publish counts for the sequence.
+	fetchBytes atomic.Int64
 
 	// KV export (prefill side): set for a KV wire job, which prefills and streams its KV but samples nothing.
 	export *export
@@ -422,7 +425,11 @@ func (r *Runner) publish() {
 	// reported 0 B between requests, which is when a stats poll usually finds it.
 	kv := r.prefix.Stats().Bytes
 	for _, s := range r.active {
-		kv += s.cache.Bytes()
+		if s.fetching {
+			kv += s.fetchBytes.Load()
+		} else {
+			kv += s.cache.Bytes()
+		}
 	}
 	r.kvBytes.Store(kv)
 	r.activeN.Store(int64(len(r.active)))
@@ -475,6 +482,7 @@ func (r *Runner) admit() {
 		r.active = append(r.active, s)
 		if rm := s.req.Remote; rm != nil && len(rm.Endpoints) > 0 && len(s.req.Prompt)-1-s.cached >= max(rm.Threshold, 1) {
 			s.fetching = true
+			s.fetchBytes.Store(s.cache.Bytes())
 			s.fetched = make(chan fetchResult, 1)
 			go r.fetch(s, rm)
 		}
