@@ -288,6 +288,9 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		bm = slowModel{Model: bm, factor: opts.slowdown}
 	}
 	layout := bm.KVLayout()
+	if len(layout.Layers) == 0 {
+		return nil, engine.Errorf(engine.CodeInternal, "backend %s reports a KV layout without layers", b.Name())
+	}
 	in := &instance{model: m, bmodel: bm, tok: tok, template: tmpl, eos: tok.EOS(), log: e.log, grammars: grammar.NewCache(grammarCacheSize)}
 	if tmpl != nil {
 		var added []string
@@ -323,9 +326,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 		ContextLength:    bm.MaxContext(),
 		VocabSize:        bm.VocabSize(),
 		MaxBytesPerToken: tok.MaxBytesPerToken(),
-		KV: engine.KVLayout{
-			NumLayers: layout.NumLayers, NumKVHeads: layout.NumKVHeads, HeadDim: layout.HeadDim, DType: string(layout.DType),
-		},
+		KV:               describeKV(layout),
 		Capabilities: engine.Capabilities{
 			Chat: tmpl != nil, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20,
 			RemotePrefill: true, MaxChoices: in.runner.MaxBatch(), LogitBias: true,
@@ -650,4 +651,11 @@ func runtimeMetrics() map[string]float64 {
 		}
 	}
 	return out
+}
+
+// describeKV is the layout in the engine description's per-model terms: every layer's shape is the first
+// layer's (the layers of every supported family share one), and a sliding layer counts as a full one, which is
+// what a link's bytes-per-token estimate wants for prompts shorter than the window.
+func describeKV(l backend.KVLayout) engine.KVLayout {
+	return engine.KVLayout{NumLayers: l.NumLayers(), NumKVHeads: l.Layers[0].KVHeads, HeadDim: l.Layers[0].HeadDim, DType: string(l.DType)}
 }

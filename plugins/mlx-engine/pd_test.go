@@ -462,9 +462,9 @@ func refKV(t testing.TB, dir string, tokens []int32) (backend.KVLayout, [][2][]b
 		t.Fatal(err)
 	}
 	l := bm.KVLayout()
-	out := make([][2][]byte, l.NumLayers)
+	out := make([][2][]byte, l.NumLayers())
 	for i := range out {
-		k, v := make([]byte, len(tokens)*l.TokenBytes()), make([]byte, len(tokens)*l.TokenBytes())
+		k, v := make([]byte, len(tokens)*l.LayerTokenBytes(i)), make([]byte, len(tokens)*l.LayerTokenBytes(i))
 		if err := c.ExportKV(i, 0, len(tokens), k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -494,12 +494,12 @@ func TestPDExoPeers(t *testing.T) {
 		// An exo prefill server sends each layer whole, after its prefill.
 		srv := kvwiretest.NewPlainServer(t, func(req kvwire.Request) kvwiretest.Response {
 			resp := kvwiretest.Response{Header: kvwire.Header{RequestID: req.RequestID, ModelID: req.ModelID,
-				NumLayers: layout.NumLayers, DType: wireDType(t, layout.DType), StartPos: req.StartPos}}
+				NumLayers: layout.NumLayers(), DType: wireDType(t, layout.DType), StartPos: req.StartPos}}
 			n := len(req.TokenIDs) - req.StartPos
-			tb := layout.TokenBytes()
-			for l := range layout.NumLayers {
-				resp.Messages = append(resp.Messages, &kvwire.KVChunk{LayerIdx: l, NumTokens: n, NHeads: layout.NumKVHeads,
-					HeadDim: layout.HeadDim, DType: wireDType(t, layout.DType),
+			tb := layout.LayerTokenBytes(0)
+			for l := range layout.NumLayers() {
+				resp.Messages = append(resp.Messages, &kvwire.KVChunk{LayerIdx: l, NumTokens: n, NHeads: layout.Layers[l].KVHeads,
+					HeadDim: layout.Layers[l].HeadDim, DType: wireDType(t, layout.DType),
 					Keys: kv[l][0][req.StartPos*tb:], Values: kv[l][1][req.StartPos*tb:]})
 			}
 			resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: n})
@@ -522,11 +522,11 @@ func TestPDExoPeers(t *testing.T) {
 			t.Fatal(err)
 		}
 		h := resp.Header
-		if h.NumLayers != layout.NumLayers || h.StartPos != 40 || h.DType != wireDType(t, layout.DType) {
+		if h.NumLayers != layout.NumLayers() || h.StartPos != 40 || h.DType != wireDType(t, layout.DType) {
 			t.Fatalf("header %+v", h)
 		}
-		tb := layout.TokenBytes()
-		next := make([]int, layout.NumLayers)
+		tb := layout.LayerTokenBytes(0)
+		next := make([]int, layout.NumLayers())
 		for i := range next {
 			next[i] = 40
 		}

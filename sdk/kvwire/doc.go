@@ -20,6 +20,13 @@
 // are row-major [num_tokens, n_heads, head_dim] arrays of raw little-endian elements of dtype ("bfloat16",
 // "float16" or "float32"); a layer may arrive in several chunks, in token order. exo sends each layer whole after
 // its prefill; a duet server streams a chunk per layer as each prefill step finishes, which the format allows.
+//
+// Layers of different kinds carry different positions. L is len(token_ids). A full-attention layer sends
+// [start_pos, L). A sliding-window layer with window W sends the positions its window holds at the end of the
+// prompt: duet sends those the client lacks, [max(start_pos, L-W), L), and exo sends the buffer its
+// RotatingKVCache holds after prefill, [max(0, L-W), L). The receiver therefore anchors a sliding layer's chunks
+// at the end: m positions received are [L-m, L), whatever start_pos was. done.total_tokens keeps exo's meaning,
+// L - start_pos (what a full layer carries), not a per-layer count.
 // The client keeps its side of the connection open until the end (exo's does): a duet server reads EOF or any
 // byte after the request as the client leaving, and aborts the job at once.
 // A server that fails sends a header with no layers (dtype float32) and an error: 400 bad request, 401

@@ -20,15 +20,96 @@ const (
 	BFloat16 = dtype.BFloat16
 )
 
-// KVLayout describes a model's KV cache as it travels on the wire: per layer and per token, NumKVHeads×HeadDim
-// keys and as many values, each element in DType.
-type KVLayout struct {
-	NumLayers, NumKVHeads, HeadDim int
-	DType                          DType
+// LayerKind says which positions a layer's KV cache keeps.
+type LayerKind uint8
+
+const (
+	// KVFull keeps every position fed (full causal attention).
+	KVFull LayerKind = iota
+	// KVSliding keeps the last Window positions (sliding-window attention: a query at p sees [p-W+1, p]).
+	KVSliding
+)
+
+// LayerKV is one layer's part of a KV layout: its kind, its window (KVSliding only) and the shape of one
+// position's keys (or values), KVHeads×HeadDim.
+type LayerKV struct {
+	Kind             LayerKind
+	Window           int
+	KVHeads, HeadDim int
 }
 
-// TokenBytes is the size of one token's keys (or values) in one layer on the wire.
-func (l KVLayout) TokenBytes() int { return l.NumKVHeads * l.HeadDim * l.DType.Size() }
+// KVLayout describes a model's KV cache as it travels on the wire: per layer and per token, KVHeads×HeadDim keys
+// and as many values, each element in DType.
+type KVLayout struct {
+	Layers []LayerKV
+	DType  DType
+}
+
+// DenseLayout is the layout of a model whose layers all attend over every position with the same shape.
+func DenseLayout(layers, kvHeads, headDim int, dt DType) KVLayout {
+	l := KVLayout{Layers: make([]LayerKV, layers), DType: dt}
+	for i := range l.Layers {
+		l.Layers[i] = LayerKV{Kind: KVFull, KVHeads: kvHeads, HeadDim: headDim}
+	}
+	return l
+}
+
+// LayoutOf is the KV layout of a model with arch a whose cache holds elements of dt: a layer with a window is
+// KVSliding, the others KVFull.
+func LayoutOf(a *model.Arch, dt DType) KVLayout {
+	l := KVLayout{Layers: make([]LayerKV, len(a.Layers)), DType: dt}
+	for i := range a.Layers {
+		at := &a.Layers[i].Attn
+		l.Layers[i] = LayerKV{Kind: KVFull, KVHeads: at.KVHeads, HeadDim: at.HeadDim}
+		if at.Window > 0 {
+			l.Layers[i].Kind, l.Layers[i].Window = KVSliding, at.Window
+		}
+	}
+	return l
+}
+
+// NumLayers is the number of layers.
+func (l KVLayout) NumLayers() int { return len(l.Layers) }
+
+// LayerTokenBytes is the size of one token's keys (or values) in layer i on the wire.
+func (l KVLayout) LayerTokenBytes(i int) int {
+	return l.Layers[i].KVHeads * l.Layers[i].HeadDim * l.DType.Size()
+}
+
+// PositionBytes is what one position's keys and values cost over all layers, in a cache that holds it in every
+// layer (the wire's bytes per prompt token of a dense model).
+func (l KVLayout) PositionBytes() int {
+	n := 0
+	for i := range l.Layers {
+		n += 2 * l.LayerTokenBytes(i)
+	}
+	return n
+}
+
+// HasWindows reports whether some layer is KVSliding.
+func (l KVLayout) HasWindows() bool {
+	for _, ly := range l.Layers {
+		if ly.Kind == KVSliding {
+			return true
+		}
+	}
+	return false
+}
+
+// Uniform returns the shape every layer shares (the per-model figures the engine's description carries); ok is
+// false when layers differ in shape.
+func (l KVLayout) Uniform() (kvHeads, headDim int, ok bool) {
+	if len(l.Layers) == 0 {
+		return 0, 0, false
+	}
+	kvHeads, headDim = l.Layers[0].KVHeads, l.Layers[0].HeadDim
+	for _, ly := range l.Layers {
+		if ly.KVHeads != kvHeads || ly.HeadDim != headDim {
+			return 0, 0, false
+		}
+	}
+	return kvHeads, headDim, true
+}
 
 // Options tune how a backend runs a model. Zero values pick the backend's defaults.
 type Options struct {
@@ -111,18 +192,26 @@ type Seq struct {
 // Cache is one sequence's KV cache. Byte slices passed to ExportKV and ImportKV are owned by the caller; the
 // cache copies from and into them and keeps no reference.
 type Cache interface {
-	// Len is the number of positions held in every layer.
+	// Len is the number of positions fed: the end of what every layer holds (a sliding layer holds only the
+	// last Window of them).
 	Len() int
-	// Truncate keeps the first n positions (n >= Len() is a no-op).
+	// Truncate keeps the first n positions (n >= Len() is a no-op). A sliding layer cannot get back what it
+	// evicted: ask Restorable(n) first, or the cache refuses Forward (ErrWindowGap) until refilled.
 	Truncate(n int)
-	// Clone returns a new cache holding a copy of the first n positions (for the prefix cache).
+	// Restorable reports whether Truncate(n) or Clone(n) leaves a cache that Forward accepts: n <= Len() and
+	// every sliding layer still holds every position a query at n sees.
+	Restorable(n int) bool
+	// Clone returns a new cache holding a copy of the first n positions (for the prefix cache); it fails with
+	// ErrWindowGone when n is not Restorable.
 	Clone(n int) (Cache, error)
 	// ExportKV copies positions [from, to) of one layer into keys and values, in the wire layout
-	// [tokens, kv_heads, head_dim] with elements in KVLayout().DType; each must hold (to-from)×TokenBytes().
+	// [tokens, kv_heads, head_dim] with elements in KVLayout().DType; each must hold
+	// (to-from)×LayerTokenBytes(layer). The layer must hold them (ErrNotHeld otherwise).
 	ExportKV(layer, from, to int, keys, values []byte) error
-	// ImportKV writes positions [from, from+n) of one layer from wire-layout bytes (n = len(keys)/TokenBytes());
-	// from must not exceed what the layer holds. Layers may advance independently (chunks arrive per layer);
-	// Len() is the minimum over layers.
+	// ImportKV writes positions [from, from+n) of one layer from wire-layout bytes
+	// (n = len(keys)/LayerTokenBytes(layer)); from must not exceed the end of what the layer holds, except in a
+	// sliding layer, where a later from opens a gap: the layer then holds [from, from+n) and nothing below.
+	// Layers may advance independently (chunks arrive per layer); Len() is the minimum over layers.
 	ImportKV(layer, from int, keys, values []byte) error
 	// Bytes is the memory the cache holds.
 	Bytes() int64
@@ -136,6 +225,17 @@ var ErrReleased = errors.New("backend: cache has been released")
 // ErrForeignCache is returned (wrapped, naming the sequence) when a Forward batch holds a cache that another
 // model made, or none.
 var ErrForeignCache = errors.New("backend: cache does not belong to this model")
+
+// ErrWindowGap is returned (wrapped) by Forward when a sliding layer of a cache lacks a position the first new
+// query sees (an import that opened a gap, a truncation past its window): the caller prefills from scratch.
+var ErrWindowGap = errors.New("backend: a sliding layer lacks positions its window needs")
+
+// ErrWindowGone is returned (wrapped) by Clone when a sliding layer no longer holds the window of the clone's end.
+var ErrWindowGone = errors.New("backend: a sliding layer has evicted positions the clone needs")
+
+// ErrNotHeld is returned (wrapped) by ExportKV for positions a layer does not hold (beyond its end, or evicted
+// from its window).
+var ErrNotHeld = errors.New("backend: positions not held by the layer")
 
 var (
 	registryMu sync.Mutex

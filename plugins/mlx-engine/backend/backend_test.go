@@ -28,9 +28,12 @@ func TestRegistry(t *testing.T) {
 }
 
 func TestTokenBytes(t *testing.T) {
-	l := backend.KVLayout{NumLayers: 32, NumKVHeads: 8, HeadDim: 128, DType: backend.BFloat16}
+	l := backend.DenseLayout(32, 8, 128, backend.BFloat16)
 	// Llama-3.1-8B: 8 KV heads × 128 × 2 bytes = 2 KiB per layer for keys, as much for values: 128 KiB per token.
-	if got := l.TokenBytes() * 2 * l.NumLayers; got != 128<<10 {
+	if got := l.LayerTokenBytes(0) * 2 * l.NumLayers(); got != 128<<10 {
 		t.Errorf("KV bytes per token = %d, want 128 KiB", got)
+	}
+	if got := l.PositionBytes(); got != 128<<10 {
+		t.Errorf("PositionBytes = %d, want 128 KiB", got)
 	}
 }

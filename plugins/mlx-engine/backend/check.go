@@ -41,14 +41,14 @@ func CheckSeq(i int, s Seq, vocab int) error {
 // CheckBatch checks a Forward batch and returns each sequence's cache as the backend's own type C, with the
 // position where its tokens start. own resolves one sequence's cache: it fails with ErrForeignCache when the
 // cache is not one of this model's, and with the reason when it may not be used (ErrReleased, ...). The rest is
-// checked here, sequence by sequence: no cache appears twice, CheckSeq, and LayerLengths.CheckForward against
+// checked here, sequence by sequence: no cache appears twice, CheckSeq, and LayerSpans.CheckForward against
 // limit. Errors name the sequence; the backend adds its name. Nothing is changed, so a refused batch leaves
 // every cache as it was.
-func CheckBatch[C comparable](batch []Seq, vocab, limit int, own func(Cache) (C, LayerLengths, error)) (caches []C, starts []int, err error) {
+func CheckBatch[C comparable](batch []Seq, vocab, limit int, own func(Cache) (C, LayerSpans, error)) (caches []C, starts []int, err error) {
 	caches, starts = make([]C, len(batch)), make([]int, len(batch))
 	seen := make(map[C]bool, len(batch))
 	for i, s := range batch {
-		c, lens, err := own(s.Cache)
+		c, spans, err := own(s.Cache)
 		if err != nil {
 			return nil, nil, fmt.Errorf("sequence %d: %w", i, err)
 		}
@@ -59,7 +59,7 @@ func CheckBatch[C comparable](batch []Seq, vocab, limit int, own func(Cache) (C,
 		if err := CheckSeq(i, s, vocab); err != nil {
 			return nil, nil, err
 		}
-		if starts[i], err = lens.CheckForward(len(s.Tokens), limit); err != nil {
+		if starts[i], err = spans.CheckForward(len(s.Tokens), limit); err != nil {
 			return nil, nil, fmt.Errorf("sequence %d: %w", i, err)
 		}
 		caches[i] = c
@@ -67,74 +67,151 @@ func CheckBatch[C comparable](batch []Seq, vocab, limit int, own func(Cache) (C,
 	return caches, starts, nil
 }
 
-// LayerLengths counts the positions each layer of a cache holds. Forward advances every layer together;
-// ImportKV advances one layer at a time (chunks of the KV wire arrive per layer), so the layers may differ
-// until an import is complete. A backend's cache keeps one and leaves to it Len, Truncate and the checks of
-// Clone's, ExportKV's and ImportKV's arguments that concern positions and buffer sizes.
-type LayerLengths []int
+// Span is what one layer of a cache holds: positions [Lo, Hi), and the layer's window (0: a full layer, which
+// holds from 0). A sliding layer holds at most its last Window positions once a step is done.
+type Span struct {
+	Lo, Hi, Window int
+}
 
-// Len is the number of positions every layer holds: the minimum over layers (Cache.Len).
-func (p LayerLengths) Len() int {
+// LayerSpans keeps what each layer of a cache holds. Forward advances every layer together; ImportKV advances
+// one layer at a time (chunks of the KV wire arrive per layer), so the layers may differ until an import is
+// complete. A backend's cache keeps one and leaves to it Len, Truncate, Restorable and the checks of Forward's,
+// Clone's, ExportKV's and ImportKV's arguments that concern positions and buffer sizes.
+type LayerSpans []Span
+
+// NewLayerSpans returns the spans of an empty cache of layout l.
+func NewLayerSpans(l KVLayout) LayerSpans {
+	p := make(LayerSpans, len(l.Layers))
+	for i, ly := range l.Layers {
+		if ly.Kind == KVSliding {
+			p[i].Window = ly.Window
+		}
+	}
+	return p
+}
+
+// FullSpans returns the spans of full layers holding [0, his[i]).
+func FullSpans(his ...int) LayerSpans {
+	p := make(LayerSpans, len(his))
+	for i, h := range his {
+		p[i].Hi = h
+	}
+	return p
+}
+
+// Len is the number of positions every layer has been fed: the minimum end over layers (Cache.Len).
+func (p LayerSpans) Len() int {
 	if len(p) == 0 {
 		return 0
 	}
-	n := p[0]
+	n := p[0].Hi
 	for _, v := range p {
-		n = min(n, v)
+		n = min(n, v.Hi)
 	}
 	return n
 }
 
+// lacks reports whether a sliding layer holding s lacks a position that a query at n sees ([n-W+1, n)).
+func (s Span) lacks(n int) bool {
+	return s.Window > 0 && s.Lo > max(0, n-s.Window+1)
+}
+
+// Restorable reports whether the first n positions make a cache Forward accepts (Cache.Restorable): n <= Len()
+// and every sliding layer holds what a query at n sees.
+func (p LayerSpans) Restorable(n int) bool {
+	if n < 0 || n > p.Len() {
+		return false
+	}
+	for _, s := range p {
+		if s.lacks(n) {
+			return false
+		}
+	}
+	return true
+}
+
 // CheckForward checks that Forward may append n positions to the cache and returns the position where they
-// start: every layer must hold the same positions (an import left unfinished makes them uneven), and n more must
-// fit under limit.
-func (p LayerLengths) CheckForward(n, limit int) (start int, err error) {
+// start: every layer must end at the same position (an import left unfinished makes them uneven), every
+// sliding layer must hold what the first new query sees (ErrWindowGap), and n more must fit under limit.
+func (p LayerSpans) CheckForward(n, limit int) (start int, err error) {
 	for i, v := range p {
-		if v != p[0] {
-			return 0, fmt.Errorf("cache layers hold different numbers of positions (layer 0: %d, layer %d: %d); finish importing first", p[0], i, v)
+		if v.Hi != p[0].Hi {
+			return 0, fmt.Errorf("cache layers hold different numbers of positions (layer 0: %d, layer %d: %d); finish importing first", p[0].Hi, i, v.Hi)
 		}
 	}
 	start = p.Len()
+	for i, v := range p {
+		if v.lacks(start) {
+			return 0, fmt.Errorf("layer %d holds [%d, %d) and its window of %d needs [%d, %d): %w", i, v.Lo, v.Hi, v.Window, max(0, start-v.Window+1), start, ErrWindowGap)
+		}
+	}
 	if start+n > limit {
 		return 0, fmt.Errorf("%d cached + %d new positions exceed the context limit %d", start, n, limit)
 	}
 	return start, nil
 }
 
-// Truncate keeps the first n positions of every layer (Cache.Truncate).
-func (p LayerLengths) Truncate(n int) {
-	n = max(n, 0)
-	for i := range p {
-		p[i] = min(p[i], n)
+// Advance records that layer i was fed positions up to hi (Forward): a sliding layer then keeps its last
+// Window positions.
+func (p LayerSpans) Advance(i, hi int) {
+	s := &p[i]
+	s.Hi = max(s.Hi, hi)
+	if s.Window > 0 {
+		s.Lo = max(s.Lo, s.Hi-s.Window)
 	}
 }
 
-// CheckClone checks that a clone of the first n positions is possible (Cache.Clone).
-func (p LayerLengths) CheckClone(n int) error {
-	if n < 0 || n > p.Len() {
-		return fmt.Errorf("clone of %d positions from a cache holding %d", n, p.Len())
+// Truncate keeps the first n positions of every layer (Cache.Truncate). A sliding layer that held none of
+// them holds [n, n) afterwards, which Forward refuses unless a query at n sees nothing before it.
+func (p LayerSpans) Truncate(n int) {
+	n = max(n, 0)
+	for i := range p {
+		p[i].Hi = min(p[i].Hi, n)
+		p[i].Lo = min(p[i].Lo, p[i].Hi)
 	}
-	return nil
+}
+
+// CheckClone checks that a clone of the first n positions is possible (Cache.Clone), and returns what each
+// layer of the clone holds: [0, n) for full layers, [max(Lo, n-W), n) for sliding ones.
+func (p LayerSpans) CheckClone(n int) (LayerSpans, error) {
+	if n < 0 || n > p.Len() {
+		return nil, fmt.Errorf("clone of %d positions from a cache holding %d", n, p.Len())
+	}
+	out := make(LayerSpans, len(p))
+	for i, s := range p {
+		if s.lacks(n) {
+			return nil, fmt.Errorf("clone of %d positions: layer %d holds [%d, %d), its window of %d needs [%d, %d): %w", n, i, s.Lo, s.Hi, s.Window, max(0, n-s.Window+1), n, ErrWindowGone)
+		}
+		out[i] = Span{Hi: n, Window: s.Window}
+		if s.Window > 0 {
+			out[i].Lo = max(s.Lo, n-s.Window)
+		}
+	}
+	return out, nil
 }
 
 // CheckLayer checks that layer is one of the cache's layers.
-func (p LayerLengths) CheckLayer(layer int) error {
+func (p LayerSpans) CheckLayer(layer int) error {
 	if layer < 0 || layer >= len(p) {
 		return fmt.Errorf("layer %d out of range (model has %d)", layer, len(p))
 	}
 	return nil
 }
 
-// CheckExport checks ExportKV's arguments: the layer exists, it holds positions [from, to), and keys and values
-// hold exactly the bytes of those positions in layout l.
-func (p LayerLengths) CheckExport(l KVLayout, layer, from, to int, keys, values []byte) error {
+// CheckExport checks ExportKV's arguments: the layer exists, it holds positions [from, to) (ErrNotHeld), and
+// keys and values hold exactly the bytes of those positions in layout l.
+func (p LayerSpans) CheckExport(l KVLayout, layer, from, to int, keys, values []byte) error {
 	if err := p.CheckLayer(layer); err != nil {
 		return err
 	}
-	if from < 0 || from > to || to > p[layer] {
-		return fmt.Errorf("export of positions [%d, %d) from layer %d holding %d", from, to, layer, p[layer])
+	s := p[layer]
+	if from < 0 || from > to || to > s.Hi {
+		return fmt.Errorf("export of positions [%d, %d) from layer %d holding %d", from, to, layer, s.Hi)
 	}
-	tb := l.TokenBytes()
+	if from < s.Lo && from < to {
+		return fmt.Errorf("export of positions [%d, %d) from layer %d holding [%d, %d): %w", from, to, layer, s.Lo, s.Hi, ErrNotHeld)
+	}
+	tb := l.LayerTokenBytes(layer)
 	if len(keys) != (to-from)*tb || len(values) != (to-from)*tb {
 		return fmt.Errorf("export of %d positions needs %d-byte buffers, got %d and %d", to-from, (to-from)*tb, len(keys), len(values))
 	}
@@ -143,21 +220,40 @@ func (p LayerLengths) CheckExport(l KVLayout, layer, from, to int, keys, values 
 
 // CheckImport checks ImportKV's arguments and returns how many positions keys and values hold: the layer
 // exists, keys and values are equally long and a whole number of positions in layout l, the import starts
-// within what the layer holds (no gap), and it ends within limit positions.
-func (p LayerLengths) CheckImport(l KVLayout, limit, layer, from int, keys, values []byte) (n int, err error) {
+// within what the layer holds (no gap, except in a sliding layer), and it ends within limit positions.
+func (p LayerSpans) CheckImport(l KVLayout, limit, layer, from int, keys, values []byte) (n int, err error) {
 	if err := p.CheckLayer(layer); err != nil {
 		return 0, err
 	}
-	tb := l.TokenBytes()
+	tb := l.LayerTokenBytes(layer)
 	if len(keys) != len(values) || len(keys)%tb != 0 {
 		return 0, fmt.Errorf("import of %d key and %d value bytes: want equal multiples of %d bytes per token", len(keys), len(values), tb)
 	}
 	n = len(keys) / tb
-	if from < 0 || from > p[layer] {
-		return 0, fmt.Errorf("import at position %d into layer %d holding %d would leave a gap", from, layer, p[layer])
+	s := p[layer]
+	if from < 0 || (from > s.Hi && s.Window == 0) {
+		return 0, fmt.Errorf("import at position %d into layer %d holding %d would leave a gap", from, layer, s.Hi)
 	}
 	if from+n > limit {
 		return 0, fmt.Errorf("import of positions [%d, %d) exceeds the context limit %d", from, from+n, limit)
 	}
 	return n, nil
+}
+
+// Import records that layer i received positions [from, from+n) (ImportKV, after CheckImport) and returns what
+// it holds now: a full layer [0, max(Hi, from+n)); a sliding layer the union with what it held when the two
+// touch (only [from, from+n) when the import opens a gap), of which it keeps the last Window positions.
+func (p LayerSpans) Import(i, from, n int) Span {
+	s := &p[i]
+	if s.Window == 0 {
+		s.Hi = max(s.Hi, from+n)
+		return *s
+	}
+	if from > s.Hi || from+n < s.Lo || s.Lo == s.Hi {
+		s.Lo, s.Hi = from, from+n
+	} else {
+		s.Lo, s.Hi = min(s.Lo, from), max(s.Hi, from+n)
+	}
+	s.Lo = max(s.Lo, s.Hi-s.Window)
+	return *s
 }

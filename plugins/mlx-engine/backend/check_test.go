@@ -50,19 +50,19 @@ func TestCheckSeq(t *testing.T) {
 }
 
 func TestLayerLengths(t *testing.T) {
-	even, uneven := backend.LayerLengths{5, 5, 5}, backend.LayerLengths{5, 7, 6}
-	if even.Len() != 5 || uneven.Len() != 5 || backend.LayerLengths(nil).Len() != 0 {
-		t.Errorf("Len: %d, %d, %d", even.Len(), uneven.Len(), backend.LayerLengths(nil).Len())
+	even, uneven := backend.FullSpans(5, 5, 5), backend.FullSpans(5, 7, 6)
+	if even.Len() != 5 || uneven.Len() != 5 || backend.LayerSpans(nil).Len() != 0 {
+		t.Errorf("Len: %d, %d, %d", even.Len(), uneven.Len(), backend.LayerSpans(nil).Len())
 	}
 	for _, tc := range []struct {
 		name      string
-		p         backend.LayerLengths
+		p         backend.LayerSpans
 		n, limit  int
 		wantStart int
 		want      string
 	}{
 		{"even", even, 3, 8, 5, ""},
-		{"empty cache", backend.LayerLengths{0, 0}, 8, 8, 0, ""},
+		{"empty cache", backend.FullSpans(0, 0), 8, 8, 0, ""},
 		{"no layers", nil, 1, 8, 0, ""},
 		{"context full", even, 4, 8, 0, "5 cached + 4 new positions exceed the context limit 8"},
 		{"uneven", uneven, 1, 100, 0, "cache layers hold different numbers of positions (layer 0: 5, layer 1: 7); finish importing first"},
@@ -78,23 +78,23 @@ func TestLayerLengths(t *testing.T) {
 
 	p := slices.Clone(uneven)
 	p.Truncate(6)
-	if !slices.Equal(p, backend.LayerLengths{5, 6, 6}) {
+	if !slices.Equal(p, backend.FullSpans(5, 6, 6)) {
 		t.Errorf("Truncate(6) = %v", p)
 	}
 	p.Truncate(-1)
-	if !slices.Equal(p, backend.LayerLengths{0, 0, 0}) {
+	if !slices.Equal(p, backend.FullSpans(0, 0, 0)) {
 		t.Errorf("Truncate(-1) = %v", p)
 	}
 
-	wantErr(t, uneven.CheckClone(5), "")
-	wantErr(t, uneven.CheckClone(0), "")
-	wantErr(t, uneven.CheckClone(6), "clone of 6 positions from a cache holding 5")
-	wantErr(t, uneven.CheckClone(-1), "clone of -1 positions from a cache holding 5")
+	wantErr(t, errOf(uneven.CheckClone(5)), "")
+	wantErr(t, errOf(uneven.CheckClone(0)), "")
+	wantErr(t, errOf(uneven.CheckClone(6)), "clone of 6 positions from a cache holding 5")
+	wantErr(t, errOf(uneven.CheckClone(-1)), "clone of -1 positions from a cache holding 5")
 }
 
 func TestLayerLengthsExportImport(t *testing.T) {
-	l := backend.KVLayout{NumLayers: 2, NumKVHeads: 2, HeadDim: 2, DType: backend.BFloat16} // 8 bytes per token
-	p := backend.LayerLengths{4, 2}
+	l := backend.DenseLayout(2, 2, 2, backend.BFloat16) // 8 bytes per token
+	p := backend.FullSpans(4, 2)
 	buf := func(n int) []byte { return make([]byte, n) }
 	for _, tc := range []struct {
 		name string
@@ -138,16 +138,16 @@ func TestLayerLengthsExportImport(t *testing.T) {
 	}
 }
 
-func errOf(_ int, err error) error { return err }
+func errOf[T any](_ T, err error) error { return err }
 
 // fakeCache is enough of a cache for CheckBatch: its layer lengths and whether it may be used.
 type fakeCache struct {
 	backend.Cache
-	lens     backend.LayerLengths
+	lens     backend.LayerSpans
 	released bool
 }
 
-func ownFake(c backend.Cache) (*fakeCache, backend.LayerLengths, error) {
+func ownFake(c backend.Cache) (*fakeCache, backend.LayerSpans, error) {
 	fc, ok := c.(*fakeCache)
 	if !ok || fc == nil {
 		return nil, nil, backend.ErrForeignCache
@@ -159,8 +159,8 @@ func ownFake(c backend.Cache) (*fakeCache, backend.LayerLengths, error) {
 }
 
 func TestCheckBatch(t *testing.T) {
-	a, b := &fakeCache{lens: backend.LayerLengths{3, 3}}, &fakeCache{lens: backend.LayerLengths{0, 0}}
-	uneven, released := &fakeCache{lens: backend.LayerLengths{3, 4}}, &fakeCache{released: true}
+	a, b := &fakeCache{lens: backend.FullSpans(3, 3)}, &fakeCache{lens: backend.FullSpans(0, 0)}
+	uneven, released := &fakeCache{lens: backend.FullSpans(3, 4)}, &fakeCache{released: true}
 	tok := []int32{1}
 	for _, tc := range []struct {
 		name  string
@@ -188,5 +188,73 @@ func TestCheckBatch(t *testing.T) {
 	}
 	if _, _, err := backend.CheckBatch([]backend.Seq{{Tokens: tok}}, 10, 8, ownFake); !errors.Is(err, backend.ErrForeignCache) {
 		t.Errorf("foreign cache: %v is not ErrForeignCache", err)
+	}
+}
+
+// TestLayerSpansWindows: what a sliding layer holds after Forward, Truncate and ImportKV, and which positions
+// Forward, Clone and ExportKV then accept.
+func TestLayerSpansWindows(t *testing.T) {
+	l := backend.KVLayout{Layers: []backend.LayerKV{{Kind: backend.KVFull, KVHeads: 1, HeadDim: 2}, {Kind: backend.KVSliding, Window: 4, KVHeads: 1, HeadDim: 2}}, DType: backend.BFloat16}
+	p := backend.NewLayerSpans(l)
+	if !slices.Equal(p, backend.LayerSpans{{}, {Window: 4}}) {
+		t.Fatalf("NewLayerSpans = %v", p)
+	}
+	for i := range p {
+		p.Advance(i, 10)
+	}
+	if !slices.Equal(p, backend.LayerSpans{{Hi: 10}, {Lo: 6, Hi: 10, Window: 4}}) {
+		t.Fatalf("after 10 positions: %v", p)
+	}
+	// A query at n sees [n-3, n]: the layer holding [6, 10) serves n = 10 and n = 9 only.
+	for n, want := range map[int]bool{10: true, 9: true, 8: false, 0: false, 11: false} {
+		if got := p.Restorable(n); got != want {
+			t.Errorf("Restorable(%d) = %v, want %v", n, got, want)
+		}
+	}
+	if spans, err := p.CheckClone(9); err != nil || !slices.Equal(spans, backend.LayerSpans{{Hi: 9}, {Lo: 6, Hi: 9, Window: 4}}) {
+		t.Errorf("CheckClone(9) = %v, %v", spans, err)
+	}
+	if _, err := p.CheckClone(8); !errors.Is(err, backend.ErrWindowGone) {
+		t.Errorf("CheckClone(8): %v, want ErrWindowGone", err)
+	}
+	buf := func(n int) []byte { return make([]byte, n) }
+	wantErr(t, p.CheckExport(l, 1, 6, 10, buf(16), buf(16)), "")
+	if err := p.CheckExport(l, 1, 5, 10, buf(20), buf(20)); !errors.Is(err, backend.ErrNotHeld) {
+		t.Errorf("export of an evicted position: %v, want ErrNotHeld", err)
+	}
+	q := slices.Clone(p)
+	q.Truncate(8)
+	if _, err := q.CheckForward(1, 100); !errors.Is(err, backend.ErrWindowGap) {
+		t.Errorf("Forward after Truncate(8): %v, want ErrWindowGap", err)
+	}
+	q.Truncate(0)
+	if _, err := q.CheckForward(1, 100); err != nil {
+		t.Errorf("Forward after Truncate(0): %v", err)
+	}
+	// Imports: a gap in a sliding layer is allowed (it then holds only what came), not in a full one.
+	if _, err := p.CheckImport(l, 100, 1, 20, buf(8), buf(8)); err != nil {
+		t.Errorf("gap into a sliding layer: %v", err)
+	}
+	wantErr(t, errOf(p.CheckImport(l, 100, 0, 20, buf(8), buf(8))), "import at position 20 into layer 0 holding 10 would leave a gap")
+	for _, tc := range []struct {
+		name     string
+		from, n  int
+		want     backend.Span
+		forwards bool // Forward at the layer's end is accepted afterwards
+	}{
+		{"gap, three positions", 17, 3, backend.Span{Lo: 17, Hi: 20, Window: 4}, true},
+		{"gap, two positions", 18, 2, backend.Span{Lo: 18, Hi: 20, Window: 4}, false},
+		{"overlap", 8, 6, backend.Span{Lo: 10, Hi: 14, Window: 4}, true},
+		{"append", 10, 1, backend.Span{Lo: 7, Hi: 11, Window: 4}, true},
+	} {
+		q := slices.Clone(p)
+		got := q.Import(1, tc.from, tc.n)
+		if got != tc.want || q[1] != tc.want {
+			t.Errorf("%s: holds %+v, want %+v", tc.name, got, tc.want)
+		}
+		q.Import(0, q[0].Hi, got.Hi-q[0].Hi)
+		if _, err := q.CheckForward(1, 100); (err == nil) != tc.forwards {
+			t.Errorf("%s: Forward: %v", tc.name, err)
+		}
 	}
 }

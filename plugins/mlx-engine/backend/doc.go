@@ -14,9 +14,19 @@
 // Concurrency: a Model's methods may be called from several goroutines (Forward calls run one at a time); a
 // Cache belongs to one sequence and must not be used concurrently, nor appear twice in one Forward batch.
 //
+// Layer kinds: a KVLayout lists its layers, each full (it holds every position fed) or sliding with a window W
+// (a query at p sees [p-W+1, p], so the layer holds at most the last W positions: after n positions,
+// [max(0, n-W), n), which also lets a cache be truncated or cloned at n-1). Cache.Len counts positions fed, the
+// same for every kind. A sliding layer cannot get back what it evicted, so Truncate and Clone are exact only
+// where Restorable says so, an import into a sliding layer may open a gap (the KV wire sends only a window), and
+// Forward refuses, with ErrWindowGap, a cache whose sliding layer lacks a position the next query sees: a
+// missing window becomes a local prefill, never a wrong token. Attention sums over visible positions in
+// ascending order whatever the cache's physical order, so chunked = one-shot and batched = unbatched hold with
+// windows too.
+//
 // The argument checks the contract implies are the same for every backend, so they live here (check.go):
-// CheckBatch validates a Forward batch, and LayerLengths keeps a cache's per-layer position counts and checks
-// Clone's, ExportKV's and ImportKV's arguments against them. A backend keeps only what is its own (whether a
+// CheckBatch validates a Forward batch, and LayerSpans keeps what each layer of a cache holds and checks
+// Forward's, Clone's, ExportKV's and ImportKV's arguments against it. A backend keeps only what is its own (whether a
 // cache is one of its own and still usable, where the bytes go) and puts its name before the errors. The
 // conformance suite in backend/backendtest checks any backend against this contract.
 package backend

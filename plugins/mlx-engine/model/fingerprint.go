@@ -22,7 +22,42 @@ import (
 // model, against ~10 s to hash 16 GB), while any re-training, fine-tune, merge, re-quantization or dtype change,
 // which touch all of a tensor's values, changes it. A deliberate edit of a few unsampled bytes would not:
 // the fingerprint guards against mistakes, not adversaries. It does not depend on how the weights are sharded.
-func (m *Model) Fingerprint() string { return m.fingerprint }
+// A model with sliding-window layers also hashes every layer's kind and window (layerKinds), so that it never
+// matches the same weights run with other windows; a model without them keeps the dense fingerprint.
+func (m *Model) Fingerprint() string {
+	kinds := m.Config.Arch.layerKinds()
+	if kinds == nil {
+		return m.fingerprint
+	}
+	sum := sha256.Sum256(append([]byte(m.fingerprint+"\x00"), kinds...))
+	return "fp1:" + hex.EncodeToString(sum[:16])
+}
+
+// layerKinds is the canonical encoding of what each layer's KV cache keeps, for a model with sliding-window
+// layers: per layer its kind, window and shape, under scheme 2. It is nil for a model without windows, whose
+// Fingerprint and KVCompat strings stay those of scheme 1.
+func (a *Arch) layerKinds() []byte {
+	if !a.HasWindows() {
+		return nil
+	}
+	type layerKV struct {
+		Kind                     string
+		Window, KVHeads, HeadDim int
+	}
+	kinds := struct {
+		Scheme int
+		Layers []layerKV
+	}{Scheme: 2}
+	for _, l := range a.Layers {
+		kind := "full"
+		if l.Attn.Window > 0 {
+			kind = "sliding"
+		}
+		kinds.Layers = append(kinds.Layers, layerKV{kind, l.Attn.Window, l.Attn.KVHeads, l.Attn.HeadDim})
+	}
+	b, _ := json.Marshal(kinds)
+	return b
+}
 
 const (
 	fpWhole   = 64 << 10
@@ -121,7 +156,8 @@ func fingerprintQuant(q *Quantization) *fpQuant {
 // (family, sizes, heads, head_dim, RoPE base and scaling, q/k norms) and the tokenizer (tokenizerID), but not
 // the weights' quantization, their dtype or their values. The same base model at another quantization (bf16
 // and 4-bit) has the same KVCompat and another Fingerprint: its KV is exchangeable approximately, as exo
-// allows, while equal Fingerprints exchange it exactly.
+// allows, while equal Fingerprints exchange it exactly. A model with sliding-window layers adds its layers'
+// kinds and windows (layerKinds): two models whose layers keep different positions never match.
 func (m *Model) KVCompat(tokenizerID string) string {
 	c := &m.Config
 	arch := struct {
@@ -137,6 +173,7 @@ func (m *Model) KVCompat(tokenizerID string) string {
 	}{1, string(c.Family), c.HiddenSize, c.IntermediateSize, c.NumLayers, c.NumHeads, c.NumKVHeads, c.HeadDim,
 		c.VocabSize, c.RMSNormEps, c.RopeTheta, c.RopeScaling, c.QKNorm, tokenizerID, c.moeLayers()}
 	a, _ := json.Marshal(arch)
+	a = append(a, c.Arch.layerKinds()...)
 	sum := sha256.Sum256(a)
 	return fmt.Sprintf("kv1:%s-%s", c.Family, hex.EncodeToString(sum[:8]))
 }

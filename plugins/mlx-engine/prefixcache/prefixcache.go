@@ -7,6 +7,11 @@
 // backend's Clone), so entries are never shared mutably. Finding the longest prefix is fast even for long
 // prompts: each entry keeps chained hashes of its token blocks, so matching whole blocks is a binary search, and
 // only the last partial block is compared token by token.
+//
+// A cache whose model has sliding-window layers holds, in those layers, only the window at its end, so an entry
+// is usable only at lengths where its windows still hold what the next query sees. SetRestorable tells the
+// cache so: Lookup then returns the longest prefix that can be restored (a miss or a shorter hit, never KV with
+// a hole), and Insert keeps a shorter entry a longer one cannot stand in for.
 package prefixcache
 
 import (
@@ -52,6 +57,7 @@ type Stats struct {
 
 // Cache is a prefix cache of Values. It is safe for concurrent use.
 type Cache[T Value] struct {
+	ok       func(val T, n int) bool // SetRestorable's; nil: every prefix of an entry is restorable
 	mu       sync.Mutex
 	entries  []*entry[T]
 	capacity int64
@@ -64,6 +70,13 @@ type Cache[T Value] struct {
 func New[T Value](capacity int64) *Cache[T] {
 	return &Cache[T]{capacity: capacity}
 }
+
+// SetRestorable tells the cache at which lengths an entry's value can be restored (Clone in the backend): a
+// cache with sliding-window layers holds the windows of its end only. Lookup then counts only prefixes ok
+// accepts, and Insert keeps an entry that is a prefix of the new one when the new one cannot restore its length
+// (a prompt's KV beside the generation that followed it). ok must accept every n above one it accepts, up to the
+// entry's length. Call it before the cache is used.
+func (c *Cache[T]) SetRestorable(ok func(val T, n int) bool) { c.ok = ok }
 
 // Handle pins an entry found by Lookup, so eviction leaves it alone until Release.
 type Handle[T Value] struct {
@@ -110,13 +123,21 @@ func commonPrefix[T Value](e *entry[T], tokens []int32, qh []uint64) int {
 // Lookup finds the entry that shares the longest prefix with tokens, at most max tokens long (a request must
 // compute at least its last token itself, so callers pass len(tokens)-1). It returns nil and 0 on a miss.
 func (c *Cache[T]) Lookup(tokens []int32, max int) (*Handle[T], int) {
+	return c.LookupFunc(tokens, max, c.ok)
+}
+
+// LookupFunc is Lookup among the prefixes that ok accepts: an entry whose shared prefix of n tokens fails
+// ok(value, n) does not count (a cache whose sliding-window layers have moved past n cannot be restored there).
+// ok must accept every n above one it accepts, up to the entry's length, so the longest shared prefix is the
+// only one of an entry worth asking about. A nil ok accepts everything.
+func (c *Cache[T]) LookupFunc(tokens []int32, max int, ok func(val T, n int) bool) (*Handle[T], int) {
 	qh := blockHashes(tokens)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var best *entry[T]
 	bestN := 0
 	for _, e := range c.entries {
-		if n := min(commonPrefix(e, tokens, qh), max); n > bestN {
+		if n := min(commonPrefix(e, tokens, qh), max); n > bestN && (ok == nil || ok(e.val, n)) {
 			best, bestN = e, n
 		}
 	}
@@ -133,7 +154,8 @@ func (c *Cache[T]) Lookup(tokens []int32, max int) (*Handle[T], int) {
 }
 
 // Insert hands val, the KV of tokens, to the cache, which owns it from now on. Entries that are prefixes of
-// tokens become redundant and are dropped; if an entry already covers tokens, val is released at once.
+// tokens become redundant and are dropped; if an entry already covers tokens, val is released at once (with
+// SetRestorable: only where the longer value can be restored at the shorter length).
 func (c *Cache[T]) Insert(tokens []int32, val T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -148,10 +170,10 @@ func (c *Cache[T]) Insert(tokens []int32, val T) {
 	for _, e := range c.entries {
 		n := commonPrefix(e, tokens, qh)
 		switch {
-		case n == len(tokens):
+		case n == len(tokens) && (c.ok == nil || c.ok(e.val, n)):
 			covered = true // e holds all of tokens, and maybe more
 			kept = append(kept, e)
-		case n == len(e.tokens):
+		case n == len(e.tokens) && (c.ok == nil || c.ok(val, n)):
 			c.dropLocked(e) // e is a prefix of tokens: the new entry supersedes it
 		default:
 			kept = append(kept, e)

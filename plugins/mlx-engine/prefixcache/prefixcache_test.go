@@ -175,3 +175,64 @@ func TestHashCollisionIsNotAHit(t *testing.T) {
 		t.Fatalf("a forged collision gave a hit of %d tokens", n)
 	}
 }
+
+// TestLookupFuncSkipsUnrestorable: an entry whose shared prefix the predicate refuses (a sliding-window cache
+// that has moved past it) is no hit; a shorter prefix of another entry that it accepts wins instead.
+func TestLookupFuncSkipsUnrestorable(t *testing.T) {
+	t.Parallel()
+	released := 0
+	c := New[*fakeKV](1 << 20)
+	long := &fakeKV{10, &released}
+	short := &fakeKV{11, &released}
+	c.Insert(seq(300, 0), long)                             // shares 200 with the query, but cannot restore it
+	c.Insert(append(seq(120, 0), seq(20, 50000)...), short) // shares 120, and can
+	query := append(seq(200, 0), seq(50, 90000)...)
+	ok := func(v *fakeKV, n int) bool { return v != long }
+	h, n := c.LookupFunc(query, len(query)-1, ok)
+	if h == nil || n != 120 || h.Value() != short {
+		t.Fatalf("LookupFunc = %v, %d; want the 120-token hit on the restorable entry", h, n)
+	}
+	h.Release()
+	if h, n := c.LookupFunc(query, len(query)-1, func(*fakeKV, int) bool { return false }); h != nil || n != 0 {
+		t.Errorf("nothing restorable: %v, %d; want a miss", h, n)
+	}
+	if h, n := c.Lookup(query, len(query)-1); h == nil || n != 200 {
+		t.Errorf("Lookup = %v, %d; want the 200-token hit", h, n)
+	} else {
+		h.Release()
+	}
+	if st := c.Stats(); st.Hits != 2 || st.Misses != 1 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestInsertKeepsUnrestorablePrefix: with SetRestorable, an entry that is a prefix of a new one stays when the
+// new one cannot be restored at its length (a prompt's snapshot beside the generation that moved its windows
+// on), a new entry covered by a longer one is kept when the longer one cannot stand in for it, and Lookup
+// applies the predicate.
+func TestInsertKeepsUnrestorablePrefix(t *testing.T) {
+	t.Parallel()
+	released := 0
+	c := New[*fakeKV](1 << 20)
+	// A value restores at n iff n >= its size (the sizes stand for where its windows begin).
+	c.SetRestorable(func(v *fakeKV, n int) bool { return n >= int(v.size) })
+	prompt, gen := seq(100, 0), seq(160, 0)
+	c.Insert(prompt, &fakeKV{90, &released})
+	c.Insert(gen, &fakeKV{150, &released})
+	if st := c.Stats(); st.Entries != 2 || released != 0 {
+		t.Fatalf("the prompt's entry was dropped: %+v, %d released", st, released)
+	}
+	if h, n := c.Lookup(append(seq(120, 0), 7), 1000); h == nil || n != 100 || h.Value().size != 90 {
+		t.Errorf("Lookup sharing 120 = %d; want the prompt's 100", n)
+	} else {
+		h.Release()
+	}
+	c.Insert(seq(145, 0), &fakeKV{120, &released}) // covered by gen, which cannot restore 145
+	if st := c.Stats(); st.Entries != 3 || released != 0 {
+		t.Errorf("a prefix gen cannot restore was not kept: %+v, %d released", st, released)
+	}
+	c.Insert(seq(165, 0), &fakeKV{100, &released}) // restores everything above 100: supersedes all three
+	if st := c.Stats(); st.Entries != 1 || released != 3 {
+		t.Errorf("entries the new one can restore were kept: %+v, %d released", st, released)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/sdk/kvwire"
 )
 
@@ -87,7 +88,7 @@ func (r *Runner) prepareExport(s *seq) error {
 	}
 	e.sent = e.startPos
 	if err := w.Header(kvwire.Header{
-		RequestID: e.job.Request.RequestID, ModelID: e.job.Request.ModelID, NumLayers: layout.NumLayers,
+		RequestID: e.job.Request.RequestID, ModelID: e.job.Request.ModelID, NumLayers: layout.NumLayers(),
 		DType: e.dtype, StartPos: e.startPos, Fingerprint: e.fingerprint, KVCompat: e.kvCompat,
 	}); err != nil {
 		return err
@@ -114,23 +115,34 @@ func getBuf(n int) []byte {
 func putBuf(b []byte) { exportBufs.Put(&b) }
 
 // exportProgress streams the positions computed since the last call, for every layer, and finishes the job
-// when the whole prompt is out.
+// when the whole prompt is out. A sliding layer sends only the positions its window holds at the end of the
+// prompt, [max(start_pos, L-W), L) (the kvwire package's rule); the ones before are never needed, and the cache
+// may have evicted them already.
 func (r *Runner) exportProgress(s *seq) {
 	e := s.export
 	layout := r.model.KVLayout()
-	tb := layout.TokenBytes()
+	end := len(s.req.Prompt)
 	for e.sent < s.prefilled {
 		n := min(exportChunkTokens, s.prefilled-e.sent)
-		for l := range layout.NumLayers {
-			keys, values := getBuf(n*tb), getBuf(n*tb)
-			if err := s.cache.ExportKV(l, e.sent, e.sent+n, keys, values); err != nil {
+		for l := range layout.NumLayers() {
+			from, to := e.sent, e.sent+n
+			ly := layout.Layers[l]
+			if ly.Kind == backend.KVSliding {
+				from = max(from, end-ly.Window)
+			}
+			if from >= to {
+				continue
+			}
+			tb := layout.LayerTokenBytes(l)
+			keys, values := getBuf((to-from)*tb), getBuf((to-from)*tb)
+			if err := s.cache.ExportKV(l, from, to, keys, values); err != nil {
 				putBuf(keys)
 				putBuf(values)
 				r.failExport(s, err)
 				return
 			}
 			err := e.w.Chunk(kvwire.KVChunk{
-				LayerIdx: l, NumTokens: n, NHeads: layout.NumKVHeads, HeadDim: layout.HeadDim, DType: e.dtype,
+				LayerIdx: l, NumTokens: to - from, NHeads: ly.KVHeads, HeadDim: ly.HeadDim, DType: e.dtype,
 				Keys: keys, Values: values,
 			}, func(c kvwire.KVChunk) { putBuf(c.Keys); putBuf(c.Values) })
 			if err != nil {
@@ -143,7 +155,8 @@ func (r *Runner) exportProgress(s *seq) {
 	if s.prefilled == len(s.req.Prompt) {
 		// Out of the batch (and the stats) before the client hears done, as finish does for a generation.
 		r.endExport(s)
-		// total_tokens counts the positions sent per layer, as exo's server does: the prompt less start_pos.
+		// total_tokens counts the positions sent per full layer, as exo's server does: the prompt less start_pos
+		// (a sliding layer may have sent fewer).
 		if err := e.w.Done(len(s.req.Prompt) - e.startPos); err != nil {
 			r.cfg.Logger.Debug("KV export: the client did not get done", "request_id", s.req.ID, "error", err)
 		} else {

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/kvwire"
 )
@@ -74,6 +76,14 @@ func (r *Runner) fetch(s *seq, rm *Remote) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep.Address, err))
 		s.cache.Truncate(s.cached) // drop what this attempt imported
+		if !s.cache.Restorable(s.cached) {
+			// The attempt overwrote a sliding layer's window of the cached prefix: start from nothing.
+			if c, err := r.model.NewCache(); err == nil {
+				s.cache.Release()
+				s.cache, s.cached, s.prefilled = c, 0, 0
+			}
+		}
+		s.fetchBytes.Store(s.cache.Bytes())
 	}
 	if s.ctx.Err() != nil {
 		errs = append(errs, s.ctx.Err())
@@ -96,7 +106,10 @@ type ingest struct {
 	start    time.Time
 	dtype    kvwire.DType // the peer's
 	ours     kvwire.DType // the cache's
-	layerPos []int
+	layerPos []int        // full layers: the next position expected
+	// window holds a sliding layer's chunks (in our dtype) until the end: they are placed at the end of the
+	// prompt, whatever position the peer started them at (see the kvwire package's rule).
+	window   []slidingChunks
 	scratchK []byte
 	scratchV []byte
 	ingest   time.Duration
@@ -117,8 +130,8 @@ func (in *ingest) header(h *kvwire.Header) error {
 	case h.Fingerprint == "" && h.ModelID != "" && h.ModelID != in.rm.ModelID &&
 		!strings.HasSuffix(h.ModelID, "/"+in.rm.ModelID) && !strings.HasSuffix(in.rm.ModelID, "/"+h.ModelID):
 		return fmt.Errorf("peer serves model %q, we asked for %q", h.ModelID, in.rm.ModelID)
-	case h.NumLayers != l.NumLayers:
-		return fmt.Errorf("peer's model has %d layers, ours %d", h.NumLayers, l.NumLayers)
+	case h.NumLayers != l.NumLayers():
+		return fmt.Errorf("peer's model has %d layers, ours %d", h.NumLayers, l.NumLayers())
 	case h.StartPos != in.s.cached:
 		return fmt.Errorf("peer starts at position %d, we asked for %d", h.StartPos, in.s.cached)
 	}
@@ -128,11 +141,35 @@ func (in *ingest) header(h *kvwire.Header) error {
 		return err
 	}
 	in.dtype, in.ours = h.DType, ours
-	in.layerPos = make([]int, l.NumLayers)
+	in.layerPos = make([]int, l.NumLayers())
+	in.window = make([]slidingChunks, l.NumLayers())
 	for i := range in.layerPos {
 		in.layerPos[i] = in.s.cached
 	}
 	return nil
+}
+
+// slidingChunks are the positions a sliding layer received, oldest first: at most its window (older ones are
+// dropped as newer arrive), so the memory is bounded by the window whatever the peer sends.
+type slidingChunks struct {
+	keys, values [][]byte
+	count        int // positions in keys
+	received     int // positions received, dropped ones included
+}
+
+// add appends one chunk of n positions (tb bytes each) and drops the oldest positions beyond window.
+func (w *slidingChunks) add(keys, values []byte, n, tb, window int) {
+	w.keys, w.values = append(w.keys, slices.Clone(keys)), append(w.values, slices.Clone(values))
+	w.count += n
+	w.received += n
+	for w.count > window {
+		drop := min(w.count-window, len(w.keys[0])/tb)
+		w.keys[0], w.values[0] = w.keys[0][drop*tb:], w.values[0][drop*tb:]
+		w.count -= drop
+		if len(w.keys[0]) == 0 {
+			w.keys, w.values = w.keys[1:], w.values[1:]
+		}
+	}
 }
 
 func (in *ingest) chunk(c *kvwire.KVChunk) error {
@@ -143,13 +180,15 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 	switch {
 	case in.layerPos == nil:
 		return errors.New("a chunk came before a header with layers")
-	case c.LayerIdx < 0 || c.LayerIdx >= l.NumLayers:
-		return fmt.Errorf("chunk for layer %d of %d", c.LayerIdx, l.NumLayers)
-	case c.NHeads != l.NumKVHeads || c.HeadDim != l.HeadDim:
-		return fmt.Errorf("chunk of %d heads × %d, our model has %d × %d", c.NHeads, c.HeadDim, l.NumKVHeads, l.HeadDim)
+	case c.LayerIdx < 0 || c.LayerIdx >= l.NumLayers():
+		return fmt.Errorf("chunk for layer %d of %d", c.LayerIdx, l.NumLayers())
+	case c.NHeads != l.Layers[c.LayerIdx].KVHeads || c.HeadDim != l.Layers[c.LayerIdx].HeadDim:
+		return fmt.Errorf("chunk of %d heads × %d, our model has %d × %d", c.NHeads, c.HeadDim, l.Layers[c.LayerIdx].KVHeads, l.Layers[c.LayerIdx].HeadDim)
 	case c.DType != in.dtype:
 		return fmt.Errorf("chunk dtype %s differs from the header's %s", c.DType, in.dtype)
-	case in.layerPos[c.LayerIdx]+c.NumTokens > in.n:
+	case l.Layers[c.LayerIdx].Kind == backend.KVSliding && in.window[c.LayerIdx].received+c.NumTokens > in.n:
+		return fmt.Errorf("chunks for sliding layer %d hold %d positions, more than the %d of the prompt", c.LayerIdx, in.window[c.LayerIdx].received+c.NumTokens, in.n)
+	case l.Layers[c.LayerIdx].Kind != backend.KVSliding && in.layerPos[c.LayerIdx]+c.NumTokens > in.n:
 		return fmt.Errorf("chunk for layer %d runs to position %d, past the %d asked for", c.LayerIdx, in.layerPos[c.LayerIdx]+c.NumTokens, in.n)
 	}
 	want := c.NumTokens * c.NHeads * c.HeadDim * c.DType.Size()
@@ -169,9 +208,14 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 		}
 		keys, values = in.scratchK, in.scratchV
 	}
+	if ly := l.Layers[c.LayerIdx]; ly.Kind == backend.KVSliding {
+		in.window[c.LayerIdx].add(keys, values, c.NumTokens, l.LayerTokenBytes(c.LayerIdx), ly.Window)
+		return nil
+	}
 	t0 := time.Now()
 	err := in.s.cache.ImportKV(c.LayerIdx, in.layerPos[c.LayerIdx], keys, values)
 	in.ingest += time.Since(t0)
+	in.s.fetchBytes.Store(in.s.cache.Bytes())
 	if err != nil {
 		return fmt.Errorf("import into the cache: %w", err)
 	}
@@ -179,10 +223,35 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 	return nil
 }
 
-// complete checks that every layer received every position.
+// complete places each sliding layer's positions at the end of the prompt, then checks that every full layer
+// received every position and that every sliding layer holds what the first decode query sees.
 func (in *ingest) complete() error {
 	if in.layerPos == nil {
 		return errors.New("the peer sent no header")
+	}
+	l := in.r.model.KVLayout()
+	for i, ly := range l.Layers {
+		if ly.Kind != backend.KVSliding {
+			continue
+		}
+		w := &in.window[i]
+		// End-anchored: the m positions received are [n-m, n), whether the peer started at start_pos (duet) or
+		// sent the whole window it holds (exo).
+		from := in.n - w.count
+		t0 := time.Now()
+		for j := range w.keys {
+			if err := in.s.cache.ImportKV(i, from, w.keys[j], w.values[j]); err != nil {
+				return fmt.Errorf("import into the cache: %w", err)
+			}
+			from += len(w.keys[j]) / l.LayerTokenBytes(i)
+		}
+		in.ingest += time.Since(t0)
+		in.s.fetchBytes.Store(in.s.cache.Bytes())
+		if w.count == 0 && in.n > in.s.cached {
+			// Nothing arrived: the layer still ends where the cached prefix does.
+			return fmt.Errorf("sliding layer %d received no positions", i)
+		}
+		in.layerPos[i] = in.n
 	}
 	for l, p := range in.layerPos {
 		if p != in.n {
@@ -191,6 +260,9 @@ func (in *ingest) complete() error {
 	}
 	if got := in.s.cache.Len(); got != in.n {
 		return fmt.Errorf("the cache holds %d positions after the transfer, want %d", got, in.n)
+	}
+	if !in.s.cache.Restorable(in.n) {
+		return fmt.Errorf("a sliding layer did not receive the window the next position sees")
 	}
 	return nil
 }

@@ -132,6 +132,9 @@ type Runner struct {
 	vocab  int
 	maxCtx int
 	prefix *prefixcache.Cache[backend.Cache]
+	// minWindow is the smallest window of the model's sliding layers (0: none): a prompt longer than it gets a
+	// snapshot of its KV in the prefix cache, since the generation's entry no longer holds the prompt's windows.
+	minWindow int
 
 	submit  chan *seq
 	exports chan *seq     // KV wire prefill jobs, buffered: Dispatch must not block
@@ -164,6 +167,12 @@ func New(cfg Config) *Runner {
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		stopped: make(chan struct{}),
+	}
+	r.prefix.SetRestorable(restorable)
+	for _, ly := range cfg.Model.KVLayout().Layers {
+		if ly.Kind == backend.KVSliding && (r.minWindow == 0 || ly.Window < r.minWindow) {
+			r.minWindow = ly.Window
+		}
 	}
 	go r.loop()
 	return r
@@ -198,7 +207,7 @@ type Stats struct {
 func (r *Runner) Stats() Stats {
 	pc := r.prefix.Stats()
 	l := r.model.KVLayout()
-	perPos := int64(l.TokenBytes()) * 2 * int64(l.NumLayers)
+	perPos := int64(l.PositionBytes())
 	return Stats{
 		Active: int(r.activeN.Load()), Waiting: int(r.waitingN.Load()), KVBytes: r.kvBytes.Load(),
 		KVCapacityBytes: int64(r.cfg.MaxBatch)*int64(r.maxCtx)*perPos + pc.CapacityBytes,
@@ -238,6 +247,9 @@ type seq struct {
 	fetching bool
 	fetched  chan fetchResult
 	remote   *engine.RemotePrefill
+	// fetchBytes is the cache's Bytes while fetching, kept by the fetch goroutine, which alone touches the
+	// cache then: what publish counts for the sequence.
+	fetchBytes atomic.Int64
 
 	// KV export (prefill side): set for a KV wire job, which prefills and streams its KV but samples nothing.
 	export *export
@@ -413,7 +425,11 @@ func (r *Runner) publish() {
 	// reported 0 B between requests, which is when a stats poll usually finds it.
 	kv := r.prefix.Stats().Bytes
 	for _, s := range r.active {
-		kv += s.cache.Bytes()
+		if s.fetching {
+			kv += s.fetchBytes.Load()
+		} else {
+			kv += s.cache.Bytes()
+		}
 	}
 	r.kvBytes.Store(kv)
 	r.activeN.Store(int64(len(r.active)))
@@ -466,11 +482,16 @@ func (r *Runner) admit() {
 		r.active = append(r.active, s)
 		if rm := s.req.Remote; rm != nil && len(rm.Endpoints) > 0 && len(s.req.Prompt)-1-s.cached >= max(rm.Threshold, 1) {
 			s.fetching = true
+			s.fetchBytes.Store(s.cache.Bytes())
 			s.fetched = make(chan fetchResult, 1)
 			go r.fetch(s, rm)
 		}
 	}
 }
+
+// restorable is the prefix cache's test of an entry: a cache whose sliding-window layers have evicted what a
+// query at n sees is no hit at n.
+func restorable(c backend.Cache, n int) bool { return c.Restorable(n) }
 
 func (r *Runner) prepare(s *seq) error {
 	prompt := s.req.Prompt
@@ -606,11 +627,26 @@ func (r *Runner) step() {
 		p.prefilled += chunk
 		p.q.push(engine.Event{Progress: &engine.Progress{Done: p.prefilled, Total: len(p.req.Prompt)}})
 		if p.prefilled == len(p.req.Prompt) {
+			r.snapshotPrompt(p)
 			p.prefillDone = time.Now()
 			p.decoding = true
 			r.fork(p) // before p samples, which changes its logits
 			r.sample(p)
 		}
+	}
+}
+
+// snapshotPrompt puts a copy of a prefilled prompt's KV into the prefix cache when the model has sliding
+// windows and the prompt is longer than the smallest: by the end of the generation those layers hold only the
+// last tokens, so a next turn that shares the prompt but not all of the answer (a template that rewrites the
+// answer, a regenerated reply) would otherwise miss. The copy costs the full layers' bytes once, within the
+// prefix cache's bound, and is dropped when the generation's entry can stand in for it.
+func (r *Runner) snapshotPrompt(s *seq) {
+	if r.minWindow == 0 || len(s.req.Prompt) <= r.minWindow || r.cfg.PrefixCacheBytes <= 0 {
+		return
+	}
+	if c, err := s.cache.Clone(len(s.req.Prompt)); err == nil {
+		r.prefix.Insert(slices.Clone(s.req.Prompt), c)
 	}
 }
 

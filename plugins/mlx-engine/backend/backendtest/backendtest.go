@@ -26,6 +26,9 @@ type Options struct {
 	Parallel bool
 	// Skip names checks to skip, with the reason as the value.
 	Skip map[string]string
+	// Windows declares that the backend implements sliding-window layers (AttnSpec.Window); SlidingWindows is
+	// skipped without it (such a backend must refuse to load a model with windows).
+	Windows bool
 }
 
 // Variant is a generated model the suite runs on.
@@ -81,6 +84,7 @@ func Run(t *testing.T, b backend.Backend, opts Options) {
 		{"ChunkedPrefillMatchesOneShot", s.eachVariant(s.chunked)},
 		{"ConcurrentForward", s.concurrentForward},
 		{"ClosedModel", s.closedModel},
+		{"SlidingWindows", s.slidingWindows},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -118,8 +118,9 @@ func RelDiff(a, b []float32) float64 {
 func ExportAll(t testing.TB, m backend.Model, c backend.Cache, from, to int) (keys, values [][]byte) {
 	t.Helper()
 	l := m.KVLayout()
-	for layer := 0; layer < l.NumLayers; layer++ {
-		k, v := make([]byte, (to-from)*l.TokenBytes()), make([]byte, (to-from)*l.TokenBytes())
+	for layer := 0; layer < l.NumLayers(); layer++ {
+		tb := l.LayerTokenBytes(layer)
+		k, v := make([]byte, (to-from)*tb), make([]byte, (to-from)*tb)
 		if err := c.ExportKV(layer, from, to, k, v); err != nil {
 			t.Fatal(err)
 		}
@@ -133,10 +134,11 @@ func ExportAll(t testing.TB, m backend.Model, c backend.Cache, from, to int) (ke
 // holds least, and end at all the positions.
 func ImportAll(t testing.TB, m backend.Model, c backend.Cache, keys, values [][]byte) {
 	t.Helper()
-	tb := m.KVLayout().TokenBytes()
-	n := len(keys[0]) / tb
+	l := m.KVLayout()
+	n := len(keys[0]) / l.LayerTokenBytes(0)
 	for _, cut := range [][2]int{{0, n / 3}, {n / 3, 2 * n / 3}, {2 * n / 3, n}} {
 		for layer := len(keys) - 1; layer >= 0; layer-- {
+			tb := l.LayerTokenBytes(layer)
 			if err := c.ImportKV(layer, cut[0], keys[layer][cut[0]*tb:cut[1]*tb], values[layer][cut[0]*tb:cut[1]*tb]); err != nil {
 				t.Fatal(err)
 			}
@@ -151,5 +153,22 @@ func ImportAll(t testing.TB, m backend.Model, c backend.Cache, keys, values [][]
 	}
 	if c.Len() != n {
 		t.Fatalf("imported cache holds %d positions, want %d", c.Len(), n)
+	}
+}
+
+// GenerateWindowed is Generate with sliding windows put on the model's layers, windows[i % len(windows)] on
+// layer i (0: full attention), as a family with windows would map its config: a dense model whose prompts of a
+// few dozen tokens cross its windows, for testing caches per layer kind before such a family exists.
+func GenerateWindowed(t testing.TB, o modelgen.Options, windows ...int) *model.Model {
+	t.Helper()
+	m := Generate(t, o)
+	SetWindows(m, windows...)
+	return m
+}
+
+// SetWindows puts windows[i % len(windows)] on layer i of m's arch (before m is loaded onto a backend).
+func SetWindows(m *model.Model, windows ...int) {
+	for i := range m.Config.Arch.Layers {
+		m.Config.Arch.Layers[i].Attn.Window = windows[i%len(windows)]
 	}
 }

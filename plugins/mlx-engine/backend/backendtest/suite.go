@@ -198,7 +198,7 @@ func (s *suite) importExportErrors(t *testing.T) {
 	m := s.load(t, Tiny(func(o *modelgen.Options) { o.MaxPositionEmbeddings = 16 }), backend.Options{})
 	c := NewCache(t, m)
 	Forward(t, m, c, 1, 2, 3, 4)
-	tb := m.KVLayout().TokenBytes()
+	tb := m.KVLayout().LayerTokenBytes(0)
 	buf := func(n int) []byte { return make([]byte, n) }
 	for _, tc := range []struct {
 		name string
@@ -239,7 +239,7 @@ func (s *suite) forwardErrors(t *testing.T) {
 	shared := good()
 	uneven := good()
 	Forward(t, m, uneven, 1, 2, 3)
-	tb := m.KVLayout().TokenBytes()
+	tb := m.KVLayout().LayerTokenBytes(0)
 	if err := uneven.ImportKV(0, 3, make([]byte, tb), make([]byte, tb)); err != nil {
 		t.Fatal(err)
 	}
@@ -407,4 +407,82 @@ func (s *suite) closedModel(t *testing.T) {
 		t.Error("NewCache after Close succeeded")
 	}
 	c.Release()
+}
+
+// slidingWindows: with sliding-window layers, the layout says which layers slide; a chunked prefill matches a
+// one-shot one; KV made of the full layers' positions and only the windows of the sliding ones (imported after a
+// gap, as the KV wire's receiver does) continues bit for bit like the cache it came from; positions a window
+// evicted are not exported (ErrNotHeld), not cloned (ErrWindowGone), and a cache that lacks them is refused by
+// Forward (ErrWindowGap) without change.
+func (s *suite) slidingWindows(t *testing.T) {
+	if !s.opts.Windows {
+		t.Skip("the backend does not implement sliding windows (Options.Windows)")
+	}
+	windows := []int{8, 0, 5, 0}
+	mod := GenerateWindowed(t, Tiny(func(o *modelgen.Options) { o.NumLayers, o.DType = 4, dtype.BFloat16 }), windows...)
+	m := Load(t, s.b, mod, backend.Options{PrefillChunk: 64})
+	l := m.KVLayout()
+	for i, ly := range l.Layers {
+		want := backend.LayerKV{Kind: backend.KVFull, KVHeads: mod.Config.NumKVHeads, HeadDim: mod.Config.HeadDim}
+		if windows[i] > 0 {
+			want.Kind, want.Window = backend.KVSliding, windows[i]
+		}
+		if ly != want {
+			t.Fatalf("layer %d: layout %+v, want %+v", i, ly, want)
+		}
+	}
+	p := Prompt(65, m.VocabSize(), 17)
+	const n = 64
+	src := NewCache(t, m)
+	oneShot := Forward(t, m, src, p[:n]...)
+	chunked := Load(t, s.b, mod, backend.Options{PrefillChunk: 3})
+	if ok, d := s.matches(Forward(t, chunked, NewCache(t, chunked), p[:n]...), oneShot, mod.DType); !ok {
+		t.Errorf("chunked prefill logits differ from one-shot by %.2e", d)
+	}
+	dst := NewCache(t, m)
+	for layer, ly := range l.Layers {
+		from := 0
+		if ly.Kind == backend.KVSliding {
+			from = n - ly.Window
+			tb := l.LayerTokenBytes(layer)
+			if err := src.ExportKV(layer, from-1, n, make([]byte, (n-from+1)*tb), make([]byte, (n-from+1)*tb)); !errors.Is(err, backend.ErrNotHeld) {
+				t.Errorf("layer %d: export of an evicted position: %v, want ErrNotHeld", layer, err)
+			}
+		}
+		k, v := exportLayer(t, m, src, layer, from, n)
+		if err := dst.ImportKV(layer, from, k, v); err != nil {
+			t.Fatalf("layer %d: import at %d: %v", layer, from, err)
+		}
+	}
+	if dst.Len() != n || !dst.Restorable(n) {
+		t.Fatalf("after the import: Len %d, Restorable %v", dst.Len(), dst.Restorable(n))
+	}
+	local := Forward(t, m, src, p[n])
+	if remote := Forward(t, m, dst, p[n]); !slices.Equal(remote, local) {
+		t.Errorf("logits after importing the windows differ from the cache they came from by %.2e", RelDiff(remote, local))
+	}
+	// src holds 65 positions: layer 0 (W=8) [57, 65), so a query at 63 would need 56.
+	if src.Restorable(63) {
+		t.Error("Restorable(63) with position 56 evicted")
+	}
+	if _, err := src.Clone(63); !errors.Is(err, backend.ErrWindowGone) {
+		t.Errorf("Clone(63): %v, want ErrWindowGone", err)
+	}
+	src.Truncate(63)
+	if err := m.Forward([]backend.Seq{{Cache: src, Tokens: p[63:64]}}); !errors.Is(err, backend.ErrWindowGap) {
+		t.Errorf("Forward after Truncate(63): %v, want ErrWindowGap", err)
+	}
+	if src.Len() != 63 {
+		t.Errorf("a refused Forward changed the cache: Len %d", src.Len())
+	}
+}
+
+func exportLayer(t *testing.T, m backend.Model, c backend.Cache, layer, from, to int) (k, v []byte) {
+	t.Helper()
+	tb := m.KVLayout().LayerTokenBytes(layer)
+	k, v = make([]byte, (to-from)*tb), make([]byte, (to-from)*tb)
+	if err := c.ExportKV(layer, from, to, k, v); err != nil {
+		t.Fatalf("layer %d: export [%d, %d): %v", layer, from, to, err)
+	}
+	return k, v
 }

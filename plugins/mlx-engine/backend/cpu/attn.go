@@ -36,11 +36,11 @@ func (m *cpuModel) attention(L *layer, li int, caches []*cache, parts []part) {
 			caches[s.rowSeq[r]].put(li, s.rowPos[r], k, v)
 		}
 	})
-	for _, p := range parts {
-		lens := caches[p.seq].lens
-		lens[li] = max(lens[li], p.pos+p.to-p.from)
-	}
 	m.attend(L, li, caches)
+	for _, p := range parts {
+		// After the step's queries have read them: a sliding layer evicts what falls out of its window.
+		caches[p.seq].spans.Advance(li, p.pos+p.to-p.from)
+	}
 	m.matmul(s.att, rows, mm{s.tmp, &L.o})
 }
 

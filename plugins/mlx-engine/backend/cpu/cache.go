@@ -12,15 +12,22 @@ import (
 // cache is the CPU backend's KV cache. Each layer keeps keys and values head-major, [kv_heads][capacity][head_dim],
 // so attention reads one head's history as a contiguous block. Elements are stored in the layout dtype: float32
 // slices for float32 models, raw 16-bit patterns for float16/bfloat16 ones (half the memory, rounded on write).
+//
+// A full layer stores position p at index p and grows as positions arrive. A sliding layer (window W) is a
+// bounded linear buffer: index i holds position base+i, the positions it holds stay contiguous and in order,
+// and when a step would run past its end the positions still needed move to the front (one copy per head,
+// amortised over the steps that fill the room behind them). Its capacity never exceeds W + the prefill chunk:
+// a step of T tokens at [s, s+T) needs [s-W+1, s+T) at once, and afterwards only the last W are kept.
 type cache struct {
 	m        *cpuModel
 	layers   []kvLayer
-	lens     backend.LayerLengths // positions held, per layer
+	spans    backend.LayerSpans // positions held, per layer
 	released bool
 }
 
 type kvLayer struct {
 	cap      int // positions allocated
+	base     int // position stored at index 0 (0 for full layers)
 	k32, v32 []float32
 	k16, v16 []uint16
 }
@@ -35,70 +42,128 @@ func (m *cpuModel) NewCache() (backend.Cache, error) {
 }
 
 func (m *cpuModel) newCache() *cache {
-	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers), lens: make(backend.LayerLengths, m.cfg.NumLayers)}
+	return &cache{m: m, layers: make([]kvLayer, len(m.layout.Layers)), spans: backend.NewLayerSpans(m.layout)}
 }
 
-func (c *cache) Len() int { return c.lens.Len() }
+func (c *cache) Len() int { return c.spans.Len() }
 
-func (c *cache) Truncate(n int) { c.lens.Truncate(n) }
+func (c *cache) Truncate(n int) { c.spans.Truncate(n) }
+
+func (c *cache) Restorable(n int) bool { return !c.released && c.spans.Restorable(n) }
 
 func (c *cache) Clone(n int) (backend.Cache, error) {
 	if c.released {
 		return nil, backend.ErrReleased
 	}
-	if err := c.lens.CheckClone(n); err != nil {
+	spans, err := c.spans.CheckClone(n)
+	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	out := c.m.newCache()
 	for i := range c.layers {
-		out.grow(i, n)
-		c.copyPositions(&c.layers[i], &out.layers[i], n)
-		out.lens[i] = n
+		s := spans[i]
+		out.reserve(i, s.Lo, s.Hi, 0, 0)
+		c.copyPositions(i, &c.layers[i], &out.layers[i], s.Lo, s.Hi)
+		out.spans[i] = s
 	}
 	return out, nil
 }
 
-func (c *cache) copyPositions(src, dst *kvLayer, n int) {
-	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
+// copyPositions copies positions [lo, hi) of layer i from src to dst; both must have room for them.
+func (c *cache) copyPositions(i int, src, dst *kvLayer, lo, hi int) {
+	if hi <= lo {
+		return
+	}
+	hd, heads := c.m.layout.Layers[i].HeadDim, c.m.layout.Layers[i].KVHeads
+	n := (hi - lo) * hd
 	for h := 0; h < heads; h++ {
-		s, d := h*src.cap*hd, h*dst.cap*hd
+		s, d := (h*src.cap+lo-src.base)*hd, (h*dst.cap+lo-dst.base)*hd
 		if src.k32 != nil {
-			copy(dst.k32[d:d+n*hd], src.k32[s:s+n*hd])
-			copy(dst.v32[d:d+n*hd], src.v32[s:s+n*hd])
+			copy(dst.k32[d:d+n], src.k32[s:s+n])
+			copy(dst.v32[d:d+n], src.v32[s:s+n])
 		} else {
-			copy(dst.k16[d:d+n*hd], src.k16[s:s+n*hd])
-			copy(dst.v16[d:d+n*hd], src.v16[s:s+n*hd])
+			copy(dst.k16[d:d+n], src.k16[s:s+n])
+			copy(dst.v16[d:d+n], src.v16[s:s+n])
 		}
 	}
 }
 
-// grow makes layer i able to hold need positions, doubling its capacity (bounded by the context limit).
-func (c *cache) grow(i, need int) {
+// reserve makes layer i able to store positions [lo, hi) while keeping the positions [keepLo, keepHi) it holds.
+// A full layer grows, doubling its capacity (bounded by the context limit). A sliding layer moves what it keeps
+// to the front when [lo, hi) does not fit where it is, and grows only up to what one step needs.
+func (c *cache) reserve(i, lo, hi, keepLo, keepHi int) {
 	l := &c.layers[i]
-	if need <= l.cap && (l.k32 != nil || l.k16 != nil) {
+	allocated := l.k32 != nil || l.k16 != nil
+	window := c.spans[i].Window
+	if window == 0 {
+		lo = 0
+	}
+	keepLo, keepHi = max(keepLo, lo), min(keepHi, hi)
+	if allocated && lo >= l.base && hi <= l.base+l.cap {
 		return
 	}
-	newCap := max(need, min(2*l.cap, c.m.maxCtx), 16)
-	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
-	nl := kvLayer{cap: newCap}
+	newCap := max(hi-lo, min(2*l.cap, c.m.maxCtx), 16)
+	if window > 0 {
+		newCap = max(hi-lo, min(max(2*l.cap, 16), window+c.m.chunk))
+	}
+	if allocated && window > 0 && newCap <= l.cap {
+		c.shift(i, lo, keepLo, keepHi)
+		return
+	}
+	hd, heads := c.m.layout.Layers[i].HeadDim, c.m.layout.Layers[i].KVHeads
+	nl := kvLayer{cap: newCap, base: lo}
 	if c.m.kvType == dtype.Float32 {
 		nl.k32, nl.v32 = make([]float32, heads*newCap*hd), make([]float32, heads*newCap*hd)
 	} else {
 		nl.k16, nl.v16 = make([]uint16, heads*newCap*hd), make([]uint16, heads*newCap*hd)
 	}
-	if l.cap > 0 {
-		c.copyPositions(l, &nl, c.lens[i])
+	if allocated {
+		c.copyPositions(i, l, &nl, keepLo, keepHi)
 	}
 	*l = nl
+}
+
+// shift moves positions [keepLo, keepHi) of sliding layer i so that index 0 holds position base.
+func (c *cache) shift(i, base, keepLo, keepHi int) {
+	l := &c.layers[i]
+	hd, heads := c.m.layout.Layers[i].HeadDim, c.m.layout.Layers[i].KVHeads
+	if keepHi > keepLo {
+		n := (keepHi - keepLo) * hd
+		for h := 0; h < heads; h++ {
+			s, d := (h*l.cap+keepLo-l.base)*hd, (h*l.cap+keepLo-base)*hd
+			// copy is a memmove: the ranges may overlap.
+			if l.k32 != nil {
+				copy(l.k32[d:d+n], l.k32[s:s+n])
+				copy(l.v32[d:d+n], l.v32[s:s+n])
+			} else {
+				copy(l.k16[d:d+n], l.k16[s:s+n])
+				copy(l.v16[d:d+n], l.v16[s:s+n])
+			}
+		}
+	}
+	l.base = base
+}
+
+// reserveStep makes every layer able to store positions [pos, pos+n) of a Forward step, keeping what the step's
+// queries see: a sliding layer's [pos-W+1, pos) (Forward checked that it holds them).
+func (c *cache) reserveStep(pos, n int) {
+	for i := range c.layers {
+		s := c.spans[i]
+		lo := 0
+		if s.Window > 0 {
+			lo = max(0, pos-s.Window+1)
+		}
+		c.reserve(i, lo, pos+n, max(lo, s.Lo), s.Hi)
+	}
 }
 
 // put stores one token's keys and values (kv_heads×head_dim each, float32) at pos in layer i, rounding to the
 // layout dtype. The capacity must already be there.
 func (c *cache) put(i, pos int, k, v []float32) {
 	l := &c.layers[i]
-	hd := c.m.cfg.HeadDim
-	for h := 0; h < c.m.cfg.NumKVHeads; h++ {
-		off := (h*l.cap + pos) * hd
+	hd := c.m.layout.Layers[i].HeadDim
+	for h := 0; h < c.m.layout.Layers[i].KVHeads; h++ {
+		off := (h*l.cap + pos - l.base) * hd
 		src := k[h*hd : (h+1)*hd]
 		vs := v[h*hd : (h+1)*hd]
 		switch c.m.kvType {
@@ -121,19 +186,20 @@ func (c *cache) put(i, pos int, k, v []float32) {
 	}
 }
 
-// span returns the float32 keys and values of positions [lo, hi) of KV head h of layer i, in ascending position
-// order: the stored slices for float32 caches, otherwise widened into kbuf and vbuf (each at least
-// (hi-lo)×head_dim long). Attention reads the cache only through span. The slices are valid until the next
-// write to the cache (float32) or use of kbuf and vbuf.
-func (c *cache) span(i, h, lo, hi int, kbuf, vbuf []float32) (k, v []float32) {
+// span returns the float32 keys and values of absolute positions [lo, hi) of one KV head of layer i, in
+// ascending order: the stored slices for float32 caches, otherwise widened into kbuf and vbuf (each at least
+// (hi-lo)×head_dim long). The layer's buffer must hold them: positions a step has written, or a sliding layer's
+// window, which stays in the buffer until the next step's reserve.
+func (c *cache) span(i, kvHead, lo, hi int, kbuf, vbuf []float32) (k, v []float32) {
 	l := &c.layers[i]
-	hd := c.m.cfg.HeadDim
-	off, n := (h*l.cap+lo)*hd, hi-lo
+	hd := c.m.layout.Layers[i].HeadDim
+	off := (kvHead*l.cap + lo - l.base) * hd
+	n := (hi - lo) * hd
 	switch c.m.kvType {
 	case dtype.Float32:
-		return l.k32[off : off+n*hd], l.v32[off : off+n*hd]
+		return l.k32[off : off+n], l.v32[off : off+n]
 	case dtype.BFloat16:
-		ks, vs := l.k16[off:off+n*hd], l.v16[off:off+n*hd]
+		ks, vs := l.k16[off:off+n], l.v16[off:off+n]
 		k, v = kbuf[:len(ks)], vbuf[:len(vs)]
 		for j, b := range ks {
 			k[j] = math.Float32frombits(uint32(b) << 16)
@@ -142,7 +208,7 @@ func (c *cache) span(i, h, lo, hi int, kbuf, vbuf []float32) (k, v []float32) {
 			v[j] = math.Float32frombits(uint32(b) << 16)
 		}
 	default:
-		ks, vs := l.k16[off:off+n*hd], l.v16[off:off+n*hd]
+		ks, vs := l.k16[off:off+n], l.v16[off:off+n]
 		k, v = kbuf[:len(ks)], vbuf[:len(vs)]
 		for j, b := range ks {
 			k[j] = f16Table[b]
@@ -167,14 +233,14 @@ func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 	if c.released {
 		return backend.ErrReleased
 	}
-	if err := c.lens.CheckExport(c.m.KVLayout(), layer, from, to, keys, values); err != nil {
+	if err := c.spans.CheckExport(c.m.layout, layer, from, to, keys, values); err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
 	l := &c.layers[layer]
-	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
+	hd, heads := c.m.layout.Layers[layer].HeadDim, c.m.layout.Layers[layer].KVHeads
 	for t := from; t < to; t++ {
 		for h := 0; h < heads; h++ {
-			src := (h*l.cap + t) * hd
+			src := (h*l.cap + t - l.base) * hd
 			dst := ((t-from)*heads + h) * hd
 			if l.k32 != nil {
 				for j := 0; j < hd; j++ {
@@ -196,16 +262,27 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 	if c.released {
 		return backend.ErrReleased
 	}
-	n, err := c.lens.CheckImport(c.m.KVLayout(), c.m.maxCtx, layer, from, keys, values)
+	n, err := c.spans.CheckImport(c.m.layout, c.m.maxCtx, layer, from, keys, values)
 	if err != nil {
 		return fmt.Errorf("cpu: %w", err)
 	}
-	c.grow(layer, from+n)
+	if n == 0 {
+		return nil
+	}
+	tb := c.m.layout.LayerTokenBytes(layer)
+	if w := c.spans[layer].Window; w > 0 && n > w {
+		// A sliding layer keeps its last W positions: the ones before would be evicted at once.
+		skip := n - w
+		keys, values, from, n = keys[skip*tb:], values[skip*tb:], from+skip, w
+	}
+	old := c.spans[layer]
+	held := c.spans.Import(layer, from, n)
+	c.reserve(layer, held.Lo, held.Hi, max(old.Lo, held.Lo), min(old.Hi, held.Hi))
 	l := &c.layers[layer]
-	hd, heads := c.m.cfg.HeadDim, c.m.cfg.NumKVHeads
+	hd, heads := c.m.layout.Layers[layer].HeadDim, c.m.layout.Layers[layer].KVHeads
 	for t := 0; t < n; t++ {
 		for h := 0; h < heads; h++ {
-			dst := (h*l.cap + from + t) * hd
+			dst := (h*l.cap + from + t - l.base) * hd
 			src := (t*heads + h) * hd
 			if l.k32 != nil {
 				for j := 0; j < hd; j++ {
@@ -220,7 +297,6 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 			}
 		}
 	}
-	c.lens[layer] = max(c.lens[layer], from+n)
 	return nil
 }
 
@@ -235,5 +311,5 @@ func (c *cache) Bytes() int64 {
 
 func (c *cache) Release() {
 	c.released = true
-	c.layers, c.lens = nil, nil
+	c.layers, c.spans = nil, nil
 }

@@ -26,18 +26,19 @@ func TestExportWireLayout(t *testing.T) {
 			}
 			keys, values := backendtest.ExportAll(t, m, c, 1, 4)
 			cc := c.(*cache)
-			for layer := 0; layer < l.NumLayers; layer++ {
-				for h := 0; h < l.NumKVHeads; h++ {
-					kbuf, vbuf := make([]float32, 5*l.HeadDim), make([]float32, 5*l.HeadDim)
+			for layer := 0; layer < l.NumLayers(); layer++ {
+				ly := l.Layers[layer]
+				for h := 0; h < ly.KVHeads; h++ {
+					kbuf, vbuf := make([]float32, 5*ly.HeadDim), make([]float32, 5*ly.HeadDim)
 					k, vv := cc.span(layer, h, 0, 5, kbuf, vbuf)
 					for tok := 1; tok < 4; tok++ {
-						want := make([]byte, l.HeadDim*l.DType.Size())
-						dtype.Encode(l.DType, want, k[tok*l.HeadDim:(tok+1)*l.HeadDim])
-						off := ((tok-1)*l.NumKVHeads + h) * len(want)
+						want := make([]byte, ly.HeadDim*l.DType.Size())
+						dtype.Encode(l.DType, want, k[tok*ly.HeadDim:(tok+1)*ly.HeadDim])
+						off := ((tok-1)*ly.KVHeads + h) * len(want)
 						if !bytes.Equal(keys[layer][off:off+len(want)], want) {
 							t.Fatalf("layer %d head %d token %d: key bytes differ", layer, h, tok)
 						}
-						dtype.Encode(l.DType, want, vv[tok*l.HeadDim:(tok+1)*l.HeadDim])
+						dtype.Encode(l.DType, want, vv[tok*ly.HeadDim:(tok+1)*ly.HeadDim])
 						if !bytes.Equal(values[layer][off:off+len(want)], want) {
 							t.Fatalf("layer %d head %d token %d: value bytes differ", layer, h, tok)
 						}

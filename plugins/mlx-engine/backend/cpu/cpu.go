@@ -36,6 +36,7 @@ type cpuModel struct {
 	src    *model.Model
 	cfg    model.Config
 	kvType dtype.DType
+	layout backend.KVLayout
 	maxCtx int
 	chunk  int
 	pool   *pool
@@ -118,6 +119,10 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads)}
 	cm.arch = &cm.cfg.Arch
 	cm.work = make([]workerScratch, cm.pool.workers)
+	cm.layout = backend.LayoutOf(&c.Arch, cm.kvType)
+	if len(c.Arch.Layers) != len(m.Layers) {
+		cm.layout = backend.DenseLayout(len(m.Layers), c.NumKVHeads, c.HeadDim, cm.kvType)
+	}
 	switch opts.Weights {
 	case backend.WeightsStored:
 		cm.stored = true
@@ -329,9 +334,7 @@ func (m *cpuModel) Metrics() map[string]float64 {
 		"cpu_kernel_lanes": float64(lanes)}
 }
 
-func (m *cpuModel) KVLayout() backend.KVLayout {
-	return backend.KVLayout{NumLayers: m.cfg.NumLayers, NumKVHeads: m.cfg.NumKVHeads, HeadDim: m.cfg.HeadDim, DType: m.kvType}
-}
+func (m *cpuModel) KVLayout() backend.KVLayout { return m.layout }
 
 func (m *cpuModel) VocabSize() int  { return m.cfg.VocabSize }
 func (m *cpuModel) MaxContext() int { return m.maxCtx }

@@ -61,7 +61,9 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 	}
 	for i, c := range caches {
 		for l := range c.layers {
-			c.grow(l, starts[i]+len(batch[i].Tokens))
+			if c.spans[l].Window == 0 {
+				c.reserve(l, 0, starts[i]+len(batch[i].Tokens), 0, c.spans[l].Hi)
+			}
 		}
 	}
 	// Steps of at most m.chunk tokens: sequences in batch order, long prompts split across steps.
@@ -87,7 +89,7 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 }
 
 // own returns c as one of this model's caches that may be used (CheckBatch).
-func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
+func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerSpans, error) {
 	cc, ok := c.(*cache)
 	if !ok || cc == nil || cc.m != m {
 		return nil, nil, backend.ErrForeignCache
@@ -95,7 +97,7 @@ func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
 	if cc.released {
 		return nil, nil, backend.ErrReleased
 	}
-	return cc, cc.lens, nil
+	return cc, cc.spans, nil
 }
 
 // step runs the model over the rows of parts (each row one token of one sequence): the block loop
@@ -121,6 +123,9 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 	s.cos, s.sin = grow(s.cos, len(m.ropes)*rows*m.dims.half), grow(s.sin, len(m.ropes)*rows*m.dims.half)
 	s.rowSeq, s.rowPos, s.rowTok = s.rowSeq[:0], s.rowPos[:0], s.rowTok[:0]
 	s.logitRows = s.logitRows[:0]
+	for _, p := range parts {
+		caches[p.seq].reserveStep(p.pos, p.to-p.from)
+	}
 	for _, p := range parts {
 		for t := p.from; t < p.to; t++ {
 			s.rowSeq = append(s.rowSeq, p.seq)

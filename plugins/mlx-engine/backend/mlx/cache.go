@@ -25,7 +25,7 @@ import (
 type cache struct {
 	m        *mlxModel
 	layers   []kvLayer
-	lens     backend.LayerLengths // positions held, per layer
+	lens     backend.LayerSpans // positions held, per layer (every layer is full: the backend refuses windows)
 	released bool
 	// broken is set when an evaluation that wrote this cache failed; the contents are then unknown.
 	broken error
@@ -48,7 +48,7 @@ func (m *mlxModel) NewCache() (backend.Cache, error) {
 }
 
 func (m *mlxModel) newCache() *cache {
-	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers), lens: make(backend.LayerLengths, m.cfg.NumLayers)}
+	return &cache{m: m, layers: make([]kvLayer, m.cfg.NumLayers), lens: backend.NewLayerSpans(m.KVLayout())}
 }
 
 func (c *cache) Len() int { return c.lens.Len() }
@@ -61,6 +61,8 @@ func (c *cache) usable() error {
 }
 
 func (c *cache) Truncate(n int) { c.lens.Truncate(n) }
+
+func (c *cache) Restorable(n int) bool { return c.usable() == nil && c.lens.Restorable(n) }
 
 // capacityFor is the buffer size that holds need positions.
 func (c *cache) capacityFor(need int) int {
@@ -117,7 +119,7 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 	if err := c.usable(); err != nil {
 		return nil, err
 	}
-	if err := c.lens.CheckClone(n); err != nil {
+	if _, err := c.lens.CheckClone(n); err != nil {
 		return nil, fmt.Errorf("mlx: %w", err)
 	}
 	out := c.m.newCache()
@@ -143,7 +145,7 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 			}
 			free(&dst.k)
 			free(&dst.v)
-			dst.k, dst.v, out.lens[i] = g.keep(k), g.keep(v), n
+			dst.k, dst.v, out.lens[i].Hi = g.keep(k), g.keep(v), n
 			results = append(results, dst.k, dst.v)
 		}
 		if g.err == nil {
@@ -162,7 +164,7 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 
 // bytesFor is the memory the buffers for n positions take in every layer.
 func (c *cache) bytesFor(n int) int64 {
-	return int64(c.capacityFor(n)) * int64(c.m.KVLayout().TokenBytes()) * 2 * int64(len(c.layers))
+	return int64(c.capacityFor(n)) * int64(c.m.KVLayout().LayerTokenBytes(0)) * 2 * int64(len(c.layers))
 }
 
 func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
@@ -206,7 +208,7 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 		return fmt.Errorf("mlx: %w", err)
 	}
 	l := &c.layers[layer]
-	tb := c.m.KVLayout().TokenBytes()
+	tb := c.m.KVLayout().LayerTokenBytes(0)
 	if n == 0 {
 		return nil
 	}
@@ -236,14 +238,14 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 			c.broken = fmt.Errorf("mlx: the cache is unusable after a failed import: %w", err)
 			return err
 		}
-		c.lens[layer] = max(c.lens[layer], from+n)
+		c.lens.Import(layer, from, n)
 		return nil
 	})
 }
 
 func (c *cache) Bytes() int64 {
 	var n int64
-	tb := int64(c.m.KVLayout().TokenBytes())
+	tb := int64(c.m.KVLayout().LayerTokenBytes(0))
 	for i := range c.layers {
 		n += int64(c.layers[i].cap) * tb * 2
 	}
@@ -269,6 +271,6 @@ func (c *cache) free() {
 		free(&l.k)
 		free(&l.v)
 		l.cap = 0
-		c.lens[i] = 0
+		c.lens[i].Lo, c.lens[i].Hi = 0, 0
 	}
 }

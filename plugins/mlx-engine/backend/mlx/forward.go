@@ -45,7 +45,7 @@ func (m *mlxModel) Forward(batch []backend.Seq) error {
 }
 
 // own returns c as one of this model's caches that may be used (CheckBatch).
-func (m *mlxModel) own(c backend.Cache) (*cache, backend.LayerLengths, error) {
+func (m *mlxModel) own(c backend.Cache) (*cache, backend.LayerSpans, error) {
 	cc, ok := c.(*cache)
 	if !ok || cc == nil || cc.m != m {
 		return nil, nil, backend.ErrForeignCache
@@ -245,7 +245,7 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	for _, p := range parts {
 		lens := caches[p.seq].lens
 		for li := range lens {
-			lens[li] = max(lens[li], p.pos+p.to-p.from)
+			lens.Advance(li, p.pos+p.to-p.from)
 		}
 	}
 	g.free()

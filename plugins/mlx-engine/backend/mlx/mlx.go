@@ -390,7 +390,7 @@ func (m *mlxModel) freeWeights() {
 }
 
 func (m *mlxModel) KVLayout() backend.KVLayout {
-	return backend.KVLayout{NumLayers: m.cfg.NumLayers, NumKVHeads: m.cfg.NumKVHeads, HeadDim: m.cfg.HeadDim, DType: m.kvType}
+	return backend.DenseLayout(m.cfg.NumLayers, m.cfg.NumKVHeads, m.cfg.HeadDim, m.kvType)
 }
 
 func (m *mlxModel) VocabSize() int  { return m.cfg.VocabSize }
