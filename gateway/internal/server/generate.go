@@ -431,7 +431,8 @@ func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Insta
 // streamWriter streams a run in its API's encoding. It is the response's body stream: fasthttp calls WriteTo
 // on the connection's goroutine after the handler returned (so it must not touch the fiber context), and each
 // batch it writes goes out as one chunk, flushed. Writing to the connection directly, rather than through
-// SetBodyStreamWriter's pipe (a second goroutine, a copy, and a flush every 4 KiB), leaves one write per batch.
+// SetBodyStreamWriter's pipe (a second goroutine, a copy, and a chunk and a flush every 4 KiB), leaves one
+// chunk and one flush per batch.
 type streamWriter struct {
 	s     *Server
 	enc   encoder
