@@ -27,6 +27,9 @@ func TestParse(t *testing.T) {
 			if c.Server.HopIdleTimeout != 15*time.Second {
 				t.Errorf("HopIdleTimeout %s, want 15s", c.Server.HopIdleTimeout)
 			}
+			if c.Server.TokenizeMinBytes != 1024 { // as the README's configuration table says
+				t.Errorf("TokenizeMinBytes %d, want 1024", c.Server.TokenizeMinBytes)
+			}
 			if c.Server.Listen != "127.0.0.1:8000" || len(c.Models) != 1 || c.Models[0] != DefaultModel || c.Engine != DefaultEngine || len(c.Server.APIKeys) != 0 {
 				t.Errorf("%+v", c)
 			}
@@ -38,6 +41,11 @@ func TestParse(t *testing.T) {
 					t.Errorf("%+v", c)
 				}
 			}},
+		{name: "tokenize min bytes", args: []string{"--tokenize-min-bytes", "0"}, check: func(t *testing.T, c Config) {
+			if c.Server.TokenizeMinBytes != 0 {
+				t.Errorf("TokenizeMinBytes %d, want the flag's 0", c.Server.TokenizeMinBytes)
+			}
+		}},
 		{name: "flag beats env", args: []string{"--listen", ":10", "--max-inflight", "7"}, env: map[string]string{"DUET_LISTEN": ":9", "DUET_MAX_INFLIGHT": "3"},
 			check: func(t *testing.T, c Config) {
 				if c.Server.Listen != ":10" || c.Server.MaxInFlight != 7 {

@@ -16,6 +16,18 @@ type Meta struct {
 	Fingerprint string // system_fingerprint
 	// Route says where the request ran, for timings.route; nil leaves it out.
 	Route *Route
+
+	// head is the opening of every chunk of a stream of headObject objects, rendered once (WithChunkHead).
+	head       []byte
+	headObject string
+}
+
+// WithChunkHead returns m with the fields every chunk of a stream of object objects opens with rendered once,
+// so that each token's chunk copies them rather than renders them again. Set m's other fields first.
+func (m Meta) WithChunkHead(object string) Meta {
+	m.head, m.headObject = nil, ""
+	m.head, m.headObject = appendHead(nil, object, m), object
+	return m
 }
 
 // Route is where a request ran: the gateway that took it, the node and instance that decoded it, the
@@ -139,6 +151,9 @@ func FinalError(f *engine.Final) *Error {
 }
 
 func appendHead(dst []byte, object string, m Meta) []byte {
+	if m.head != nil && object == m.headObject {
+		return append(dst, m.head...)
+	}
 	dst = append(dst, `{"id":`...)
 	dst = appendString(dst, m.ID)
 	dst = append(dst, `,"object":"`...)

@@ -69,7 +69,7 @@ func (openaiChat) errorBody(dst []byte, e *openai.Error) (int, []byte) {
 }
 
 func (d openaiChat) encoder(m openai.Meta, n int) encoder {
-	return &openaiEncoder{meta: m, usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "chat.completion.chunk"}
+	return &openaiEncoder{meta: m.WithChunkHead("chat.completion.chunk"), usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "chat.completion.chunk"}
 }
 
 // openaiCompletions is /v1/completions.
@@ -89,7 +89,7 @@ func (openaiCompletions) errorBody(dst []byte, e *openai.Error) (int, []byte) {
 }
 
 func (d openaiCompletions) encoder(m openai.Meta, n int) encoder {
-	return &openaiEncoder{meta: m, usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "text_completion", legacy: true}
+	return &openaiEncoder{meta: m.WithChunkHead("text_completion"), usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "text_completion", legacy: true}
 }
 
 // openaiEncoder streams chat.completion.chunk or text_completion objects as server-sent events, ending with

@@ -1,14 +1,16 @@
 package server
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
@@ -168,13 +170,6 @@ func supports(d engine.Description, r *engine.GenerateRequest) error {
 	return nil
 }
 
-// run is a generation in progress: its events arrive on a channel from the goroutine that calls the engine.
-type run struct {
-	events chan engine.Event
-	err    error // set before events closes
-	cancel context.CancelFunc
-}
-
 // staticPrefill offers the configured prefill endpoints (--prefill), when the router offered none: a fixed
 // prefill node outside the cluster, an exo one say.
 func (s *Server) staticPrefill(g *generation) {
@@ -302,17 +297,20 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 		}
 		setServerTiming(c, timing)
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-		return c.Send(g.dialect.answer(nil, meta, res))
+		sendAnswer(c, g.dialect, meta, res)
+		return nil
 	}
 
 	r := s.start(ctx, cancel, in, g.request, obs)
 	// Errors before the first event are HTTP errors with their own status.
-	first, ok := <-r.events
+	evs, closed, _ := r.take(nil, nil)
 	firstEvent := time.Since(arrival(c))
 	releaseBody(c) // the engine has the request
-	if !ok {
+	if len(evs) == 0 {
+		<-r.finished
 		return s.runError(ctx, watch, r.err)
 	}
+	first := evs[0]
 	if first.Final != nil {
 		if apiErr := openai.FinalError(first.Final); apiErr != nil {
 			drain(r)
@@ -326,11 +324,25 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	conn := c.Context().Conn()
 	handedOver = true
 	sw := &streamWriter{
-		s: s, enc: rec.encoder(g.dialect.encoder(meta, g.request.N)), run: r, first: first, ctx: ctx, conn: conn,
+		s: s, enc: rec.encoder(g.dialect.encoder(meta, g.request.N)), run: r, first: first, evs: evs, next: 1, closed: closed, ctx: ctx, conn: conn,
 		done: func() { watch.stop(); cancel(); rec.streamEnded() }, heartbeat: s.heartbeatFor(c),
 	}
-	c.Context().SetBodyStreamWriter(sw.write)
+	c.Context().Response.SetBodyStream(sw, -1)
 	return nil
+}
+
+// answerBufs are buffers to render whole answers in: the response copies the answer into its own pooled body
+// buffer, so the rendering need not allocate.
+var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// sendAnswer renders a whole answer as the response's body.
+func sendAnswer(c *fiber.Ctx, d dialect, m openai.Meta, rs openai.Results) {
+	buf := answerBufs.Get().(*[]byte)
+	*buf = d.answer((*buf)[:0], m, rs)
+	c.Response().SetBody(*buf)
+	if cap(*buf) <= 64<<10 { // a rare large answer is not kept
+		answerBufs.Put(buf)
+	}
 }
 
 // runError explains why a run failed: the client left, the request timed out, or the engine failed.
@@ -406,33 +418,21 @@ func (s *Server) engineUnavailable(requestID string, gen uint64, err error) erro
 	return err // the engine's own answer (e.g. an instance shutting down), meant for the client
 }
 
-// start runs a generation on its own goroutine, for a stream: its events arrive on a buffered channel, so the
+// start runs a generation on its own goroutine, for a stream: its events queue in the run (see run), so the
 // engine rarely waits on the HTTP side; when it does, that is the backpressure of a slow client.
 func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest, obs *metrics.Generation) *run {
-	r := &run{events: make(chan engine.Event, 256), cancel: cancel}
+	r := newRun(cancel)
 	go func() {
-		defer close(r.events)
-		r.err = s.generate(ctx, in, req, obs, func(ev engine.Event) error {
-			select {
-			case r.events <- ev:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		})
+		r.close(s.generate(ctx, in, req, obs, func(ev engine.Event) error { return r.push(ctx, ev) }))
 	}()
 	return r
 }
 
-// drain cancels a run and waits for its goroutine to finish.
-func drain(r *run) {
-	r.cancel()
-	for range r.events {
-	}
-}
-
-// streamWriter streams a run in its API's encoding. It runs in fasthttp's stream-writer goroutine, after the
-// handler returned, so it must not touch the fiber context.
+// streamWriter streams a run in its API's encoding. It is the response's body stream: fasthttp calls WriteTo
+// on the connection's goroutine after the handler returned (so it must not touch the fiber context), and each
+// batch it writes goes out as one chunk, flushed. Writing to the connection directly, rather than through
+// SetBodyStreamWriter's pipe (a second goroutine, a copy, and a chunk and a flush every 4 KiB), leaves one
+// chunk and one flush per batch.
 type streamWriter struct {
 	s     *Server
 	enc   encoder
@@ -445,72 +445,123 @@ type streamWriter struct {
 	heartbeat time.Duration
 
 	buf []byte
+	// evs are the events taken from the run; those from next on are not rendered yet. closed: the run had
+	// closed when they were taken.
+	evs     []engine.Event
+	next    int
+	closed  bool
+	ticker  *time.Ticker // started with the body
+	begun   bool         // the first event is rendered
+	over    bool         // the last batch is rendered
+	pending []byte       // for Read: what fill rendered and Read has not returned yet
+	cleanup sync.Once
 }
 
-func (w *streamWriter) write(bw *bufio.Writer) {
-	defer drain(w.run)
-	defer w.done()
-	heartbeat := time.NewTicker(w.heartbeat)
-	defer heartbeat.Stop()
+var _ fasthttp.BodyWriterTo = (*streamWriter)(nil)
 
-	// handle renders one event; it reports whether the stream is over (every choice ended, or one failed).
-	handle := func(ev engine.Event) bool {
-		if ev.Final != nil {
-			return w.final(ev)
+// SupportsBodyWriteTo tells fasthttp that WriteTo may replace Read: both write the same batches.
+func (w *streamWriter) SupportsBodyWriteTo() bool { return true }
+
+// WriteTo writes the stream to dst, a batch per Write: the first event alone, then whatever the run has ready
+// each time the last write returns. A failed write means the client is gone, which cancels the generation.
+func (w *streamWriter) WriteTo(dst io.Writer) (int64, error) {
+	defer w.Close()
+	var n int64
+	for !w.over {
+		w.over = w.fill()
+		w.extendDeadline()
+		m, err := dst.Write(w.buf)
+		w.buf = w.buf[:0]
+		n += int64(m)
+		if err != nil {
+			w.run.cancel()
+			return n, err
 		}
-		w.buf = w.enc.event(w.buf, ev)
-		return false
 	}
-	w.buf = w.enc.start(w.buf)
-	if handle(w.first) {
-		w.flush(bw)
-		return
+	return n, nil
+}
+
+// Read is WriteTo for a caller that reads the body instead.
+func (w *streamWriter) Read(p []byte) (int, error) {
+	for len(w.pending) == 0 {
+		if w.over {
+			return 0, io.EOF
+		}
+		w.buf = w.buf[:0]
+		w.over = w.fill()
+		w.extendDeadline()
+		w.pending = w.buf
 	}
-	if !w.flush(bw) {
-		return
+	n := copy(p, w.pending)
+	w.pending = w.pending[n:]
+	return n, nil
+}
+
+// Close ends the stream: fasthttp calls it once the body is written, or instead, when the response could not
+// be sent (the client left before its headers). It stops the run and records the request.
+func (w *streamWriter) Close() error {
+	w.cleanup.Do(func() {
+		if w.ticker != nil {
+			w.ticker.Stop()
+		}
+		w.done()
+		drain(w.run)
+	})
+	return nil
+}
+
+// fill renders the next batch into w.buf: the stream's start and its first event, or else the events the run
+// has ready, waiting for one (or for a heartbeat) when none is, up to 64 KiB. It reports whether the stream is
+// over (every choice ended, or it failed).
+func (w *streamWriter) fill() bool {
+	if !w.begun {
+		w.begun = true
+		w.ticker = time.NewTicker(w.heartbeat)
+		w.buf = w.enc.start(w.buf)
+		return w.handle(w.first)
 	}
-	for {
-		select {
-		case ev, ok := <-w.run.events:
-			if !ok {
-				w.end(bw)
-				return
-			}
-			if handle(ev) {
-				w.flush(bw)
-				return
-			}
-			// Coalesce: write what is already queued before flushing once.
-		more:
-			for len(w.buf) < 64<<10 {
-				select {
-				case ev, ok := <-w.run.events:
-					if !ok {
-						w.end(bw)
-						return
-					}
-					if handle(ev) {
-						w.flush(bw)
-						return
-					}
-				default:
-					break more
-				}
-			}
-			if !w.flush(bw) {
-				return
-			}
-		case <-heartbeat.C:
+	if w.next == len(w.evs) {
+		if w.closed {
+			w.end()
+			return true
+		}
+		evs, closed, heartbeat := w.run.take(w.evs, w.ticker.C)
+		if heartbeat {
 			w.buf = w.enc.heartbeat(w.buf)
-			if !w.flush(bw) {
-				return
-			}
+			return false
 		}
+		w.evs, w.next, w.closed = evs, 0, closed
+	}
+	for ; w.next < len(w.evs) && len(w.buf) < 64<<10; w.next++ {
+		if w.handle(w.evs[w.next]) {
+			return true
+		}
+	}
+	if w.next == len(w.evs) && w.closed {
+		w.end()
+		return true
+	}
+	return false
+}
+
+// handle renders one event; it reports whether the stream is over (every choice ended, or one failed).
+func (w *streamWriter) handle(ev engine.Event) bool {
+	if ev.Final != nil {
+		return w.final(ev)
+	}
+	w.buf = w.enc.event(w.buf, ev)
+	return false
+}
+
+// extendDeadline gives the next write WriteTimeout: it bounds a stalled client, not a long stream.
+func (w *streamWriter) extendDeadline() {
+	if w.conn != nil && w.s.cfg.WriteTimeout > 0 {
+		_ = w.conn.SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
 	}
 }
 
 // end handles a run that closed without a final event: an engine failure or a timeout.
-func (w *streamWriter) end(bw *bufio.Writer) {
+func (w *streamWriter) end() {
 	var apiErr *openai.Error
 	switch err := w.run.err; {
 	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
@@ -522,7 +573,6 @@ func (w *streamWriter) end(bw *bufio.Writer) {
 		apiErr = openai.Internal("the engine ended the stream without a final event")
 	}
 	w.buf = w.enc.fail(w.buf, apiErr)
-	w.flush(bw)
 }
 
 // final renders a choice's end; it reports whether the stream is over: every choice ended, or one failed.
@@ -537,22 +587,4 @@ func (w *streamWriter) final(ev engine.Event) bool {
 	var over bool
 	w.buf, over = w.enc.final(w.buf, ev.Choice, ev.Final)
 	return over
-}
-
-// flush writes the buffered events to the client. It returns false when the client is gone, which cancels
-// the generation.
-func (w *streamWriter) flush(bw *bufio.Writer) bool {
-	if w.conn != nil && w.s.cfg.WriteTimeout > 0 {
-		_ = w.conn.SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
-	}
-	_, err := bw.Write(w.buf)
-	w.buf = w.buf[:0]
-	if err == nil {
-		err = bw.Flush()
-	}
-	if err != nil {
-		w.run.cancel()
-		return false
-	}
-	return true
 }

@@ -283,10 +283,14 @@ func (e *recentEntry) encoder(enc encoder) encoder {
 type recordingEncoder struct {
 	encoder
 	e *recentEntry
+	// sawToken: the first token's time is noted; the encoder's one goroutine reads it, so later tokens cost
+	// no lock.
+	sawToken bool
 }
 
 func (r *recordingEncoder) event(dst []byte, ev engine.Event) []byte {
-	if ev.Token != nil {
+	if ev.Token != nil && !r.sawToken {
+		r.sawToken = true
 		r.e.mu.Lock()
 		if r.e.firstByte == 0 {
 			r.e.firstByte = time.Since(r.e.rec.Start)

@@ -108,9 +108,16 @@ func DefaultConfig() Config {
 		QueueTimeout:         30 * time.Second,
 		Heartbeat:            10 * time.Second,
 		LinkProbeEvery:       DefaultLinkProbeEvery,
+		TokenizeMinBytes:     DefaultTokenizeMinBytes,
 		HostedTools:          responses.HostedToolsDrop,
 	}
 }
+
+// DefaultTokenizeMinBytes is the default Config.TokenizeMinBytes: a shorter prompt has at most as many tokens
+// as bytes, too few for remote prefill to pay, and its prefix gains little from affinity, so the router gets
+// an estimate rather than a round trip to the engine's tokenizer (which costs as much as the rest of the
+// gateway's work on a short request).
+const DefaultTokenizeMinBytes = 1024
 
 // DefaultHopIdleTimeout is the default Config.HopIdleTimeout: a frozen owner (a laptop asleep) is given up on
 // in seconds, and a keep-alive every 5 s costs nothing.
@@ -381,9 +388,11 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 	if status >= 500 {
 		level = slog.LevelWarn
 	}
-	s.log.Log(context.Background(), level, "request",
-		"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
-		"duration", time.Since(start), "remote", c.IP())
+	if ctx := context.Background(); s.log.Enabled(ctx, level) { // its arguments cost allocations even when dropped
+		s.log.Log(ctx, level, "request",
+			"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
+			"duration", time.Since(start), "remote", c.IP())
+	}
 	if !s.recent.finish(c, status, err) && s.metrics != nil {
 		s.countUnserved(c, status)
 	}
