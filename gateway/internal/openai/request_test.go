@@ -253,7 +253,7 @@ func TestReasoningEffortVars(t *testing.T) {
 		{`{"model":"m",` + msgs + `}`, nil},
 	}
 	for _, c := range cases {
-		got, err := ParseChat([]byte(c.body))
+		got, err := openai.ParseChat([]byte(c.body))
 		if err != nil {
 			t.Fatalf("%s: %v", c.body, err)
 		}
