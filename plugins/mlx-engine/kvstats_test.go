@@ -2,7 +2,9 @@ package mlxengine_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -46,17 +48,29 @@ func TestKVStatsReportWhatTheInstanceHolds(t *testing.T) {
 	run(context.Background(), t, e, engine.GenerateRequest{InstanceID: d.InstanceID, PromptTokens: randomPrompt(5, prompt, d.VocabSize),
 		Sampling: engine.Sampling{MaxTokens: out, IgnoreEOS: true}})
 	// A second request, watched mid-stream: it holds its own cache beside the first one's in the prefix cache.
+	// Its max_tokens fills the context, so it is still running when its fifth token arrives however slowly
+	// this goroutine reads the events (the runner does not wait for them); it is stopped after `out` tokens,
+	// and a stopped request's cache goes to the prefix cache as a finished one's does.
+	errEnough := errors.New("enough tokens")
 	err := e.Generate(context.Background(), engine.GenerateRequest{InstanceID: d.InstanceID, PromptTokens: randomPrompt(6, prompt, d.VocabSize),
-		Sampling: engine.Sampling{MaxTokens: out, IgnoreEOS: true}}, func(ev engine.Event) error {
+		Sampling: engine.Sampling{MaxTokens: d.ContextLength - prompt, IgnoreEOS: true}}, func(ev engine.Event) error {
 		if ev.Token != nil {
 			if n++; n == 5 {
 				during = instanceStats(t, e, d.InstanceID)
 			}
+			if n == out {
+				return errEnough
+			}
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
+	if !errors.Is(err, errEnough) {
+		t.Fatalf("Generate: %v, want the callback's error", err)
+	}
+	// The stopped request leaves the runner asynchronously: wait until the stats say it has.
+	deadline := time.Now().Add(10 * time.Second)
+	for instanceStats(t, e, d.InstanceID).InFlight != 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
 	}
 	after := instanceStats(t, e, d.InstanceID)
 
