@@ -15,6 +15,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -80,7 +81,7 @@ func (s *Server) refuseScanned(scan openai.PromptScan, param string) error {
 	}
 	scan.Model = s.aliases.Resolve(scan.Model)
 	least, limit := 0, 0
-	for _, in := range s.snaps.agent.Snapshot().Instances {
+	for _, in := range s.agent.Snapshot().Instances {
 		if in.Model != scan.Model {
 			continue
 		}
@@ -206,7 +207,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	rec := s.recent.open(c, g, route, s.metrics, s.tracer)
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		var err error
-		if d, err = s.fromPinned(hop, requestID, s.snaps.current()); err != nil {
+		if d, err = s.fromPinned(hop, requestID, s.view.Current()); err != nil {
 			return err
 		}
 		route.EntryNode, route.Forwarded = hop.EntryNode, true
@@ -378,9 +379,9 @@ func fingerprint(d engine.Description) string {
 
 // generate runs a generation on the engine, counting it against the instance's load and the admission slot
 // the caller acquired, which it releases.
-func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, obs *metrics.Generation, emit func(engine.Event) error) error {
-	s.reg.begin(in)
-	defer s.reg.end(in)
+func (s *Server) generate(ctx context.Context, in *node.Instance, req engine.GenerateRequest, obs *metrics.Generation, emit func(engine.Event) error) error {
+	s.reg.Begin(in)
+	defer s.reg.End(in)
 	defer s.limiter.release()
 	emit, forget := s.observeSpeed(in, req, emit)
 	defer forget()
@@ -420,7 +421,7 @@ func (s *Server) engineUnavailable(requestID string, gen uint64, err error) erro
 
 // start runs a generation on its own goroutine, for a stream: its events queue in the run (see run), so the
 // engine rarely waits on the HTTP side; when it does, that is the backpressure of a slow client.
-func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest, obs *metrics.Generation) *run {
+func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *node.Instance, req engine.GenerateRequest, obs *metrics.Generation) *run {
 	r := newRun(cancel)
 	go func() {
 		r.close(s.generate(ctx, in, req, obs, func(ev engine.Event) error { return r.push(ctx, ev) }))

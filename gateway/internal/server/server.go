@@ -23,11 +23,11 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 )
 
 // Config is the HTTP server's configuration.
@@ -74,7 +74,8 @@ type Config struct {
 	// hashes for affinity); shorter ones are estimated from their bytes, at no cost.
 	TokenizeMinBytes int
 	// LinkProbeEvery is how often a link into this node's instances that no KV transfer measured yet is
-	// probed (a timed download from the peer's gateway; see linkprobe.go); 0: never.
+	// probed (a timed download from the peer's gateway; see node/linkprobe.go); 0: never. The node probes;
+	// it is here because the flag is the server's.
 	LinkProbeEvery time.Duration
 	// ModelsDir, when set, is the directory under which a load over the API (POST /v1/instances) may name a
 	// local model directory; without it only Hugging Face ids, "embedded" and OperatorModels load over the
@@ -107,7 +108,7 @@ func DefaultConfig() Config {
 		MaxQueue:             1024,
 		QueueTimeout:         30 * time.Second,
 		Heartbeat:            10 * time.Second,
-		LinkProbeEvery:       DefaultLinkProbeEvery,
+		LinkProbeEvery:       node.DefaultLinkProbeEvery,
 		TokenizeMinBytes:     DefaultTokenizeMinBytes,
 		HostedTools:          responses.HostedToolsDrop,
 	}
@@ -123,12 +124,6 @@ const DefaultTokenizeMinBytes = 1024
 // in seconds, and a keep-alive every 5 s costs nothing.
 const DefaultHopIdleTimeout = 15 * time.Second
 
-// EngineProvider hands out the running engine plugin; pluginhost.Supervisor implements it.
-type EngineProvider interface {
-	Get() (engine.Engine, uint64, error)
-	Explain(gen uint64) (died bool, lastWords string)
-}
-
 // StatusFunc reports extra state for GET /admin/v1/status (plugin supervisors).
 type StatusFunc func() any
 
@@ -136,11 +131,12 @@ type StatusFunc func() any
 type Server struct {
 	cfg       Config
 	app       *fiber.App
-	reg       *Registry
-	engines   EngineProvider
-	routers   RouterProvider
-	swap      RouterSwapper
-	snaps     *snapshots
+	reg       *node.Registry
+	agent     *cluster.Agent
+	view      *cluster.LocalView
+	engines   node.EngineProvider
+	routers   node.RouterProvider
+	swap      node.RouterSwapper
 	fwd       *forward.Client
 	hops      *forward.Verifier // nil: no cluster secret
 	limiter   *limiter
@@ -150,36 +146,34 @@ type Server struct {
 	adminKeys [][sha256.Size]byte
 	status    StatusFunc
 	log       *slog.Logger
-	stopLoad  chan struct{}
 	started   time.Time
 	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
 	reasoning *responses.Sealer
-	probe     linkProber
+	probes    linkProbes
 	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
 	modelsRoot string
 	aliases    *alias.Table
 }
 
-// RouterSwapper starts a router the operator registered, by name, and makes it the one in use
-// (PUT /admin/v1/router); nil disables swapping. An error wrapping ErrRouterRefused started nothing and says
-// why to the client; any other is logged, and the client gets a generic message.
-type RouterSwapper interface {
-	SwapRouter(ctx context.Context, name string, sha256 []byte) error
-	Current() string
-	// Available are the names SwapRouter accepts.
-	Available() []string
+// Node is what the server runs on besides its own parts: the gateway's node (node.Node), which owns the
+// instances, the cluster membership, the engine and the router.
+type Node interface {
+	Registry() *node.Registry
+	Agent() *cluster.Agent
+	View() *cluster.LocalView
+	Engines() node.EngineProvider
+	Routers() node.RouterProvider
+	Swapper() node.RouterSwapper
+	Forward() *forward.Client
 }
+
+var _ Node = (*node.Node)(nil)
 
 // Deps are what the server runs on.
 type Deps struct {
-	Registry *Registry
-	Agent    *cluster.Agent
-	Engines  EngineProvider
-	Routers  RouterProvider
-	Swapper  RouterSwapper
-	Forward  *forward.Client
+	Node Node
 	// HopKeys verify hops from other gateways (current first); nil: an unauthenticated cluster.
 	HopKeys [][]byte
 	Status  StatusFunc
@@ -199,13 +193,12 @@ func New(cfg Config, d Deps) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg: cfg, reg: d.Registry, engines: d.Engines, routers: d.Routers, swap: d.Swapper, fwd: d.Forward,
+		cfg: cfg, reg: d.Node.Registry(), agent: d.Node.Agent(), view: d.Node.View(), engines: d.Node.Engines(),
+		routers: d.Node.Routers(), swap: d.Node.Swapper(), fwd: d.Node.Forward(),
 		status: d.Status, log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer, reasoning: d.Reasoning,
-		snaps:    &snapshots{reg: d.Registry, agent: d.Agent},
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
 		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
-		stopLoad: make(chan struct{}),
 		started:  time.Now(),
 		aliases:  alias.New(cfg.ModelAliases),
 	}
@@ -245,21 +238,11 @@ func New(cfg Config, d Deps) *Server {
 // App exposes the fiber app, for tests that call app.Test.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown; in a cluster it probes unmeasured links meanwhile.
-func (s *Server) Serve(ln net.Listener) error {
-	if s.snaps.agent != nil && s.fwd != nil && s.cfg.LinkProbeEvery > 0 {
-		s.probe.start.Do(func() { go s.probeLinks() }) // once, whatever listeners it serves
-	}
-	return s.app.Listener(ln)
-}
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
 // Shutdown stops accepting connections and waits for requests in flight, up to ctx's deadline.
 func (s *Server) Shutdown(ctx context.Context) error {
-	select {
-	case <-s.stopLoad:
-	default:
-		close(s.stopLoad)
-	}
 	err := s.app.ShutdownWithContext(ctx)
 	if s.fwd != nil {
 		s.fwd.CloseIdle()
@@ -273,7 +256,7 @@ func (s *Server) routes() {
 	// Peers pull this node's cluster tables here; in an encrypted cluster the answer is sealed with the gossip
 	// key, so it needs no API key. Without a secret it is plain JSON (every node, instance and address): it
 	// takes an API key when the gateway has keys, and peers pull it with theirs.
-	s.app.Get(serfcluster.StatePath, s.stateAuth, adaptor.HTTPHandler(s.snaps.agent.StateHandler()))
+	s.app.Get(cluster.StatePath, s.stateAuth, adaptor.HTTPHandler(s.agent.StateHandler()))
 	if s.metrics != nil {
 		// Prometheus scrapes with a bearer token (scrape_config's authorization), so /metrics takes an API key
 		// like every read; a --metrics-listen listener serves it without one, for a private network.
@@ -298,8 +281,8 @@ func (s *Server) routes() {
 	s.app.Get("/state", s.auth, s.state)
 	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
 	admin.Get("/status", s.adminStatus)
-	admin.Get(strings.TrimPrefix(linkProbePath, "/admin/v1"), s.linkProbe)
-	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
+	admin.Get(strings.TrimPrefix(node.LinkProbePath, "/admin/v1"), s.linkProbe)
+	admin.Get(strings.TrimPrefix(node.LinkPingPath, "/admin/v1"), s.linkPing)
 	admin.Put("/router", s.adminOnly, s.localAdminOnly, s.putRouter)
 	admin.Get("/router", s.getRouter)
 	admin.Get("/model-aliases", s.getModelAliases)
@@ -648,7 +631,7 @@ func (s *Server) adminStatus(c *fiber.Ctx) error {
 	out := fiber.Map{"in_flight": s.limiter.inFlight(), "queued": s.limiter.queued.Load()}
 	var ins []instance
 	for _, in := range s.reg.All() {
-		ins = append(ins, instance{Description: in.Desc, InFlight: in.inFlight.Load(), LoadedAt: in.LoadedAt})
+		ins = append(ins, instance{Description: in.Desc, InFlight: in.InFlight(), LoadedAt: in.LoadedAt})
 	}
 	out["instances"] = ins
 	if e, _, err := s.engines.Get(); err == nil {

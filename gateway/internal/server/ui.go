@@ -21,7 +21,6 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 	"github.com/duet-ai/duet/ui"
 )
 
@@ -117,8 +116,8 @@ type pathView struct {
 // listPaths is GET /admin/v1/paths: the path between every ordered pair of eligible nodes, as this node
 // sees them (addresses, link kinds and speeds from tags; RTT from Vivaldi coordinates).
 func (s *Server) listPaths(c *fiber.Ctx) error {
-	snap := s.snaps.agent.Snapshot()
-	var ids []serfcluster.NodeID
+	snap := s.agent.Snapshot()
+	var ids []cluster.NodeID
 	for _, n := range snap.Nodes {
 		if n.Eligible() {
 			ids = append(ids, n.ID)
@@ -177,10 +176,10 @@ const (
 // which are not gossiped: this node asks each gateway for its /admin/v1/status. A node that does not answer
 // in time is listed with an error.
 func (s *Server) clusterStats(c *fiber.Ctx) error {
-	snap := s.snaps.agent.Snapshot()
+	snap := s.agent.Snapshot()
 	var nodes []string
 	for _, n := range snap.Nodes {
-		if n.Eligible() && (n.Status == serfcluster.StatusAlive || n.Status == serfcluster.StatusSuspect) {
+		if n.Eligible() && (n.Status == cluster.StatusAlive || n.Status == cluster.StatusSuspect) {
 			nodes = append(nodes, string(n.ID))
 		}
 	}
@@ -273,7 +272,7 @@ func (s *Server) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
 
 // peerFetch GETs path (no query: a hop's proof covers the path alone) from node's gateway as a hop.
 func (s *Server) peerFetch(ctx context.Context, pr peerRequest, node, p string) ([]byte, error) {
-	snap := s.snaps.agent.Snapshot()
+	snap := s.agent.Snapshot()
 	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), node)
 	if !ok || s.fwd == nil {
 		return nil, &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
@@ -311,7 +310,7 @@ func (s *Server) checkLink(c *fiber.Ctx) error {
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
 		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
 	}
-	check, err := cluster.CheckLink(s.snaps.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
+	check, err := cluster.CheckLink(s.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
 	if err != nil {
 		return c.JSON(fiber.Map{"ok": false, "message": err.Error()})
 	}
