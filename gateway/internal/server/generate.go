@@ -63,8 +63,8 @@ func (s *Server) completions(c *fiber.Ctx) error {
 // refuseOverlong answers context_length_exceeded, before the body is parsed, for a prompt that cannot fit the
 // context of any instance of its model in the cluster: its decoded length over the instance's
 // MaxBytesPerToken is a lower bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not
-// copies of it in the gateway and the engine (eight 15 MB prompts at once once took the engine to 3.5 GB). It
-// returns what the scan learned.
+// copies of it in the gateway and the engine (without the check, eight 15 MB prompts at once take the engine
+// to 3.5 GB). It returns what the scan learned.
 func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, error) {
 	scan, ok := openai.ScanPrompt(body)
 	if !ok {
