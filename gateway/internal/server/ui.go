@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -315,4 +316,49 @@ func (s *Server) checkLink(c *fiber.Ctx) error {
 		return c.JSON(fiber.Map{"ok": false, "message": err.Error()})
 	}
 	return c.JSON(fiber.Map{"ok": true, "exact": check.Exact})
+}
+
+// listRequests is GET /admin/v1/requests: the recent requests after ?since= (a seq from an earlier answer's
+// "last", or an RFC 3339 time), oldest first.
+func (s *Server) listRequests(c *fiber.Ctx) error {
+	var seq uint64
+	var t time.Time
+	if v := c.Query("since"); v != "" {
+		var err error
+		if seq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				return openai.BadRequest("since", "since must be a seq number from an earlier answer or an RFC 3339 time, not %q", v)
+			}
+		}
+	}
+	if node := c.Query("node"); node != "" && node != s.reg.Node() {
+		return s.peerRequests(c, node, seq, t)
+	}
+	recs, last := s.recent.since(seq, t)
+	return c.JSON(fiber.Map{"node": s.reg.Node(), "capacity": recentCapacity, "last": last, "requests": recs})
+}
+
+// peerRequests answers GET /admin/v1/requests?node= from that node's gateway: its whole ring, filtered here
+// (a hop carries no query).
+func (s *Server) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.Time) error {
+	body, err := s.peerGet(c, node, "/admin/v1/requests")
+	if err != nil {
+		return err
+	}
+	var ans struct {
+		Node     string          `json:"node"`
+		Capacity int             `json:"capacity"`
+		Last     uint64          `json:"last"`
+		Requests []recentRequest `json:"requests"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return openai.Unavailable("node " + node + " answered its recent requests with something else: " + err.Error())
+	}
+	kept := ans.Requests[:0]
+	for _, r := range ans.Requests {
+		if r.Seq > seq && !r.Start.Before(t) {
+			kept = append(kept, r)
+		}
+	}
+	return c.JSON(fiber.Map{"node": ans.Node, "capacity": ans.Capacity, "last": ans.Last, "requests": kept})
 }
