@@ -2,6 +2,9 @@
 // that decides where each request runs. Every gateway is a member of a cluster (of one, by default); together
 // they serve one API. See the README at the repository root.
 //
+// Serving is three steps: parse the configuration (package config), start the node (package node: identity,
+// the cluster, the router, then the engine) and serve its API (package server).
+//
 //	duet [flags]                  serve (see duet -h)
 //	duet plugin <kind> <name>     serve a built-in plugin; the gateway runs this itself
 //	duet bench <benchmark>        benchmark a cluster: pd, gateway, kvwire, load (see duet bench -h)
@@ -135,6 +138,8 @@ func run(ctx context.Context, cfg config.Config) error {
 		}
 	}
 
+	// The node joins the cluster before any model loads (instances are published loading, then ready); its
+	// engine starts once the API answers (peers pull this node's state; /healthz says "starting").
 	n, err := gwnode.Start(ctx, nodeConfig(cfg, listenHost, apiAddr, tlsServer != nil, tlsClient, log))
 	if err != nil {
 		return err
