@@ -199,7 +199,7 @@ func (g *gateway) chat(t *testing.T, prompt string, maxTokens int) chatAnswer {
 
 var longPrompt = strings.Repeat("The lighthouse keeper counted the waves that broke on the rocks below. ", 20)
 
-// TestClusterDisaggregated is the walkthrough of the README on one machine: three gateways, one secret,
+// TestClusterDisaggregated is the walkthrough of docs/cluster.md on one machine: three gateways, one secret,
 // joined through the first, each with an instance of the embedded model. Node 1's instance is linked as
 // prefill for node 2's through node 3's API; a long prompt sent to node 3 is decoded on node 2 and prefilled
 // on node 1, and its greedy output is a single node's.

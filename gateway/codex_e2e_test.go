@@ -18,7 +18,7 @@ import (
 )
 
 // The Codex CLI (npm @openai/codex, pinned in testdata/agents) against a real duet, over the Responses API: the
-// configuration below is what `duet launch codex` and the README give a user.
+// configuration below is what `duet launch codex` and docs/agents.md give a user.
 
 // codexConfig is the config.toml that points Codex at a duet gateway: a provider of the Responses API whose
 // key comes from DUET_API_KEY, nothing that phones home. extra lines go after the top-level keys (top-level
@@ -177,7 +177,7 @@ func TestCodexEcho(t *testing.T) {
 	})
 
 	// launch: the same turn through `duet launch codex`, whose temporary CODEX_HOME holds the configuration the
-	// README gives.
+	// docs/agents.md gives.
 	t.Run("launch", func(t *testing.T) {
 		dir, home := t.TempDir(), t.TempDir()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

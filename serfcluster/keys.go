@@ -159,9 +159,9 @@ func retryKeyQuery(query func() (*serf.KeyResponse, error)) (*serf.KeyResponse, 
 }
 
 // keyOpAttempts bounds the retries of a key operation that some members did not answer in time. Each attempt
-// waits serf's query timeout (a few gossip intervals); on a loaded machine (CI ran five members under the race
-// detector beside other packages) three attempts left 2 of 5 unanswered, so there are eight: a rotation is
-// rare and may take seconds, a member that really is gone still fails it.
+// waits serf's query timeout (a few gossip intervals); on a loaded machine (five members under the race
+// detector beside other packages) three attempts leave some members unanswered, so there are eight: a
+// rotation is rare and may take seconds, a member that really is gone still fails it.
 const keyOpAttempts = 8
 
 func keyError(op string, err error, resp *serf.KeyResponse) error {

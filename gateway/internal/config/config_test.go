@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 			if c.Server.HopIdleTimeout != 15*time.Second {
 				t.Errorf("HopIdleTimeout %s, want 15s", c.Server.HopIdleTimeout)
 			}
-			if c.Server.TokenizeMinBytes != 1024 { // as the README's configuration table says
+			if c.Server.TokenizeMinBytes != 1024 { // as docs/configuration.md's flag table says
 				t.Errorf("TokenizeMinBytes %d, want 1024", c.Server.TokenizeMinBytes)
 			}
 			if c.Server.Listen != "127.0.0.1:8000" || len(c.Models) != 1 || c.Models[0] != DefaultModel || c.Engine != DefaultEngine || len(c.Server.APIKeys) != 0 {

@@ -13,4 +13,7 @@
 // line, the last with "done": true and the timings in nanoseconds); a tool call arrives whole, its
 // arguments an object, never in fragments; a model is named "name:tag", so "echo" is listed as
 // "echo:latest" and both names reach it.
+//
+// A request comes here from the server's /api routes (package server); what it parses goes the way of every
+// API's, to the router and the engine plugin, and the events that come back are rendered here.
 package ollama

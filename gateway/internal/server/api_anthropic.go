@@ -11,9 +11,9 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/anthropic"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 )
 
 // anthropicRoutes serves Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens).
@@ -99,7 +99,7 @@ func (s *Server) countTokens(c *fiber.Ctx) error {
 	}
 	asked := req.Model
 	req.Model = s.aliases.Resolve(req.Model)
-	var in *Instance
+	var in *node.Instance
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		// The entry gateway picked this node's instance; a hop is never forwarded again.
 		got, found := s.reg.Get(hop.DecodeInstance)
@@ -153,8 +153,8 @@ const maxTokenCountBody = 1 << 20
 // instance pinned, and passes its answer through.
 func (s *Server) forwardCountTokens(c *fiber.Ctx, model string) error {
 	requestID := requestIDOf(c)
-	snap := s.snaps.agent.Snapshot()
-	var target *serfcluster.Instance
+	snap := s.agent.Snapshot()
+	var target *cluster.Record
 	known := false
 	for i := range snap.Instances {
 		in := &snap.Instances[i]
@@ -162,7 +162,7 @@ func (s *Server) forwardCountTokens(c *fiber.Ctx, model string) error {
 			continue
 		}
 		known = true
-		if in.Status == serfcluster.InstanceReady && string(in.Node) != s.reg.Node() {
+		if in.Status == cluster.InstanceReady && string(in.Node) != s.reg.Node() {
 			target = in
 			break
 		}

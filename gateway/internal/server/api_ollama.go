@@ -11,7 +11,6 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/ollama"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 )
 
 // ollamaRoutes serves Ollama's API under /api: generations go through serve like OpenAI's, so they get the
@@ -97,9 +96,9 @@ func (s *Server) ollamaModels() map[string]ollama.Model {
 	for id, t := range s.clusterModels() {
 		out[id] = ollama.Model{ID: id, ModifiedAt: t}
 	}
-	for _, in := range s.snaps.agent.Snapshot().Instances {
+	for _, in := range s.agent.Snapshot().Instances {
 		m, ok := out[in.Model]
-		if !ok || in.Status == serfcluster.InstanceUnavailable {
+		if !ok || in.Status == cluster.InstanceUnavailable {
 			continue
 		}
 		f, err := cluster.FactsFromLabels(in.Labels)
@@ -171,8 +170,8 @@ func (s *Server) ollamaShow(c *fiber.Ctx) error {
 // the same of keep_alive -1 with an expiry as far away as a duration reaches.
 func (s *Server) ollamaPs(c *fiber.Ctx) error {
 	ready := map[string]bool{}
-	for _, in := range s.snaps.agent.Snapshot().Instances {
-		ready[in.Model] = ready[in.Model] || in.Status == serfcluster.InstanceReady
+	for _, in := range s.agent.Snapshot().Instances {
+		ready[in.Model] = ready[in.Model] || in.Status == cluster.InstanceReady
 	}
 	now := time.Now()
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
@@ -183,7 +182,7 @@ func (s *Server) ollamaPs(c *fiber.Ctx) error {
 // ollamaVersion reports this gateway's version, as it publishes it to the cluster.
 func (s *Server) ollamaVersion(c *fiber.Ctx) error {
 	version := ""
-	if n, ok := s.snaps.agent.Snapshot().Node(serfcluster.NodeID(s.reg.Node())); ok {
+	if n, ok := s.agent.Snapshot().Node(cluster.NodeID(s.reg.Node())); ok {
 		version = n.Tags.Version
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

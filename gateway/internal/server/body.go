@@ -14,8 +14,8 @@ import (
 
 // The gateway reads request bodies itself (fasthttp streams them: Config.StreamRequestBody), so that it can
 // bound the body bytes it holds at once. Without that, fasthttp reads every body whole before any handler
-// runs, and a burst of large prompts is held in full however many arrive: eight 15 MB prompts once took the
-// gateway from 24 MB to 511 MB. Bodies up to smallBody are read at once; a larger one first reserves its
+// runs, and a burst of large prompts is held in full however many arrive (eight 15 MB prompts take the
+// gateway from 24 MB to 511 MB). Bodies up to smallBody are read at once; a larger one first reserves its
 // size in a byte budget (Config.MaxBodyBytesInFlight), waiting up to QueueTimeout (429 beyond), and gives
 // it back once the engine has taken the request or the request ended.
 

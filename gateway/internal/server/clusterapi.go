@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,17 +9,16 @@ import (
 	"math"
 	"net/url"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
-	"github.com/duet-ai/duet/serfcluster"
 )
 
 // The cluster API: the models and instances of every node, exo's instance-links API (same paths and
@@ -67,8 +65,8 @@ func (s *Server) usableModels() map[string]time.Time {
 // saw one, by the name the cluster routes by (an instance's model as it was loaded).
 func (s *Server) clusterModels() map[string]time.Time {
 	out := map[string]time.Time{}
-	for _, in := range s.snaps.agent.Snapshot().Instances {
-		if in.Status == serfcluster.InstanceUnavailable {
+	for _, in := range s.agent.Snapshot().Instances {
+		if in.Status == cluster.InstanceUnavailable {
 			continue
 		}
 		if _, ok := out[in.Model]; !ok {
@@ -94,23 +92,23 @@ func sortedKeys[V any](m map[string]V) []string {
 
 // instanceView is an instance as GET /v1/instances shows it.
 type instanceView struct {
-	ID               string                     `json:"id"`
-	Model            string                     `json:"model"`
-	Node             string                     `json:"node"`
-	Role             serfcluster.Role           `json:"role"`
-	Status           serfcluster.InstanceStatus `json:"status"`
-	Engine           string                     `json:"engine"`
-	Backend          string                     `json:"backend,omitempty"`
-	Architecture     string                     `json:"architecture,omitempty"`
-	Quantization     string                     `json:"quantization,omitempty"`
-	Parameters       int64                      `json:"parameters,omitempty"`
-	ContextLength    int                        `json:"context_length,omitempty"`
-	KVEndpoint       string                     `json:"kv_endpoint,omitempty"`
-	Fingerprint      string                     `json:"fingerprint,omitempty"`
-	KVCompat         string                     `json:"kv_compat,omitempty"`
-	KV               *kvView                    `json:"kv,omitempty"`
-	MaxBytesPerToken int                        `json:"max_bytes_per_token,omitempty"`
-	Load             loadView                   `json:"load"`
+	ID               string                 `json:"id"`
+	Model            string                 `json:"model"`
+	Node             string                 `json:"node"`
+	Role             cluster.Role           `json:"role"`
+	Status           cluster.InstanceStatus `json:"status"`
+	Engine           string                 `json:"engine"`
+	Backend          string                 `json:"backend,omitempty"`
+	Architecture     string                 `json:"architecture,omitempty"`
+	Quantization     string                 `json:"quantization,omitempty"`
+	Parameters       int64                  `json:"parameters,omitempty"`
+	ContextLength    int                    `json:"context_length,omitempty"`
+	KVEndpoint       string                 `json:"kv_endpoint,omitempty"`
+	Fingerprint      string                 `json:"fingerprint,omitempty"`
+	KVCompat         string                 `json:"kv_compat,omitempty"`
+	KV               *kvView                `json:"kv,omitempty"`
+	MaxBytesPerToken int                    `json:"max_bytes_per_token,omitempty"`
+	Load             loadView               `json:"load"`
 	// Speed is what the instance's node measured of it (absent until it measured anything).
 	Speed *speedView `json:"speed,omitempty"`
 }
@@ -152,7 +150,7 @@ type ingressView struct {
 	PrefillTPS []bandView `json:"remote_prefill_tokens_per_second,omitempty"`
 }
 
-func speedViewOf(sp *serfcluster.Speed) *speedView {
+func speedViewOf(sp *cluster.Speed) *speedView {
 	if sp == nil {
 		return nil
 	}
@@ -208,7 +206,7 @@ type loadView struct {
 	UpdatedAt time.Time `json:"updated_at,omitzero"`
 }
 
-func viewOf(in serfcluster.Instance) instanceView {
+func viewOf(in cluster.Record) instanceView {
 	f, _ := cluster.FactsFromLabels(in.Labels)
 	v := instanceView{
 		ID: in.ID, Model: in.Model, Node: string(in.Node), Role: in.Role, Status: in.Status, Engine: in.Engine,
@@ -226,21 +224,21 @@ func viewOf(in serfcluster.Instance) instanceView {
 }
 
 func (s *Server) listInstances(c *fiber.Ctx) error {
-	snap := s.snaps.agent.Snapshot()
-	local := s.reg.localLoads()
+	snap := s.agent.Snapshot()
+	local := s.reg.LocalLoads()
 	out := make([]instanceView, 0, len(snap.Instances))
 	for _, in := range snap.Instances {
 		v := viewOf(in)
 		if n, ok := local[in.ID]; ok && string(in.Node) == s.reg.Node() {
 			v.Load.InFlight = n // exact here; gossip lags
-			if sp, ok := s.snaps.agent.Speeds().Speed(in.ID); ok {
+			if sp, ok := s.agent.Speeds().Speed(in.ID); ok {
 				v.Speed = speedViewOf(&sp) // newest here; gossip carries it at a bounded rate
 			}
 		}
 		out = append(out, v)
 	}
 	// How far this gateway's estimates (PD auto) were from what happened, by placement.
-	return c.JSON(fiber.Map{"instances": out, "estimate_errors": s.snaps.agent.Speeds().EstimateErrors()})
+	return c.JSON(fiber.Map{"instances": out, "estimate_errors": s.agent.Speeds().EstimateErrors()})
 }
 
 type createInstanceBody struct {
@@ -261,11 +259,11 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 	if b.Model == "" {
 		return openai.BadRequest("model", "model is required")
 	}
-	role := serfcluster.Role(b.Role)
+	role := cluster.Role(b.Role)
 	switch role {
 	case "":
-		role = serfcluster.RoleBoth
-	case serfcluster.RolePrefill, serfcluster.RoleDecode, serfcluster.RoleBoth:
+		role = cluster.RoleBoth
+	case cluster.RolePrefill, cluster.RoleDecode, cluster.RoleBoth:
 	default:
 		return openai.BadRequest("role", "role %q is not prefill, decode or both", b.Role)
 	}
@@ -273,7 +271,7 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 		if err := cluster.CheckNodeID(b.ID); err != nil {
 			return openai.BadRequest("id", "instance id: %v", err)
 		}
-		if _, taken := s.snaps.agent.Snapshot().Instance(b.ID); taken {
+		if _, taken := s.agent.Snapshot().Instance(b.ID); taken {
 			return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "conflict",
 				Message: fmt.Sprintf("instance %q exists already", b.ID)}
 		}
@@ -299,9 +297,9 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
-	in, err := s.reg.Add(ctx, e, InstanceSpec{ID: b.ID, Model: model, Options: b.Options, Role: role})
-	if errors.Is(err, ErrTooManyInstances) {
-		return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "too_many_instances", Message: err.Error()[len(ErrTooManyInstances.Error())+2:]}
+	in, err := s.reg.Add(ctx, e, node.InstanceSpec{ID: b.ID, Model: model, Options: b.Options, Role: role})
+	if errors.Is(err, node.ErrTooManyInstances) {
+		return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "too_many_instances", Message: err.Error()[len(node.ErrTooManyInstances.Error())+2:]}
 	}
 	if err != nil {
 		var ee *engine.Error
@@ -310,7 +308,7 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 		}
 		return openai.BadRequest("", "%v", err)
 	}
-	rec, ok := s.snaps.agent.Snapshot().Instance(in.Desc.InstanceID)
+	rec, ok := s.agent.Snapshot().Instance(in.Desc.InstanceID)
 	if !ok {
 		return c.JSON(fiber.Map{"id": in.Desc.InstanceID, "node": s.reg.Node(), "model": in.Desc.ModelID})
 	}
@@ -323,14 +321,14 @@ func (s *Server) deleteInstance(c *fiber.Ctx) error {
 	if err != nil {
 		return openai.BadRequest("", "bad instance id")
 	}
-	rec, ok := s.snaps.agent.Snapshot().Instance(id)
+	rec, ok := s.agent.Snapshot().Instance(id)
 	if ok && string(rec.Node) != s.reg.Node() {
 		return s.forwardAdmin(c, string(rec.Node))
 	}
 	e, _, _ := s.engines.Get()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.reg.Remove(ctx, e, id); errors.Is(err, ErrNoInstance) {
+	if err := s.reg.Remove(ctx, e, id); errors.Is(err, node.ErrNoInstance) {
 		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no instance %q in the cluster", id)}
 	} else if err != nil {
@@ -346,7 +344,7 @@ func (s *Server) forwardAdmin(c *fiber.Ctx, node string) error {
 		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
 			Message: fmt.Sprintf("node %s was asked to forward a forwarded request", s.reg.Node())}
 	}
-	hostPort, tls, ok := cluster.APIEndpoint(s.snaps.agent.Snapshot(), s.reg.Node(), node)
+	hostPort, tls, ok := cluster.APIEndpoint(s.agent.Snapshot(), s.reg.Node(), node)
 	if !ok {
 		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
@@ -369,209 +367,4 @@ func (s *Server) forwardAdmin(c *fiber.Ctx, node string) error {
 	}
 	c.Set(fiber.HeaderContentType, resp.Header.Get(fiber.HeaderContentType))
 	return c.Status(resp.StatusCode).Send(body)
-}
-
-// linkView is an instance link as exo's API shows it, with whether its pairs are exact.
-type linkView struct {
-	LinkID           string   `json:"link_id"`
-	PrefillInstances []string `json:"prefill_instances"`
-	DecodeInstances  []string `json:"decode_instances"`
-	Exact            bool     `json:"exact"`
-}
-
-type linkBody struct {
-	PrefillInstances []string `json:"prefill_instances"`
-	DecodeInstances  []string `json:"decode_instances"`
-}
-
-func (s *Server) listLinks(c *fiber.Ctx) error {
-	snap := s.snaps.agent.Snapshot()
-	out := make([]linkView, 0, len(snap.Links))
-	for _, l := range snap.Links {
-		check, err := cluster.CheckLink(snap, l.PrefillInstances, l.DecodeInstances)
-		out = append(out, linkView{LinkID: l.LinkID, PrefillInstances: l.PrefillInstances, DecodeInstances: l.DecodeInstances,
-			Exact: err == nil && check.Exact})
-	}
-	return c.JSON(out)
-}
-
-func (s *Server) createLink(c *fiber.Ctx) error { return s.writeLink(c, cluster.NewLinkID(), false) }
-
-func (s *Server) updateLink(c *fiber.Ctx) error {
-	id := c.Params("id")
-	if _, ok := s.snaps.agent.Snapshot().Link(id); !ok {
-		return linkNotFound(id)
-	}
-	return s.writeLink(c, id, true)
-}
-
-func linkNotFound(id string) error {
-	return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
-		Message: fmt.Sprintf("no instance link %q", id)}
-}
-
-// writeLink validates and writes a link: serfcluster replicates it to every node (any node may write).
-func (s *Server) writeLink(c *fiber.Ctx, id string, update bool) error {
-	var b linkBody
-	if err := json.Unmarshal(c.Body(), &b); err != nil {
-		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
-	}
-	check, err := cluster.CheckLink(s.snaps.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
-	if err != nil {
-		param := "prefill_instances"
-		if strings.Contains(err.Error(), "decode_instances") {
-			param = "decode_instances"
-		}
-		return openai.BadRequest(param, "%v", err)
-	}
-	if err := s.snaps.agent.Cluster().PutInstanceLink(serfcluster.InstanceLink{
-		LinkID: id, PrefillInstances: b.PrefillInstances, DecodeInstances: b.DecodeInstances,
-	}); err != nil {
-		return openai.BadRequest("", "%v", err)
-	}
-	verb := "created"
-	if update {
-		verb = "updated"
-	}
-	return c.JSON(fiber.Map{"message": "instance link " + verb, "command_id": commandID(), "link_id": id, "exact": check.Exact})
-}
-
-func (s *Server) deleteLink(c *fiber.Ctx) error {
-	id := c.Params("id")
-	err := s.snaps.agent.Cluster().DeleteInstanceLink(id)
-	if errors.Is(err, serfcluster.ErrNotFound) {
-		return linkNotFound(id)
-	}
-	if err != nil {
-		return openai.Internal(err.Error())
-	}
-	return c.JSON(fiber.Map{"message": "instance link deleted", "command_id": commandID(), "link_id": id})
-}
-
-// commandID is exo's acknowledgement of a write. The write is applied here at once and gossiped; the id
-// names it in logs.
-func commandID() string { return strings.TrimPrefix(cluster.NewLinkID(), "link-") }
-
-func (s *Server) featureFlags(c *fiber.Ctx) error {
-	return c.JSON(fiber.Map{"disaggregation": true})
-}
-
-// state is the cluster snapshot, as exo's /state is its whole state.
-func (s *Server) state(c *fiber.Ctx) error {
-	return c.JSON(struct {
-		*serfcluster.Snapshot
-		// Exposure is what this gateway leaves open to the network (Exposure), for the dashboard's banner.
-		Exposure []string `json:"exposure,omitempty"`
-	}{s.snaps.agent.Snapshot(), s.Exposure()})
-}
-
-func (s *Server) getRouter(c *fiber.Ctx) error {
-	name, available := "", []string{}
-	if s.swap != nil {
-		name, available = s.swap.Current(), s.swap.Available()
-	}
-	return c.JSON(fiber.Map{"router": name, "available": available})
-}
-
-// ErrRouterRefused wraps a router swap refused before anything started (a path, a name the operator did not
-// register, a pin that is not the registered one): its message is the gateway's own, for the client.
-var ErrRouterRefused = errors.New("router refused")
-
-// putRouter starts another router and routes new requests to it once it is ready; the old one is stopped
-// after its calls returned. A router that fails to start leaves the old one in place.
-func (s *Server) putRouter(c *fiber.Ctx) error {
-	if s.swap == nil {
-		return &openai.Error{Status: fiber.StatusNotImplemented, Type: openai.TypeServer, Message: "this gateway cannot swap its router"}
-	}
-	var b struct {
-		Router string `json:"router"`
-		SHA256 string `json:"sha256"`
-	}
-	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Router == "" {
-		return openai.BadRequest("router", "the body must be {\"router\": name, \"sha256\"?: hex}")
-	}
-	var sum []byte
-	if b.SHA256 != "" {
-		var err error
-		if sum, err = decodeHex32(b.SHA256); err != nil {
-			return openai.BadRequest("sha256", "%v", err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := s.swap.SwapRouter(ctx, b.Router, sum); err != nil {
-		if errors.Is(err, ErrRouterRefused) {
-			return openai.BadRequest("router", "the router was not swapped: %s", strings.TrimPrefix(err.Error(), ErrRouterRefused.Error()+": "))
-		}
-		// What a plugin printed (its stderr, a handshake line on its stdout) is for the operator's log only.
-		s.log.Warn("router swap failed", "request_id", requestIDOf(c), "router", b.Router, "error", err)
-		return openai.BadRequest("router", "the router was not swapped: router %q did not start; the gateway's log says why (request id %s)", b.Router, requestIDOf(c))
-	}
-	s.log.Info("router swapped", "router", s.swap.Current())
-	return c.JSON(fiber.Map{"router": s.swap.Current(), "message": "new requests use this router"})
-}
-
-func decodeHex32(s string) ([]byte, error) {
-	var out [32]byte
-	if len(s) != 64 {
-		return nil, errors.New("want the 64 hex digits of a SHA-256")
-	}
-	for i := range out {
-		var v byte
-		for _, c := range []byte(s[2*i : 2*i+2]) {
-			v <<= 4
-			switch {
-			case c >= '0' && c <= '9':
-				v |= c - '0'
-			case c >= 'a' && c <= 'f':
-				v |= c - 'a' + 10
-			case c >= 'A' && c <= 'F':
-				v |= c - 'A' + 10
-			default:
-				return nil, errors.New("want the 64 hex digits of a SHA-256")
-			}
-		}
-		out[i] = v
-	}
-	return out[:], nil
-}
-
-// listKeys reports the gossip keyring across the cluster (how many nodes hold each key, and use it).
-func (s *Server) listKeys(c *fiber.Ctx) error {
-	st, err := s.snaps.agent.Cluster().ListKeys()
-	if err != nil {
-		return openai.BadRequest("", "%v", err)
-	}
-	return c.JSON(st)
-}
-
-// changeKeys rotates the gossip key online, cluster-wide: install the new key, use it, remove the old one
-// (serf rewrites every node's keyring file). The KV and hop keys rotate through the secret file.
-func (s *Server) changeKeys(c *fiber.Ctx) error {
-	var b struct {
-		Op  string `json:"op"`
-		Key string `json:"key"`
-	}
-	if err := json.Unmarshal(c.Body(), &b); err != nil {
-		return openai.BadRequest("", "the body must be {\"op\": install|use|remove, \"key\": base64}")
-	}
-	key, err := base64.StdEncoding.DecodeString(b.Key)
-	if err != nil {
-		return openai.BadRequest("key", "key is not base64: %v", err)
-	}
-	cl := s.snaps.agent.Cluster()
-	switch b.Op {
-	case "install":
-		err = cl.InstallKey(key)
-	case "use":
-		err = cl.UseKey(key)
-	case "remove":
-		err = cl.RemoveKey(key)
-	default:
-		return openai.BadRequest("op", "op %q is not install, use or remove", b.Op)
-	}
-	if err != nil {
-		return openai.BadRequest("", "%v", err)
-	}
-	return c.JSON(fiber.Map{"message": "keyring " + b.Op + " done"})
 }

@@ -4,106 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/valyala/fasthttp"
 
-	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
-
-func (s *Server) chatCompletions(c *fiber.Ctx) error {
-	scan, err := s.refuseOverlong(c.Body(), "messages")
-	if err != nil {
-		return err
-	}
-	req, perr := openai.ParseChat(c.Body())
-	if perr != nil {
-		return perr
-	}
-	return s.serve(c, &generation{
-		model:    req.Model,
-		stream:   req.Stream,
-		dialect:  openaiChat{usage: req.IncludeUsage, logprobs: req.Sampling.Logprobs},
-		idPrefix: "chatcmpl-",
-		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
-			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
-			TemplateVars: req.TemplateVars, N: req.N},
-		promptBytes: scan.PromptBytes,
-	})
-}
-
-func (s *Server) completions(c *fiber.Ctx) error {
-	scan, err := s.refuseOverlong(c.Body(), "prompt")
-	if err != nil {
-		return err
-	}
-	req, perr := openai.ParseCompletion(c.Body())
-	if perr != nil {
-		return perr
-	}
-	return s.serve(c, &generation{
-		model:       req.Model,
-		stream:      req.Stream,
-		dialect:     openaiCompletions{usage: req.IncludeUsage, logprobs: req.Logprobs != nil},
-		idPrefix:    "cmpl-",
-		request:     engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
-		promptBytes: scan.PromptBytes,
-	})
-}
-
-// refuseOverlong answers context_length_exceeded, before the body is parsed, for a prompt that cannot fit the
-// context of any instance of its model in the cluster: its decoded length over the instance's
-// MaxBytesPerToken is a lower bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not
-// copies of it in the gateway and the engine (eight 15 MB prompts at once once took the engine to 3.5 GB). It
-// returns what the scan learned.
-func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, error) {
-	scan, ok := openai.ScanPrompt(body)
-	if !ok {
-		return scan, nil
-	}
-	return scan, s.refuseScanned(scan, param)
-}
-
-// refuseScanned is refuseOverlong for a body already scanned, whose model an API may have renamed first
-// (Ollama's "name:latest").
-func (s *Server) refuseScanned(scan openai.PromptScan, param string) error {
-	if scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
-		return nil
-	}
-	scan.Model = s.aliases.Resolve(scan.Model)
-	least, limit := 0, 0
-	for _, in := range s.snaps.agent.Snapshot().Instances {
-		if in.Model != scan.Model {
-			continue
-		}
-		f, err := cluster.FactsFromLabels(in.Labels)
-		mb, ctx := f.MaxBytesPerToken, f.ContextLength
-		if err != nil || ctx <= 0 || mb <= 0 && scan.PromptTokens == 0 {
-			return nil // no bound: the engine decides
-		}
-		n := scan.PromptTokens
-		if mb > 0 {
-			n = max(n, (scan.PromptBytes+mb-1)/mb)
-		}
-		if n < ctx {
-			return nil
-		}
-		least, limit = n, max(limit, ctx)
-	}
-	if limit == 0 {
-		return nil // no instance: parsing and routing say so
-	}
-	return openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
-		"This model's maximum context length is %d tokens, but the prompt has at least %d tokens.", limit, least)})
-}
 
 // generation is one parsed request on its way to an engine.
 type generation struct {
@@ -206,7 +118,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	rec := s.recent.open(c, g, route, s.metrics, s.tracer)
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		var err error
-		if d, err = s.fromPinned(hop, requestID, s.snaps.current()); err != nil {
+		if d, err = s.fromPinned(hop, requestID, s.view.Current()); err != nil {
 			return err
 		}
 		route.EntryNode, route.Forwarded = hop.EntryNode, true
@@ -378,9 +290,9 @@ func fingerprint(d engine.Description) string {
 
 // generate runs a generation on the engine, counting it against the instance's load and the admission slot
 // the caller acquired, which it releases.
-func (s *Server) generate(ctx context.Context, in *Instance, req engine.GenerateRequest, obs *metrics.Generation, emit func(engine.Event) error) error {
-	s.reg.begin(in)
-	defer s.reg.end(in)
+func (s *Server) generate(ctx context.Context, in *node.Instance, req engine.GenerateRequest, obs *metrics.Generation, emit func(engine.Event) error) error {
+	s.reg.Begin(in)
+	defer s.reg.End(in)
 	defer s.limiter.release()
 	emit, forget := s.observeSpeed(in, req, emit)
 	defer forget()
@@ -420,171 +332,10 @@ func (s *Server) engineUnavailable(requestID string, gen uint64, err error) erro
 
 // start runs a generation on its own goroutine, for a stream: its events queue in the run (see run), so the
 // engine rarely waits on the HTTP side; when it does, that is the backpressure of a slow client.
-func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *Instance, req engine.GenerateRequest, obs *metrics.Generation) *run {
+func (s *Server) start(ctx context.Context, cancel context.CancelFunc, in *node.Instance, req engine.GenerateRequest, obs *metrics.Generation) *run {
 	r := newRun(cancel)
 	go func() {
 		r.close(s.generate(ctx, in, req, obs, func(ev engine.Event) error { return r.push(ctx, ev) }))
 	}()
 	return r
-}
-
-// streamWriter streams a run in its API's encoding. It is the response's body stream: fasthttp calls WriteTo
-// on the connection's goroutine after the handler returned (so it must not touch the fiber context), and each
-// batch it writes goes out as one chunk, flushed. Writing to the connection directly, rather than through
-// SetBodyStreamWriter's pipe (a second goroutine, a copy, and a chunk and a flush every 4 KiB), leaves one
-// chunk and one flush per batch.
-type streamWriter struct {
-	s     *Server
-	enc   encoder
-	run   *run
-	first engine.Event
-	ctx   context.Context
-	conn  interface{ SetWriteDeadline(time.Time) error }
-	done  func()
-	// heartbeat is the interval of keep-alive comments on an idle stream.
-	heartbeat time.Duration
-
-	buf []byte
-	// evs are the events taken from the run; those from next on are not rendered yet. closed: the run had
-	// closed when they were taken.
-	evs     []engine.Event
-	next    int
-	closed  bool
-	ticker  *time.Ticker // started with the body
-	begun   bool         // the first event is rendered
-	over    bool         // the last batch is rendered
-	pending []byte       // for Read: what fill rendered and Read has not returned yet
-	cleanup sync.Once
-}
-
-var _ fasthttp.BodyWriterTo = (*streamWriter)(nil)
-
-// SupportsBodyWriteTo tells fasthttp that WriteTo may replace Read: both write the same batches.
-func (w *streamWriter) SupportsBodyWriteTo() bool { return true }
-
-// WriteTo writes the stream to dst, a batch per Write: the first event alone, then whatever the run has ready
-// each time the last write returns. A failed write means the client is gone, which cancels the generation.
-func (w *streamWriter) WriteTo(dst io.Writer) (int64, error) {
-	defer w.Close()
-	var n int64
-	for !w.over {
-		w.over = w.fill()
-		w.extendDeadline()
-		m, err := dst.Write(w.buf)
-		w.buf = w.buf[:0]
-		n += int64(m)
-		if err != nil {
-			w.run.cancel()
-			return n, err
-		}
-	}
-	return n, nil
-}
-
-// Read is WriteTo for a caller that reads the body instead.
-func (w *streamWriter) Read(p []byte) (int, error) {
-	for len(w.pending) == 0 {
-		if w.over {
-			return 0, io.EOF
-		}
-		w.buf = w.buf[:0]
-		w.over = w.fill()
-		w.extendDeadline()
-		w.pending = w.buf
-	}
-	n := copy(p, w.pending)
-	w.pending = w.pending[n:]
-	return n, nil
-}
-
-// Close ends the stream: fasthttp calls it once the body is written, or instead, when the response could not
-// be sent (the client left before its headers). It stops the run and records the request.
-func (w *streamWriter) Close() error {
-	w.cleanup.Do(func() {
-		if w.ticker != nil {
-			w.ticker.Stop()
-		}
-		w.done()
-		drain(w.run)
-	})
-	return nil
-}
-
-// fill renders the next batch into w.buf: the stream's start and its first event, or else the events the run
-// has ready, waiting for one (or for a heartbeat) when none is, up to 64 KiB. It reports whether the stream is
-// over (every choice ended, or it failed).
-func (w *streamWriter) fill() bool {
-	if !w.begun {
-		w.begun = true
-		w.ticker = time.NewTicker(w.heartbeat)
-		w.buf = w.enc.start(w.buf)
-		return w.handle(w.first)
-	}
-	if w.next == len(w.evs) {
-		if w.closed {
-			w.end()
-			return true
-		}
-		evs, closed, heartbeat := w.run.take(w.evs, w.ticker.C)
-		if heartbeat {
-			w.buf = w.enc.heartbeat(w.buf)
-			return false
-		}
-		w.evs, w.next, w.closed = evs, 0, closed
-	}
-	for ; w.next < len(w.evs) && len(w.buf) < 64<<10; w.next++ {
-		if w.handle(w.evs[w.next]) {
-			return true
-		}
-	}
-	if w.next == len(w.evs) && w.closed {
-		w.end()
-		return true
-	}
-	return false
-}
-
-// handle renders one event; it reports whether the stream is over (every choice ended, or one failed).
-func (w *streamWriter) handle(ev engine.Event) bool {
-	if ev.Final != nil {
-		return w.final(ev)
-	}
-	w.buf = w.enc.event(w.buf, ev)
-	return false
-}
-
-// extendDeadline gives the next write WriteTimeout: it bounds a stalled client, not a long stream.
-func (w *streamWriter) extendDeadline() {
-	if w.conn != nil && w.s.cfg.WriteTimeout > 0 {
-		_ = w.conn.SetWriteDeadline(time.Now().Add(w.s.cfg.WriteTimeout))
-	}
-}
-
-// end handles a run that closed without a final event: an engine failure or a timeout.
-func (w *streamWriter) end() {
-	var apiErr *openai.Error
-	switch err := w.run.err; {
-	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
-		apiErr = toAPIError(context.DeadlineExceeded)
-	case errors.As(err, &apiErr):
-	case err != nil:
-		apiErr = openai.FromEngine(err)
-	default:
-		apiErr = openai.Internal("the engine ended the stream without a final event")
-	}
-	w.buf = w.enc.fail(w.buf, apiErr)
-}
-
-// final renders a choice's end; it reports whether the stream is over: every choice ended, or one failed.
-func (w *streamWriter) final(ev engine.Event) bool {
-	if apiErr := openai.FinalError(ev.Final); apiErr != nil {
-		if errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
-			apiErr = toAPIError(context.DeadlineExceeded)
-		}
-		w.buf = w.enc.fail(w.buf, apiErr)
-		return true
-	}
-	var over bool
-	w.buf, over = w.enc.final(w.buf, ev.Choice, ev.Final)
-	return over
 }

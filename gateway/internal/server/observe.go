@@ -173,7 +173,7 @@ func (s *Server) Instances() []metrics.Instance {
 	all := s.reg.All()
 	out := make([]metrics.Instance, 0, len(all))
 	for _, in := range all {
-		out = append(out, metrics.Instance{ID: in.Desc.InstanceID, Model: in.Desc.ModelID, InFlight: in.inFlight.Load()})
+		out = append(out, metrics.Instance{ID: in.Desc.InstanceID, Model: in.Desc.ModelID, InFlight: in.InFlight()})
 	}
 	return out
 }

@@ -23,7 +23,7 @@ func TestAPIOf(t *testing.T) {
 	}
 }
 
-// TestServerTiming: the header's phases in the order and units (milliseconds, W3C dur) the README shows.
+// TestServerTiming: the header's phases in the order and units (milliseconds, W3C dur) docs/metrics.md shows.
 func TestServerTiming(t *testing.T) {
 	t.Parallel()
 	route := &openai.Route{Time: 1500 * time.Microsecond, Admission: 20 * time.Microsecond}

@@ -28,7 +28,7 @@ const maxForwardedBody = 256 << 20
 func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatcher, g *generation, d *decision,
 	attempt int, handedOver *bool) (done bool, err error) {
 	requestID := requestIDOf(c)
-	snap := s.snaps.agent.Snapshot()
+	snap := s.agent.Snapshot()
 	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), d.DecodeNode)
 	if !ok {
 		s.metrics.HopSent(metrics.HopUnreachable, 0)

@@ -9,12 +9,11 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -22,57 +21,16 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-// snapshots builds the router's snapshots: the cluster's (converted once per cluster snapshot by the agent)
-// with this node's own in-flight counts laid over its instances, since gossip carries them late. A new one is
-// made when either changed, at most every loadRefresh for load changes alone.
-type snapshots struct {
-	reg   *Registry
-	agent *cluster.Agent
-
-	mu       sync.Mutex
-	base     *router.Snapshot
-	loadGen  uint64
-	builtAt  time.Time
-	version  uint64
-	snapshot *router.Snapshot
-}
-
-// loadRefresh bounds how often local load changes alone rebuild the snapshot.
-const loadRefresh = 100 * time.Millisecond
-
-func (s *snapshots) current() *router.Snapshot {
-	base := s.agent.RouterSnapshot()
-	gen := s.reg.loadGen.Load()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.snapshot != nil && base == s.base && (gen == s.loadGen || time.Since(s.builtAt) < loadRefresh) {
-		return s.snapshot
-	}
-	loads := s.reg.localLoads()
-	snap := *base
-	snap.Instances = slices.Clone(base.Instances)
-	for i := range snap.Instances {
-		in := &snap.Instances[i]
-		if n, ok := loads[in.ID]; ok && in.Node == snap.Self {
-			in.Load.InFlight, in.Load.UpdatedAt = n, time.Now()
-		}
-	}
-	s.version++
-	snap.Version = s.version
-	s.base, s.loadGen, s.builtAt, s.snapshot = base, gen, time.Now(), &snap
-	return s.snapshot
-}
-
 // decision is where a request runs, as the gateway acts on it.
 type decision struct {
 	router.Decision
 	// local is the instance when it is this node's.
-	local *Instance
+	local *node.Instance
 }
 
 // decide asks the router where a request runs. Instances in exclude failed it already.
 func (s *Server) decide(ctx context.Context, g *generation, requestID string, exclude []string) (*decision, error) {
-	snap := s.snaps.current()
+	snap := s.view.Current()
 	known := false
 	for i := range snap.Instances {
 		if snap.Instances[i].Model == g.model {
@@ -264,7 +222,7 @@ func (s *Server) promptInfo(ctx context.Context, g *generation) error {
 	if g.promptBytes < s.cfg.TokenizeMinBytes {
 		return nil
 	}
-	var in *Instance
+	var in *node.Instance
 	for _, c := range s.reg.ByModel(g.model) {
 		if c.Desc.Capabilities.Chat || len(g.request.Messages) == 0 {
 			in = c

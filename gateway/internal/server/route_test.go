@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -15,8 +17,11 @@ import (
 // estimate in the Scores that expectEstimate reads, so the node that runs the request records its error.
 func TestPinnedCarriesDecision(t *testing.T) {
 	t.Parallel()
-	reg := NewRegistry(RegistryConfig{Node: "n2"})
-	reg.instances["n2-0"] = &Instance{Desc: engine.Description{InstanceID: "n2-0"}}
+	reg := node.NewRegistry(node.RegistryConfig{Node: "n2"})
+	reg.AddSpec(node.InstanceSpec{ID: "n2-0"})
+	if err := reg.LoadAll(context.Background(), loadOnly{}); err != nil {
+		t.Fatal(err)
+	}
 	s := &Server{reg: reg}
 	// The owner's own view: it knows n1-0 and where it serves KV.
 	snap := &router.Snapshot{Self: "n2", Instances: []router.Instance{
@@ -160,4 +165,11 @@ func TestResolvePinned(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadOnly is an engine that loads any instance it is asked for and does nothing else.
+type loadOnly struct{ engine.Engine }
+
+func (loadOnly) Load(_ context.Context, req engine.LoadRequest) (engine.Description, error) {
+	return engine.Description{InstanceID: req.InstanceID}, nil
 }

@@ -1,18 +1,13 @@
 package server
 
 import (
-	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/subtle"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -23,11 +18,11 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 )
 
 // Config is the HTTP server's configuration.
@@ -74,7 +69,8 @@ type Config struct {
 	// hashes for affinity); shorter ones are estimated from their bytes, at no cost.
 	TokenizeMinBytes int
 	// LinkProbeEvery is how often a link into this node's instances that no KV transfer measured yet is
-	// probed (a timed download from the peer's gateway; see linkprobe.go); 0: never.
+	// probed (a timed download from the peer's gateway; see node/linkprobe.go); 0: never. The node probes;
+	// it is here because the flag is the server's.
 	LinkProbeEvery time.Duration
 	// ModelsDir, when set, is the directory under which a load over the API (POST /v1/instances) may name a
 	// local model directory; without it only Hugging Face ids, "embedded" and OperatorModels load over the
@@ -107,7 +103,7 @@ func DefaultConfig() Config {
 		MaxQueue:             1024,
 		QueueTimeout:         30 * time.Second,
 		Heartbeat:            10 * time.Second,
-		LinkProbeEvery:       DefaultLinkProbeEvery,
+		LinkProbeEvery:       node.DefaultLinkProbeEvery,
 		TokenizeMinBytes:     DefaultTokenizeMinBytes,
 		HostedTools:          responses.HostedToolsDrop,
 	}
@@ -123,12 +119,6 @@ const DefaultTokenizeMinBytes = 1024
 // in seconds, and a keep-alive every 5 s costs nothing.
 const DefaultHopIdleTimeout = 15 * time.Second
 
-// EngineProvider hands out the running engine plugin; pluginhost.Supervisor implements it.
-type EngineProvider interface {
-	Get() (engine.Engine, uint64, error)
-	Explain(gen uint64) (died bool, lastWords string)
-}
-
 // StatusFunc reports extra state for GET /admin/v1/status (plugin supervisors).
 type StatusFunc func() any
 
@@ -136,11 +126,12 @@ type StatusFunc func() any
 type Server struct {
 	cfg       Config
 	app       *fiber.App
-	reg       *Registry
-	engines   EngineProvider
-	routers   RouterProvider
-	swap      RouterSwapper
-	snaps     *snapshots
+	reg       *node.Registry
+	agent     *cluster.Agent
+	view      *cluster.LocalView
+	engines   node.EngineProvider
+	routers   node.RouterProvider
+	swap      node.RouterSwapper
 	fwd       *forward.Client
 	hops      *forward.Verifier // nil: no cluster secret
 	limiter   *limiter
@@ -150,36 +141,34 @@ type Server struct {
 	adminKeys [][sha256.Size]byte
 	status    StatusFunc
 	log       *slog.Logger
-	stopLoad  chan struct{}
 	started   time.Time
 	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
 	reasoning *responses.Sealer
-	probe     linkProber
+	probes    linkProbes
 	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
 	modelsRoot string
 	aliases    *alias.Table
 }
 
-// RouterSwapper starts a router the operator registered, by name, and makes it the one in use
-// (PUT /admin/v1/router); nil disables swapping. An error wrapping ErrRouterRefused started nothing and says
-// why to the client; any other is logged, and the client gets a generic message.
-type RouterSwapper interface {
-	SwapRouter(ctx context.Context, name string, sha256 []byte) error
-	Current() string
-	// Available are the names SwapRouter accepts.
-	Available() []string
+// Node is what the server runs on besides its own parts: the gateway's node (node.Node), which owns the
+// instances, the cluster membership, the engine and the router.
+type Node interface {
+	Registry() *node.Registry
+	Agent() *cluster.Agent
+	View() *cluster.LocalView
+	Engines() node.EngineProvider
+	Routers() node.RouterProvider
+	Swapper() node.RouterSwapper
+	Forward() *forward.Client
 }
+
+var _ Node = (*node.Node)(nil)
 
 // Deps are what the server runs on.
 type Deps struct {
-	Registry *Registry
-	Agent    *cluster.Agent
-	Engines  EngineProvider
-	Routers  RouterProvider
-	Swapper  RouterSwapper
-	Forward  *forward.Client
+	Node Node
 	// HopKeys verify hops from other gateways (current first); nil: an unauthenticated cluster.
 	HopKeys [][]byte
 	Status  StatusFunc
@@ -199,13 +188,12 @@ func New(cfg Config, d Deps) *Server {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg: cfg, reg: d.Registry, engines: d.Engines, routers: d.Routers, swap: d.Swapper, fwd: d.Forward,
+		cfg: cfg, reg: d.Node.Registry(), agent: d.Node.Agent(), view: d.Node.View(), engines: d.Node.Engines(),
+		routers: d.Node.Routers(), swap: d.Node.Swapper(), fwd: d.Node.Forward(),
 		status: d.Status, log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer, reasoning: d.Reasoning,
-		snaps:    &snapshots{reg: d.Registry, agent: d.Agent},
 		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
 		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
-		stopLoad: make(chan struct{}),
 		started:  time.Now(),
 		aliases:  alias.New(cfg.ModelAliases),
 	}
@@ -245,21 +233,11 @@ func New(cfg Config, d Deps) *Server {
 // App exposes the fiber app, for tests that call app.Test.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Serve serves on ln until Shutdown; in a cluster it probes unmeasured links meanwhile.
-func (s *Server) Serve(ln net.Listener) error {
-	if s.snaps.agent != nil && s.fwd != nil && s.cfg.LinkProbeEvery > 0 {
-		s.probe.start.Do(func() { go s.probeLinks() }) // once, whatever listeners it serves
-	}
-	return s.app.Listener(ln)
-}
+// Serve serves on ln until Shutdown.
+func (s *Server) Serve(ln net.Listener) error { return s.app.Listener(ln) }
 
 // Shutdown stops accepting connections and waits for requests in flight, up to ctx's deadline.
 func (s *Server) Shutdown(ctx context.Context) error {
-	select {
-	case <-s.stopLoad:
-	default:
-		close(s.stopLoad)
-	}
 	err := s.app.ShutdownWithContext(ctx)
 	if s.fwd != nil {
 		s.fwd.CloseIdle()
@@ -273,7 +251,7 @@ func (s *Server) routes() {
 	// Peers pull this node's cluster tables here; in an encrypted cluster the answer is sealed with the gossip
 	// key, so it needs no API key. Without a secret it is plain JSON (every node, instance and address): it
 	// takes an API key when the gateway has keys, and peers pull it with theirs.
-	s.app.Get(serfcluster.StatePath, s.stateAuth, adaptor.HTTPHandler(s.snaps.agent.StateHandler()))
+	s.app.Get(cluster.StatePath, s.stateAuth, adaptor.HTTPHandler(s.agent.StateHandler()))
 	if s.metrics != nil {
 		// Prometheus scrapes with a bearer token (scrape_config's authorization), so /metrics takes an API key
 		// like every read; a --metrics-listen listener serves it without one, for a private network.
@@ -298,8 +276,8 @@ func (s *Server) routes() {
 	s.app.Get("/state", s.auth, s.state)
 	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
 	admin.Get("/status", s.adminStatus)
-	admin.Get(strings.TrimPrefix(linkProbePath, "/admin/v1"), s.linkProbe)
-	admin.Get(strings.TrimPrefix(linkPingPath, "/admin/v1"), s.linkPing)
+	admin.Get(strings.TrimPrefix(node.LinkProbePath, "/admin/v1"), s.linkProbe)
+	admin.Get(strings.TrimPrefix(node.LinkPingPath, "/admin/v1"), s.linkPing)
 	admin.Put("/router", s.adminOnly, s.localAdminOnly, s.putRouter)
 	admin.Get("/router", s.getRouter)
 	admin.Get("/model-aliases", s.getModelAliases)
@@ -313,269 +291,6 @@ func (s *Server) routes() {
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", c.Method(), c.Path()),
 		}
 	})
-}
-
-const requestIDHeader = "X-Request-Id"
-
-// rejectAmbiguousFraming answers 400 to a request that carries both Content-Length and Transfer-Encoding.
-// fasthttp reads such a body as chunked, but a proxy in front may have read it by its length: the difference is
-// how requests are smuggled past proxies (RFC 9112 §6.3 allows a server to reject it, and it should). fasthttp
-// keeps only the chunked framing, so the raw headers tell whether a Content-Length came too; it closes the
-// connection after the answer.
-func rejectAmbiguousFraming(c *fiber.Ctx) error {
-	h := &c.Request().Header
-	if h.ContentLength() != -1 { // not chunked
-		return c.Next()
-	}
-	raw := h.RawHeaders()
-	for len(raw) > 0 {
-		line := raw
-		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
-			line, raw = raw[:i], raw[i+1:]
-		} else {
-			raw = nil
-		}
-		name, _, ok := bytes.Cut(line, []byte{':'})
-		if ok && bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderContentLength)) {
-			c.Context().SetConnectionClose()
-			return openai.BadRequest("", "the request has both Content-Length and Transfer-Encoding; send one of them")
-		}
-	}
-	return c.Next()
-}
-
-// requestID takes a sane client-supplied request id or makes one, and echoes it in the response.
-func (s *Server) requestID(c *fiber.Ctx) error {
-	id := c.Get(requestIDHeader)
-	if !validRequestID(id) {
-		var b [12]byte
-		_, _ = rand.Read(b[:])
-		id = hex.EncodeToString(b[:])
-	}
-	c.Locals(requestIDHeader, id)
-	c.Set(requestIDHeader, id)
-	return c.Next()
-}
-
-func validRequestID(id string) bool {
-	if id == "" || len(id) > 128 {
-		return false
-	}
-	for _, r := range id {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.') {
-			return false
-		}
-	}
-	return true
-}
-
-func requestIDOf(c *fiber.Ctx) string {
-	id, _ := c.Locals(requestIDHeader).(string)
-	return id
-}
-
-func (s *Server) accessLog(c *fiber.Ctx) error {
-	start := time.Now()
-	err := c.Next()
-	status := c.Response().StatusCode()
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		status = apiErr.Status
-	} else if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
-		status = fe.Code
-	}
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelWarn
-	}
-	if ctx := context.Background(); s.log.Enabled(ctx, level) { // its arguments cost allocations even when dropped
-		s.log.Log(ctx, level, "request",
-			"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
-			"duration", time.Since(start), "remote", c.IP())
-	}
-	if !s.recent.finish(c, status, err) && s.metrics != nil {
-		s.countUnserved(c, status)
-	}
-	return err
-}
-
-// auth requires one of the configured API keys, compared in constant time (through their hashes, so key
-// lengths do not leak either). An admin key is an API key too. Anthropic's clients send theirs as x-api-key.
-func (s *Server) auth(c *fiber.Ctx) error {
-	if len(s.keys) == 0 && len(s.adminKeys) == 0 {
-		return c.Next()
-	}
-	token, ok := bearer(c)
-	if !ok {
-		return openai.Unauthorized("You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.")
-	}
-	if !matchKey(token, s.keys) && !matchKey(token, s.adminKeys) {
-		return openai.Unauthorized("Incorrect API key provided.")
-	}
-	return c.Next()
-}
-
-// stateAuth guards the cluster state: sealed with a secret, behind the API key without one.
-func (s *Server) stateAuth(c *fiber.Ctx) error {
-	if s.hops != nil {
-		return c.Next()
-	}
-	return s.auth(c)
-}
-
-func bearer(c *fiber.Ctx) (string, bool) {
-	if token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer "); ok && strings.TrimSpace(token) != "" {
-		return strings.TrimSpace(token), true
-	}
-	if k := c.Get("X-Api-Key"); k != "" {
-		return strings.TrimSpace(k), true
-	}
-	return "", false
-}
-
-func matchKey(token string, keys [][sha256.Size]byte) bool {
-	sum := sha256.Sum256([]byte(token))
-	match := 0
-	for _, k := range keys {
-		match |= subtle.ConstantTimeCompare(sum[:], k[:])
-	}
-	return match == 1
-}
-
-// adminOnly guards the writes of the cluster API: with admin keys configured, one of them is required, or a
-// hop proved with the cluster secret (the entry gateway checked the client's admin key before it forwarded
-// the write to the node it concerns). The hop headers alone count for nothing: without a secret a forwarded
-// write carries the client's own key, which is checked here like any.
-func (s *Server) adminOnly(c *fiber.Ctx) error {
-	if len(s.adminKeys) == 0 || c.Locals(hopProvedKey) == true {
-		return c.Next()
-	}
-	if token, ok := bearer(c); ok && matchKey(token, s.adminKeys) {
-		return c.Next()
-	}
-	return &openai.Error{Status: fiber.StatusForbidden, Type: openai.TypeAuthentication, Code: "admin_key_required",
-		Message: "This changes the cluster: it needs an admin key (--admin-key)."}
-}
-
-const (
-	hopRouteKey   = "duet.hop.route"   // a hop's pinned route (proved with the secret, or a client's in an open cluster)
-	hopPendingKey = "duet.hop.pending" // a hop whose proof's head checked out, and whose body is checked once read
-	hopProvedKey  = "duet.hop.proved"  // true: the hop carries a valid proof from the cluster secret
-)
-
-// pendingHop is a hop whose proof checked out before its body was read: the body must hash to sum.
-type pendingHop struct {
-	route forward.Route
-	sum   [sha256.Size]byte
-}
-
-// authOrHop authenticates a request before its body is read (readBody comes after it, so no body holds the
-// body budget before its sender is known). A hop from another gateway is let through on the cluster
-// credential: the proof's HMAC covers the body's SHA-256, which it carries, so it is checked here, and the
-// body's hash once read (verifyHop). Everything else goes through auth. In a cluster without a secret nothing
-// tells a hop from a client's request, so a hop is one: it needs the client's API key like any other, its
-// route may pin only what a client could choose anyway (an instance of this node, prefill instances the
-// owner resolves from its own state: see fromPinned), and it has no admin rights of its own.
-func (s *Server) authOrHop(c *fiber.Ctx) error {
-	h := c.Get(forward.HeaderHop)
-	if h == "" {
-		return s.auth(c)
-	}
-	if n, err := strconv.Atoi(h); err != nil || n < 1 || n > forward.MaxHops {
-		s.metrics.HopReceived(metrics.HopRefused)
-		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
-			Message: fmt.Sprintf("The request has been forwarded %q times; a gateway forwards a request at most once.", h)}
-	}
-	route, err := forward.DecodeRoute(c.Get(forward.HeaderRoute))
-	if err != nil {
-		s.metrics.HopReceived(metrics.HopRefused)
-		return openai.BadRequest("", "a forwarded request with a bad route: %v", err)
-	}
-	if s.hops == nil {
-		c.Locals(hopRouteKey, route)
-		return s.auth(c)
-	}
-	sum, err := s.hops.VerifyHead(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader), c.Get(forward.HeaderRoute))
-	if err != nil {
-		return s.refuseHop(c, err)
-	}
-	c.Locals(hopPendingKey, pendingHop{route: route, sum: sum})
-	return c.Next()
-}
-
-func (s *Server) refuseHop(c *fiber.Ctx, err error) error {
-	s.metrics.HopReceived(metrics.HopRefused)
-	s.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
-	c.Context().SetConnectionClose() // a body that may follow is not read
-	return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
-}
-
-// verifyHop checks that a hop's body is the one its proof covers.
-func (s *Server) verifyHop(c *fiber.Ctx) error {
-	p, ok := c.Locals(hopPendingKey).(pendingHop)
-	if !ok {
-		return c.Next()
-	}
-	if err := forward.CheckBody(p.sum, c.Body()); err != nil {
-		return s.refuseHop(c, err)
-	}
-	c.Locals(hopRouteKey, p.route)
-	c.Locals(hopProvedKey, true)
-	return c.Next()
-}
-
-const hopKeepaliveKey = "duet.hop.keepalive" // the interval of a hop's signs of life (time.Duration)
-
-// processing is the sign of life a hop gets before its answer's headers: an informational response, which
-// HTTP clients skip (RFC 9110 §15.2) and the forwarding gateway counts as the owner being alive.
-var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
-
-// hopKeepalive keeps a hop that asks for it (forward.HeaderKeepalive) told that this node works on it: until
-// the handler has an answer, an informational 102 goes out at the interval asked, so the forwarding gateway
-// can give up on an owner that is frozen, asleep or cut off within seconds (forward.Client's idle timeout)
-// without cutting a long prefill or a long non-streamed generation. A stream keeps it up with its heartbeat
-// (serve shortens it to the interval). fasthttp writes nothing on the connection while the handler runs, so
-// the 102s come before the response; the writer stops before the handler returns.
-func (s *Server) hopKeepalive(c *fiber.Ctx) error {
-	if c.Locals(hopRouteKey) == nil {
-		return c.Next()
-	}
-	every, ok := forward.KeepaliveEvery(c.Get(forward.HeaderKeepalive))
-	conn := c.Context().Conn()
-	if !ok || conn == nil || !c.Context().Request.Header.IsHTTP11() {
-		return c.Next()
-	}
-	c.Locals(hopKeepaliveKey, every)
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(every)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = conn.SetWriteDeadline(time.Now().Add(every))
-				if _, err := conn.Write(processing); err != nil {
-					return // the hop's client left: the disconnect watch cancels the work
-				}
-			}
-		}
-	}()
-	err := c.Next()
-	close(stop)
-	<-done
-	_ = conn.SetWriteDeadline(time.Time{}) // fasthttp sets its own for the response, when it has one
-	return err
-}
-
-// heartbeatFor is the interval of a stream's heartbeat: shorter on a hop that asked for signs of life.
-func (s *Server) heartbeatFor(c *fiber.Ctx) time.Duration {
-	if every, ok := c.Locals(hopKeepaliveKey).(time.Duration); ok && every < s.cfg.Heartbeat {
-		return every
-	}
-	return s.cfg.Heartbeat
 }
 
 // handleError renders every error as an OpenAI error envelope.
@@ -648,7 +363,7 @@ func (s *Server) adminStatus(c *fiber.Ctx) error {
 	out := fiber.Map{"in_flight": s.limiter.inFlight(), "queued": s.limiter.queued.Load()}
 	var ins []instance
 	for _, in := range s.reg.All() {
-		ins = append(ins, instance{Description: in.Desc, InFlight: in.inFlight.Load(), LoadedAt: in.LoadedAt})
+		ins = append(ins, instance{Description: in.Desc, InFlight: in.InFlight(), LoadedAt: in.LoadedAt})
 	}
 	out["instances"] = ins
 	if e, _, err := s.engines.Get(); err == nil {

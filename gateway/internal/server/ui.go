@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -21,7 +22,6 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 	"github.com/duet-ai/duet/ui"
 )
 
@@ -117,8 +117,8 @@ type pathView struct {
 // listPaths is GET /admin/v1/paths: the path between every ordered pair of eligible nodes, as this node
 // sees them (addresses, link kinds and speeds from tags; RTT from Vivaldi coordinates).
 func (s *Server) listPaths(c *fiber.Ctx) error {
-	snap := s.snaps.agent.Snapshot()
-	var ids []serfcluster.NodeID
+	snap := s.agent.Snapshot()
+	var ids []cluster.NodeID
 	for _, n := range snap.Nodes {
 		if n.Eligible() {
 			ids = append(ids, n.ID)
@@ -177,10 +177,10 @@ const (
 // which are not gossiped: this node asks each gateway for its /admin/v1/status. A node that does not answer
 // in time is listed with an error.
 func (s *Server) clusterStats(c *fiber.Ctx) error {
-	snap := s.snaps.agent.Snapshot()
+	snap := s.agent.Snapshot()
 	var nodes []string
 	for _, n := range snap.Nodes {
-		if n.Eligible() && (n.Status == serfcluster.StatusAlive || n.Status == serfcluster.StatusSuspect) {
+		if n.Eligible() && (n.Status == cluster.StatusAlive || n.Status == cluster.StatusSuspect) {
 			nodes = append(nodes, string(n.ID))
 		}
 	}
@@ -273,7 +273,7 @@ func (s *Server) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
 
 // peerFetch GETs path (no query: a hop's proof covers the path alone) from node's gateway as a hop.
 func (s *Server) peerFetch(ctx context.Context, pr peerRequest, node, p string) ([]byte, error) {
-	snap := s.snaps.agent.Snapshot()
+	snap := s.agent.Snapshot()
 	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), node)
 	if !ok || s.fwd == nil {
 		return nil, &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
@@ -311,9 +311,54 @@ func (s *Server) checkLink(c *fiber.Ctx) error {
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
 		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
 	}
-	check, err := cluster.CheckLink(s.snaps.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
+	check, err := cluster.CheckLink(s.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
 	if err != nil {
 		return c.JSON(fiber.Map{"ok": false, "message": err.Error()})
 	}
 	return c.JSON(fiber.Map{"ok": true, "exact": check.Exact})
+}
+
+// listRequests is GET /admin/v1/requests: the recent requests after ?since= (a seq from an earlier answer's
+// "last", or an RFC 3339 time), oldest first.
+func (s *Server) listRequests(c *fiber.Ctx) error {
+	var seq uint64
+	var t time.Time
+	if v := c.Query("since"); v != "" {
+		var err error
+		if seq, err = strconv.ParseUint(v, 10, 64); err != nil {
+			if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
+				return openai.BadRequest("since", "since must be a seq number from an earlier answer or an RFC 3339 time, not %q", v)
+			}
+		}
+	}
+	if node := c.Query("node"); node != "" && node != s.reg.Node() {
+		return s.peerRequests(c, node, seq, t)
+	}
+	recs, last := s.recent.since(seq, t)
+	return c.JSON(fiber.Map{"node": s.reg.Node(), "capacity": recentCapacity, "last": last, "requests": recs})
+}
+
+// peerRequests answers GET /admin/v1/requests?node= from that node's gateway: its whole ring, filtered here
+// (a hop carries no query).
+func (s *Server) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.Time) error {
+	body, err := s.peerGet(c, node, "/admin/v1/requests")
+	if err != nil {
+		return err
+	}
+	var ans struct {
+		Node     string          `json:"node"`
+		Capacity int             `json:"capacity"`
+		Last     uint64          `json:"last"`
+		Requests []recentRequest `json:"requests"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return openai.Unavailable("node " + node + " answered its recent requests with something else: " + err.Error())
+	}
+	kept := ans.Requests[:0]
+	for _, r := range ans.Requests {
+		if r.Seq > seq && !r.Start.Before(t) {
+			kept = append(kept, r)
+		}
+	}
+	return c.JSON(fiber.Map{"node": ans.Node, "capacity": ans.Capacity, "last": ans.Last, "requests": kept})
 }

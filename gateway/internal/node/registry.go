@@ -1,4 +1,4 @@
-package server
+package node
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/sdk/engine"
-	"github.com/duet-ai/duet/serfcluster"
 )
 
 // InstanceSpec is an instance this gateway should serve: loaded at start (--model), or through
@@ -23,7 +22,7 @@ type InstanceSpec struct {
 	ID      string
 	Model   string
 	Options map[string]string
-	Role    serfcluster.Role
+	Role    cluster.Role
 }
 
 // Instance is a model instance this gateway's engine serves, with its live load.
@@ -44,8 +43,8 @@ type Registry struct {
 	// defaults are the engine options every instance gets (--engine-opt), under its own.
 	defaults map[string]string
 	kvHost   string // where instances serve KV when their options do not say
-	// calibrate is how many prompt tokens a calibration run has after each load (0: none); see calibrate.
-	calibrate int
+	// calibrateTokens is how many prompt tokens a calibration run has after each load (0: none); see calibrate.
+	calibrateTokens int
 	// max bounds the instances Add accepts, counting those loaded at start (0: no bound).
 	max int
 
@@ -55,6 +54,12 @@ type Registry struct {
 	next      int
 	loadGen   atomic.Uint64 // bumped whenever a local in-flight count changes
 }
+
+// LoadGen changes whenever a local in-flight count does.
+func (r *Registry) LoadGen() uint64 { return r.loadGen.Load() }
+
+// InFlight is the instance's generations running now.
+func (in *Instance) InFlight() int64 { return in.inFlight.Load() }
 
 // RegistryConfig configures a Registry.
 type RegistryConfig struct {
@@ -80,7 +85,7 @@ func NewRegistry(cfg RegistryConfig) *Registry {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	return &Registry{node: cfg.Node, engineTag: cfg.Engine, agent: cfg.Agent, log: cfg.Logger, defaults: cfg.Defaults,
-		kvHost: cfg.KVHost, calibrate: cfg.CalibrateTokens, max: cfg.MaxInstances, instances: map[string]*Instance{}}
+		kvHost: cfg.KVHost, calibrateTokens: cfg.CalibrateTokens, max: cfg.MaxInstances, instances: map[string]*Instance{}}
 }
 
 // Node is this node's id.
@@ -104,7 +109,7 @@ func (r *Registry) addSpecLocked(spec InstanceSpec) string {
 		}
 	}
 	if spec.Role == "" {
-		spec.Role = serfcluster.RoleBoth
+		spec.Role = cluster.RoleBoth
 	}
 	r.specs = append(r.specs, spec)
 	return spec.ID
@@ -147,7 +152,7 @@ func (r *Registry) LoadAll(ctx context.Context, e engine.Engine) error {
 
 // load loads one instance and publishes it: loading first, ready once loaded.
 func (r *Registry) load(ctx context.Context, e engine.Engine, spec InstanceSpec) (*Instance, error) {
-	r.publish(spec, engine.Description{InstanceID: spec.ID, ModelID: spec.Model}, serfcluster.InstanceLoading)
+	r.publish(spec, engine.Description{InstanceID: spec.ID, ModelID: spec.Model}, cluster.InstanceLoading)
 	desc, err := e.Load(ctx, engine.LoadRequest{InstanceID: spec.ID, Model: spec.Model, Options: r.loadOptions(spec), KVHost: r.kvHost})
 	if err != nil {
 		if r.agent != nil {
@@ -163,16 +168,16 @@ func (r *Registry) load(ctx context.Context, e engine.Engine, spec InstanceSpec)
 	in.Spec, in.Desc = spec, desc
 	r.instances[desc.InstanceID] = in
 	r.mu.Unlock()
-	r.publish(spec, desc, serfcluster.InstanceReady)
+	r.publish(spec, desc, cluster.InstanceReady)
 	r.log.Info("model loaded", "model", desc.ModelID, "instance", desc.InstanceID, "backend", desc.Backend,
 		"architecture", desc.Architecture, "kv", desc.PrefillEndpoint)
-	if r.calibrate > 0 && r.agent != nil {
-		go r.calibrateInstance(e, in)
+	if r.calibrateTokens > 0 && r.agent != nil {
+		go r.calibrate(e, in)
 	}
 	return in, nil
 }
 
-func (r *Registry) publish(spec InstanceSpec, d engine.Description, status serfcluster.InstanceStatus) {
+func (r *Registry) publish(spec InstanceSpec, d engine.Description, status cluster.InstanceStatus) {
 	if r.agent == nil {
 		return
 	}
@@ -234,7 +239,7 @@ func (r *Registry) Remove(ctx context.Context, e engine.Engine, id string) error
 	}
 	r.dropSpec(id)
 	if r.agent != nil {
-		if err := r.agent.SetStatus(id, serfcluster.InstanceDraining); err != nil {
+		if err := r.agent.SetStatus(id, cluster.InstanceDraining); err != nil {
 			r.log.Warn("cluster: publish draining", "instance", id, "error", err)
 		}
 	}
@@ -257,14 +262,14 @@ func (r *Registry) EngineGone() {
 	r.instances = map[string]*Instance{}
 	r.mu.Unlock()
 	if r.agent != nil {
-		r.agent.SetAllStatus(serfcluster.InstanceUnavailable)
+		r.agent.SetAllStatus(cluster.InstanceUnavailable)
 	}
 }
 
 // Draining marks every instance draining (the gateway is shutting down).
 func (r *Registry) Draining() {
 	if r.agent != nil {
-		r.agent.SetAllStatus(serfcluster.InstanceDraining)
+		r.agent.SetAllStatus(cluster.InstanceDraining)
 	}
 }
 
@@ -303,8 +308,8 @@ func (r *Registry) All() []*Instance {
 	return out
 }
 
-// begin and end count a generation against an instance's load.
-func (r *Registry) begin(in *Instance) {
+// Begin and End count a generation against an instance's load.
+func (r *Registry) Begin(in *Instance) {
 	n := in.inFlight.Add(1)
 	r.loadGen.Add(1)
 	if r.agent != nil {
@@ -312,7 +317,7 @@ func (r *Registry) begin(in *Instance) {
 	}
 }
 
-func (r *Registry) end(in *Instance) {
+func (r *Registry) End(in *Instance) {
 	n := in.inFlight.Add(-1)
 	r.loadGen.Add(1)
 	if r.agent != nil {
@@ -320,8 +325,8 @@ func (r *Registry) end(in *Instance) {
 	}
 }
 
-// localLoads is every loaded instance's in-flight count.
-func (r *Registry) localLoads() map[string]int {
+// LocalLoads is every loaded instance's in-flight count.
+func (r *Registry) LocalLoads() map[string]int {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	out := make(map[string]int, len(r.instances))
