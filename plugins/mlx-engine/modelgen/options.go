@@ -35,7 +35,10 @@ type Options struct {
 	// as much of it as its corpus allows (base symbols, learned merges, the family's special tokens and, Llama 3
 	// style, reserved special tokens up to 256 specials); rows beyond the tokenizer are padding that no token maps
 	// to, with a strongly negative logit, as Qwen models pad theirs. Tied models are shrunk to the tokenizer.
-	VocabSize             int
+	VocabSize int
+	// KeepVocabSize keeps VocabSize rows in a tied model too (random embeddings past the tokenizer, which the
+	// model may well produce): for a test that replaces the generated tokenizer files with a real model's.
+	KeepVocabSize         bool
 	MaxPositionEmbeddings int     // default 4096
 	RopeTheta             float64 // default 10000 (llama, mistral) or 1000000 (qwen)
 	RopeScaling           *model.RopeScaling
