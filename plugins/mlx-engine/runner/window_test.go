@@ -21,8 +21,9 @@ import (
 	"github.com/duet-ai/duet/sdk/kvwire/kvwiretest"
 )
 
-// The tests here run runners in-process on the pure-Go backend with a model whose arch has sliding windows
-// (no family with windows loads yet): windows of 8 and 5 on two of four layers, so 64-token prompts cross them.
+// The tests here run runners in-process on the pure-Go backend with a model whose windows are set by hand
+// (backendtest.SetWindows), two of them different: windows of 8 and 5 on two of four layers, so 64-token prompts
+// cross them. The engine's P/D tests run Gemma 3, a family with windows, between engine processes.
 var windows = []int{8, 0, 5, 0}
 
 const modelID = "windowed"
