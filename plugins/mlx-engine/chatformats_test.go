@@ -12,18 +12,20 @@ import (
 	"github.com/duet-ai/duet/internal/testnode"
 	mlxengine "github.com/duet-ai/duet/plugins/mlx-engine"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 	"github.com/duet-ai/duet/plugins/mlx-engine/tokenizer"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
-// realChatModel loads a tiny generated model that speaks a real model's chat format: its vocabulary is as
+// realChatModel loads a tiny generated model of family fam (modelgen.TinyFamily) that speaks a real model's chat
+// format: its vocabulary is as
 // large as the real tokenizer's, and the real tokenizer and a chat template in the model's format
 // (testnode.Tokenizer: the package's own, or duet's harmony template for gpt-oss) replace the generated ones.
 // The weights are random, so the output is noise except where a grammar constrains it; the chat format around
 // it is the real one. eos lists the end-of-sequence tokens config.json and generation_config.json name;
 // tokenizer_config.json's eos_token becomes the first of them.
-func realChatModel(t *testing.T, name string, eos ...string) (*mlxengine.Engine, engine.Description, *tokenizer.Tokenizer) {
+func realChatModel(t *testing.T, name string, fam model.Family, eos ...string) (*mlxengine.Engine, engine.Description, *tokenizer.Tokenizer) {
 	t.Helper()
 	src := testnode.Tokenizer(t, name)
 	tok, err := tokenizer.Load(src)
@@ -31,8 +33,8 @@ func realChatModel(t *testing.T, name string, eos ...string) (*mlxengine.Engine,
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), name)
-	o := modelgen.Tiny()
-	o.VocabSize, o.DType = tok.VocabSize(), dtype.BFloat16
+	o := modelgen.TinyFamily(fam)
+	o.VocabSize, o.KeepVocabSize, o.DType = tok.VocabSize(), true, dtype.BFloat16
 	if err := modelgen.Generate(dir, o); err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +131,7 @@ func generateChat(t *testing.T, e *mlxengine.Engine, req engine.GenerateRequest)
 // tool calls and content (never markup), and <|call|> ends generation even where the files name only
 // <|return|>.
 func TestHarmonyChat(t *testing.T) {
-	e, d, tok := realChatModel(t, "gptoss", "<|return|>")
+	e, d, tok := realChatModel(t, "gptoss", model.Llama, "<|return|>")
 	if c := d.Capabilities; !c.Tools || !c.Reasoning {
 		t.Fatalf("capabilities %+v: gpt-oss calls tools and reasons", c)
 	}
@@ -229,7 +231,10 @@ func TestHarmonyChat(t *testing.T) {
 // roles do not alternate is the client's error with the template's message, the model offers no tools, and
 // <end_of_turn> ends generation even where the files name only <eos>, as a base model's do.
 func TestGemmaChat(t *testing.T) {
-	e, d, tok := realChatModel(t, "gemma3", "<eos>")
+	e, d, tok := realChatModel(t, "gemma3", model.Gemma3, "<eos>")
+	if d.Architecture != string(model.Gemma3) {
+		t.Errorf("architecture %q, want gemma3", d.Architecture)
+	}
 	if d.Capabilities.Tools || d.Capabilities.Reasoning {
 		t.Errorf("capabilities %+v: Gemma 3's template has no tool or reasoning syntax", d.Capabilities)
 	}
@@ -259,6 +264,14 @@ func TestGemmaChat(t *testing.T) {
 	g := generateChat(t, e, engine.GenerateRequest{InstanceID: d.InstanceID, Messages: []engine.Message{{Role: "user", Content: "Hi"}},
 		Sampling: engine.Sampling{MaxTokens: 8, LogitBias: map[int32]float64{eot: 100}}})
 	if g.final.FinishReason != engine.FinishStop || g.final.Usage.CompletionTokens != 0 || g.content != "" {
+		t.Errorf("finish %s after %d tokens, content %q", g.final.FinishReason, g.final.Usage.CompletionTokens, g.content)
+	}
+
+	// The model answers through the chat API: 40 tokens of (random) text after the prompt, past several of its
+	// windows of 8.
+	g = generateChat(t, e, engine.GenerateRequest{InstanceID: d.InstanceID, Messages: []engine.Message{{Role: "user", Content: "Hi"}},
+		Sampling: engine.Sampling{MaxTokens: 40, IgnoreEOS: true, LogitBias: map[int32]float64{eot: -100}}})
+	if g.final.FinishReason != engine.FinishLength || g.final.Usage.CompletionTokens != 40 || g.content == "" {
 		t.Errorf("finish %s after %d tokens, content %q", g.final.FinishReason, g.final.Usage.CompletionTokens, g.content)
 	}
 }

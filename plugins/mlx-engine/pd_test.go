@@ -75,6 +75,15 @@ func pdModel(t testing.TB, name string) string {
 		moe2 := modelgen.Tiny()
 		moe2.Family, moe2.DType, moe2.SparseStep = model.Qwen2MoE, dtype.BFloat16, 1
 		variants["qwen2_moe-bf16"] = moe2
+		// Gemma 3 (windows of 8 on two layers in three): the multimodal family as mlx-community stores it, 4-bit,
+		// and the text-only family in bfloat16 with Hugging Face names.
+		g := modelgen.TinyFamily(model.Gemma3)
+		g.DType, g.Layout = dtype.BFloat16, modelgen.LayoutMLX
+		g.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+		variants["gemma3-q4"] = g
+		gt := modelgen.TinyFamily(model.Gemma3Text)
+		gt.DType = dtype.BFloat16
+		variants["gemma3_text-bf16"] = gt
 		for name, o := range variants {
 			if pdModelsErr = modelgen.Generate(filepath.Join(pdModelsDir, name), o); pdModelsErr != nil {
 				return
@@ -210,7 +219,7 @@ func prefillOpts(extra ...string) map[string]string {
 }
 
 func TestPDExact(t *testing.T) {
-	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16"} {
+	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16", "gemma3-q4", "gemma3_text-bf16"} {
 		t.Run(name, func(t *testing.T) {
 			dir := pdModel(t, name)
 			ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
@@ -231,8 +240,16 @@ func TestPDExact(t *testing.T) {
 				}
 			})
 
+			// A sliding layer's window moves on with its sequence, so a cached sequence serves only prefixes that
+			// end inside its window ("where a window cannot be restored, a miss"): with windows, the cached
+			// prompt is the shared prefix itself, whose snapshot holds the window at its end.
+			windowed := strings.HasPrefix(name, "gemma3")
+
 			t.Run("DecodeSidePrefixHit", func(t *testing.T) {
 				a := randomPrompt(100, 400, vocab)
+				if windowed {
+					a = a[:250]
+				}
 				gen(t, d, a) // local: d's prefix cache now holds a
 				b := append(append([]int32{}, a[:250]...), randomPrompt(101, 300, vocab)...)
 				want, _ := gen(t, ref, b)
@@ -246,7 +263,13 @@ func TestPDExact(t *testing.T) {
 
 			t.Run("PrefillSidePrefixHit", func(t *testing.T) {
 				c := randomPrompt(200, 500, vocab)
-				gen(t, p, c) // p computes c locally: its prefix cache holds c
+				if windowed {
+					// The positions the decoder asks for (c less its last token): a snapshot of c itself holds its
+					// windows one position too far on to send [L-W, L) (TestWindowExportFromPrefixCache).
+					gen(t, p, c[:len(c)-1])
+				} else {
+					gen(t, p, c) // p computes c locally: its prefix cache holds c
+				}
 				before := prefixHits(t, p)
 				want, _ := gen(t, ref, c)
 				got, f := gen(t, d, c, p.endpoint())
@@ -440,8 +463,9 @@ func (fp *faultProxy) handle(c net.Conn, done chan struct{}) {
 	}
 }
 
-// refKV computes, in this process with the pure-Go backend, the KV of tokens and the layout it has.
-func refKV(t testing.TB, dir string, tokens []int32) (backend.KVLayout, [][2][]byte) {
+// refKV computes, in this process with the pure-Go backend, the KV of tokens and the layout it has: each layer's
+// positions [from[i], len(tokens)), all of them for a full layer and the window at the end for a sliding one.
+func refKV(t testing.TB, dir string, tokens []int32) (l backend.KVLayout, kv [][2][]byte, from []int) {
 	t.Helper()
 	m, err := model.Load(dir)
 	if err != nil {
@@ -461,16 +485,20 @@ func refKV(t testing.TB, dir string, tokens []int32) (backend.KVLayout, [][2][]b
 	if err := bm.Forward([]backend.Seq{{Cache: c, Tokens: tokens}}); err != nil {
 		t.Fatal(err)
 	}
-	l := bm.KVLayout()
-	out := make([][2][]byte, l.NumLayers())
-	for i := range out {
-		k, v := make([]byte, len(tokens)*l.LayerTokenBytes(i)), make([]byte, len(tokens)*l.LayerTokenBytes(i))
-		if err := c.ExportKV(i, 0, len(tokens), k, v); err != nil {
+	l = bm.KVLayout()
+	n := len(tokens)
+	for i, ly := range l.Layers {
+		lo := 0
+		if ly.Kind == backend.KVSliding {
+			lo = max(0, n-ly.Window)
+		}
+		k, v := make([]byte, (n-lo)*l.LayerTokenBytes(i)), make([]byte, (n-lo)*l.LayerTokenBytes(i))
+		if err := c.ExportKV(i, lo, n, k, v); err != nil {
 			t.Fatal(err)
 		}
-		out[i] = [2][]byte{k, v}
+		kv, from = append(kv, [2][]byte{k, v}), append(from, lo)
 	}
-	return l, out
+	return l, kv, from
 }
 
 func wireDType(t testing.TB, d dtype.DType) kvwire.DType {
@@ -482,27 +510,39 @@ func wireDType(t testing.TB, d dtype.DType) kvwire.DType {
 	return w
 }
 
-// TestPDExoPeers checks both directions against exo-shaped peers (plain frames, no duet extensions).
+// TestPDExoPeers checks both directions against exo-shaped peers (plain frames, no duet extensions), on a model
+// of full layers and on a sliding-window one (Gemma 3), whose sliding layers travel as the positions their
+// windows hold at the end of the prompt: what exo's RotatingKVCache sends.
 func TestPDExoPeers(t *testing.T) {
-	dir := pdModel(t, "llama-bf16")
+	for _, name := range []string{"llama-bf16", "gemma3-q4"} {
+		t.Run(name, func(t *testing.T) { testPDExoPeers(t, name) })
+	}
+}
+
+func testPDExoPeers(t *testing.T, name string) {
+	dir := pdModel(t, name)
 	ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
 	vocab := ref.desc.VocabSize
 	prompt := randomPrompt(300, 300, vocab)
-	layout, kv := refKV(t, dir, prompt[:len(prompt)-1])
+	L := len(prompt) - 1
+	layout, kv, lo := refKV(t, dir, prompt[:L])
 
 	t.Run("ExoServerToDuetDecoder", func(t *testing.T) {
-		// An exo prefill server sends each layer whole, after its prefill.
+		// An exo prefill server sends each layer whole, after its prefill; a sliding layer as its window.
 		srv := kvwiretest.NewPlainServer(t, func(req kvwire.Request) kvwiretest.Response {
 			resp := kvwiretest.Response{Header: kvwire.Header{RequestID: req.RequestID, ModelID: req.ModelID,
 				NumLayers: layout.NumLayers(), DType: wireDType(t, layout.DType), StartPos: req.StartPos}}
-			n := len(req.TokenIDs) - req.StartPos
-			tb := layout.LayerTokenBytes(0)
 			for l := range layout.NumLayers() {
-				resp.Messages = append(resp.Messages, &kvwire.KVChunk{LayerIdx: l, NumTokens: n, NHeads: layout.Layers[l].KVHeads,
+				from := max(req.StartPos, lo[l])
+				if layout.Layers[l].Kind == backend.KVSliding {
+					from = lo[l]
+				}
+				tb := layout.LayerTokenBytes(l)
+				resp.Messages = append(resp.Messages, &kvwire.KVChunk{LayerIdx: l, NumTokens: len(req.TokenIDs) - from, NHeads: layout.Layers[l].KVHeads,
 					HeadDim: layout.Layers[l].HeadDim, DType: wireDType(t, layout.DType),
-					Keys: kv[l][0][req.StartPos*tb:], Values: kv[l][1][req.StartPos*tb:]})
+					Keys: kv[l][0][(from-lo[l])*tb:], Values: kv[l][1][(from-lo[l])*tb:]})
 			}
-			resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: n})
+			resp.Messages = append(resp.Messages, &kvwire.Done{TotalTokens: len(req.TokenIDs) - req.StartPos})
 			return resp
 		})
 		d := startEngine(t, dir, decodeOpts())
@@ -517,7 +557,7 @@ func TestPDExoPeers(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		resp, err := kvwiretest.PlainFetch(ctx, p.desc.PrefillEndpoint, kvwire.Request{
-			RequestID: "exo-1", ModelID: p.desc.ModelID, TokenIDs: prompt[:len(prompt)-1], StartPos: 40})
+			RequestID: "exo-1", ModelID: p.desc.ModelID, TokenIDs: prompt[:L], StartPos: 40})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -525,17 +565,17 @@ func TestPDExoPeers(t *testing.T) {
 		if h.NumLayers != layout.NumLayers() || h.StartPos != 40 || h.DType != wireDType(t, layout.DType) {
 			t.Fatalf("header %+v", h)
 		}
-		tb := layout.LayerTokenBytes(0)
+		// A full layer sends [40, L); a sliding one the positions its window holds at the end, [L-W, L).
 		next := make([]int, layout.NumLayers())
 		for i := range next {
-			next[i] = 40
+			next[i] = max(40, lo[i])
 		}
 		for _, m := range resp.Messages {
 			switch m := m.(type) {
 			case *kvwire.KVChunk:
-				pos := next[m.LayerIdx]
-				wantK := kv[m.LayerIdx][0][pos*tb : (pos+m.NumTokens)*tb]
-				wantV := kv[m.LayerIdx][1][pos*tb : (pos+m.NumTokens)*tb]
+				pos, tb, from := next[m.LayerIdx], layout.LayerTokenBytes(m.LayerIdx), lo[m.LayerIdx]
+				wantK := kv[m.LayerIdx][0][(pos-from)*tb : (pos-from+m.NumTokens)*tb]
+				wantV := kv[m.LayerIdx][1][(pos-from)*tb : (pos-from+m.NumTokens)*tb]
 				// The reference is the pure-Go backend's: bit for bit on it; another backend (MLX) may round a
 				// 16-bit element one unit in the last place apart.
 				exact := p.desc.Backend == "cpu"
@@ -545,16 +585,16 @@ func TestPDExoPeers(t *testing.T) {
 				next[m.LayerIdx] += m.NumTokens
 			case *kvwire.Done:
 				// exo counts the positions sent per layer: the prompt less start_pos.
-				if m.TotalTokens != len(prompt)-1-40 {
-					t.Errorf("done says %d tokens, want %d (positions sent per layer)", m.TotalTokens, len(prompt)-1-40)
+				if m.TotalTokens != L-40 {
+					t.Errorf("done says %d tokens, want %d (positions sent per layer)", m.TotalTokens, L-40)
 				}
 			case *kvwire.Error:
 				t.Fatalf("error %d: %s", m.Code, m.Message)
 			}
 		}
 		for l, p := range next {
-			if p != len(prompt)-1 {
-				t.Errorf("layer %d: received up to %d, want %d", l, p, len(prompt)-1)
+			if p != L {
+				t.Errorf("layer %d: received up to %d, want %d", l, p, L)
 			}
 		}
 		// A request for another model is refused with 400.

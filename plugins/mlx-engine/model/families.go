@@ -44,9 +44,9 @@ var familyDefs = []familyDef{
 	{name: Qwen2MoE, architectures: []string{"Qwen2MoeForCausalLM"}, spec: qwenMoESpec, layer: qwenMoELayer},
 	{name: Mixtral, architectures: []string{"MixtralForCausalLM"}, spec: mixtralSpec, layer: mixtralLayer},
 	{name: Gemma3Text, architectures: []string{"Gemma3ForCausalLM"}, prepare: gemma3Prepare, spec: gemma3Spec,
-		layer: gemma3Layer, pending: true},
+		layer: gemma3Layer},
 	{name: Gemma3, architectures: []string{"Gemma3ForConditionalGeneration"}, prepare: gemma3Prepare, spec: gemma3Spec,
-		prefixes: gemma3Prefixes, ignore: gemma3Ignore, layer: gemma3Layer, pending: true},
+		prefixes: gemma3Prefixes, ignore: gemma3Ignore, layer: gemma3Layer},
 	{name: GptOSS, architectures: []string{"GptOssForCausalLM"}, prepare: gptossPrepare, spec: gptossSpec,
 		layer: gptossLayer, pending: true},
 }

@@ -29,7 +29,7 @@ func Generate(dir string, o Options) error {
 	if err != nil {
 		return err
 	}
-	if o.TieWordEmbeddings || o.VocabSize < tok.size() {
+	if o.TieWordEmbeddings && !o.KeepVocabSize || o.VocabSize < tok.size() {
 		// Tied models cannot push padding rows' logits down (the rows are the embeddings), so they get none.
 		o.VocabSize = tok.size()
 	}

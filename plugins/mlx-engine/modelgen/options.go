@@ -35,7 +35,10 @@ type Options struct {
 	// as much of it as its corpus allows (base symbols, learned merges, the family's special tokens and, Llama 3
 	// style, reserved special tokens up to 256 specials); rows beyond the tokenizer are padding that no token maps
 	// to, with a strongly negative logit, as Qwen models pad theirs. Tied models are shrunk to the tokenizer.
-	VocabSize             int
+	VocabSize int
+	// KeepVocabSize keeps VocabSize rows in a tied model too (random embeddings past the tokenizer, which the
+	// model may well produce): for a test that replaces the generated tokenizer files with a real model's.
+	KeepVocabSize         bool
 	MaxPositionEmbeddings int     // default 4096
 	RopeTheta             float64 // default 10000 (llama, mistral) or 1000000 (qwen)
 	RopeScaling           *model.RopeScaling
@@ -70,7 +73,7 @@ type Options struct {
 	// experts one module each (LayoutHF, the default) or stacked by mlx-lm's sanitize (LayoutMLX: switch_mlp
 	// [E, Out, In], gpt_oss's split experts), gemma3's prefix. The values of a seed are the same in both.
 	Layout Layout
-	// SlidingWindow is the window of sliding layers (gemma3*, gpt_oss); LayerTypes lists each layer's kind
+	// SlidingWindow is the window of sliding layers (gemma3*, default 8; gpt_oss, required); LayerTypes lists each layer's kind
 	// ("sliding_attention" / "full_attention") explicitly, otherwise gemma3 writes SlidingPattern (a full layer
 	// every SlidingPattern layers) and gpt_oss alternates sliding and full.
 	SlidingWindow  int
@@ -324,6 +327,9 @@ func (o *Options) normalize() error {
 	if o.HeadDim%2 != 0 || o.HeadDim <= 0 {
 		return fmt.Errorf("modelgen: HeadDim %d must be positive and even", o.HeadDim)
 	}
+	if (o.Family == model.Gemma3 || o.Family == model.Gemma3Text) && o.QueryPreAttnScalar == 0 {
+		o.QueryPreAttnScalar = float64(o.HeadDim)
+	}
 	if o.MaxPositionEmbeddings == 0 {
 		o.MaxPositionEmbeddings = 4096
 	}
@@ -444,6 +450,9 @@ func (o *Options) normalizeBlocks() error {
 		}
 		return nil
 	}
+	if o.SlidingWindow == 0 && gemma {
+		o.SlidingWindow = 8 // Tiny's shape: a 30-token test crosses it
+	}
 	if o.SlidingWindow <= 0 {
 		return errors.New("modelgen: SlidingWindow must be positive")
 	}
@@ -454,9 +463,6 @@ func (o *Options) normalizeBlocks() error {
 		o.TieWordEmbeddings = true // Gemma's head is its embedding
 		if o.SlidingPattern == 0 {
 			o.SlidingPattern = 6
-		}
-		if o.QueryPreAttnScalar == 0 {
-			o.QueryPreAttnScalar = float64(o.HeadDim)
 		}
 		if o.RopeLocalBase == 0 {
 			o.RopeLocalBase = 10000

@@ -47,7 +47,7 @@ func (r *Runner) SubmitExport(job *kvwire.Job, fingerprint, kvCompat string) boo
 }
 
 // prepareExport accepts the job, checks it, and starts its cache from the longest cached prefix: every
-// position is needed, so a full hit means nothing to compute.
+// position is needed, so a full hit means nothing to compute (except with sliding windows, below).
 func (r *Runner) prepareExport(s *seq) error {
 	e := s.export
 	w, err := e.job.Accept()
@@ -74,7 +74,17 @@ func (r *Runner) prepareExport(s *seq) error {
 	if e.dtype, err = kvwire.ParseDType(string(layout.DType)); err != nil {
 		return err
 	}
-	if h, hit := r.prefix.Lookup(tokens, n); h != nil {
+	// A sliding layer sends the W positions its window holds at the end of the prompt, [L-W, L), one more than
+	// a next query sees. After a hit at k < L the positions from L-W on are the clone's [k-W+1, k) or computed
+	// here (a step leaves a layer its last W); a full hit, k = L, serves only if the entry is restorable at L-1
+	// too, which means that it holds [L-W, L).
+	ok := restorable
+	for _, ly := range layout.Layers {
+		if ly.Kind == backend.KVSliding {
+			ok = func(c backend.Cache, k int) bool { return c.Restorable(k) && (k < n || c.Restorable(k-1)) }
+		}
+	}
+	if h, hit := r.prefix.LookupFunc(tokens, n, ok); h != nil {
 		c, err := h.Value().Clone(hit)
 		h.Release()
 		if err == nil {

@@ -21,8 +21,9 @@ import (
 	"github.com/duet-ai/duet/sdk/kvwire/kvwiretest"
 )
 
-// The tests here run runners in-process on the pure-Go backend with a model whose arch has sliding windows
-// (no family with windows loads yet): windows of 8 and 5 on two of four layers, so 64-token prompts cross them.
+// The tests here run runners in-process on the pure-Go backend with a model whose windows are set by hand
+// (backendtest.SetWindows), two of them different: windows of 8 and 5 on two of four layers, so 64-token prompts
+// cross them. The engine's P/D tests run Gemma 3, a family with windows, between engine processes.
 var windows = []int{8, 0, 5, 0}
 
 const modelID = "windowed"
@@ -360,4 +361,60 @@ func TestWindowExoPeers(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWindowExportFromPrefixCache: a prefill server's prefix cache serves an export of a sliding-window model
+// only where it still holds the W positions each sliding layer sends, [L-W, L): its snapshot of the prompt
+// itself does, a snapshot one position further on (the prompt the decoder sent, whose token_ids lack its last
+// token) does not and is a miss, and a hit short of L computes the rest; every case sends the reference's KV.
+func TestWindowExportFromPrefixCache(t *testing.T) {
+	t.Parallel()
+	mod := windowedModel(t)
+	vocab := mod.Config.VocabSize
+	full := prompt(90, 51, vocab)
+	L := len(full) - 1
+	layout, kv, lo := refKV(t, mod, full[:L])
+	for _, tc := range []struct {
+		name   string
+		cached []int32 // the prompt the server answered first
+		hit    bool
+	}{
+		{"snapshot one position past the export", full, false},
+		{"snapshot at the export's end", full[:L], true},
+		{"snapshot short of the export's end", full[:L-3], true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newNode(t, mod, 16, 64<<20, true)
+			p.gen(t, tc.cached, 1, 1, nil, nil)
+			before := p.r.Stats().PrefixCache.Hits
+			for _, start := range []int{0, 60} {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				resp, err := kvwiretest.PlainFetch(ctx, p.addr, kvwire.Request{RequestID: "exo", ModelID: modelID, TokenIDs: full[:L], StartPos: start})
+				cancel()
+				if err != nil {
+					t.Fatalf("start %d: %v", start, err)
+				}
+				got := make([][2][]byte, layout.NumLayers())
+				for _, m := range resp.Messages {
+					if c, ok := m.(*kvwire.KVChunk); ok {
+						got[c.LayerIdx][0] = append(got[c.LayerIdx][0], c.Keys...)
+						got[c.LayerIdx][1] = append(got[c.LayerIdx][1], c.Values...)
+					}
+				}
+				for i, ly := range layout.Layers {
+					from := start
+					if ly.Kind == backend.KVSliding {
+						from = max(start, L-ly.Window)
+					}
+					tb := layout.LayerTokenBytes(i)
+					if !slices.Equal(got[i][0], kv[i][0][(from-lo[i])*tb:]) || !slices.Equal(got[i][1], kv[i][1][(from-lo[i])*tb:]) {
+						t.Errorf("start %d layer %d: %d positions, want [%d, %d) of the reference", start, i, len(got[i][0])/tb, from, L)
+					}
+				}
+			}
+			if hits := p.r.Stats().PrefixCache.Hits - before; (hits > 0) != tc.hit {
+				t.Errorf("%d prefix-cache hits, want hits %v", hits, tc.hit)
+			}
+		})
+	}
 }

@@ -24,8 +24,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
 const denseGoldenFile = "testdata/dense_golden.txt"
 
-// TestDenseGolden pins the logits of the dense families (llama, mistral, qwen2, qwen3) bit for bit: every
-// variant of matrix() on every kernel path this CPU has, with float32 and stored weights, as a SHA-256 of the logits of a prefill (in chunks of
+// TestDenseGolden pins the logits of every family (the dense llama, mistral, qwen2, qwen3 first of all) bit for
+// bit: every variant of matrix() on every kernel path this CPU has, with float32 and stored weights, as a SHA-256 of the logits of a prefill (in chunks of
 // 5) and 8 greedy decode steps. New blocks must leave these models computing exactly what they computed before.
 // The hashes were recorded on amd64 (where every kernel path is deterministic); -update rewrites them.
 func TestDenseGolden(t *testing.T) {

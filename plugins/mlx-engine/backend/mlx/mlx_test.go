@@ -207,6 +207,18 @@ func TestModelDTypeCompute(t *testing.T) {
 
 // TestRefusesMoE: a mixture-of-experts model fails at load with a message that says so, not somewhere in the
 // forward pass.
+// TestRefusesGemma3: Gemma 3's blocks run on the cpu backend only; a load here says so instead of computing
+// something else.
+func TestRefusesGemma3(t *testing.T) {
+	for _, f := range []model.Family{model.Gemma3Text, model.Gemma3} {
+		mod := backendtest.Generate(t, modelgen.TinyFamily(f))
+		_, err := Backend{}.Load(mod, backend.Options{})
+		if err == nil || !strings.Contains(err.Error(), "does not implement yet") {
+			t.Errorf("%s: Load = %v, want a refusal", f, err)
+		}
+	}
+}
+
 func TestRefusesMoE(t *testing.T) {
 	for _, f := range []model.Family{model.Qwen3MoE, model.Qwen2MoE, model.Mixtral} {
 		mod := backendtest.Generate(t, backendtest.Tiny(func(o *modelgen.Options) { o.Family = f }))
