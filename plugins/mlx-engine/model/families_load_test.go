@@ -140,12 +140,12 @@ func checkGptOSS(t *testing.T, m *model.Model) {
 		e := l.MoE
 		var gateUp []*model.Experts
 		if e.GateUp != nil {
-			if !e.Interleaved || e.Gate != nil || e.Up != nil || e.GateUp.Out != 192 || e.GateUp.In != 64 {
+			if !e.Interleaved || e.Gate != nil || e.Up != nil || e.GateUp.Out != 256 || e.GateUp.In != 64 {
 				t.Errorf("layer %d: fused experts %+v", i, e.GateUp)
 			}
 			gateUp = []*model.Experts{e.GateUp}
 		} else {
-			if e.Gate == nil || e.Up == nil || e.Gate.Out != 96 || e.Gate.In != 64 {
+			if e.Gate == nil || e.Up == nil || e.Gate.Out != 128 || e.Gate.In != 64 {
 				t.Fatalf("layer %d: gate %+v, up %+v", i, e.Gate, e.Up)
 			}
 			gateUp = []*model.Experts{e.Gate, e.Up}

@@ -15,10 +15,7 @@ import (
 
 func gen(t *testing.T, mod func(*modelgen.Options)) string {
 	t.Helper()
-	o := modelgen.Tiny()
-	if mod != nil {
-		mod(&o)
-	}
+	o := modelgen.TinyWith(mod)
 	dir := t.TempDir()
 	if err := modelgen.Generate(dir, o); err != nil {
 		t.Fatal(err)
@@ -56,11 +53,17 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				if qn == "mixed" && (m.LMHead.Quant != nil || m.Embed.Quant.Bits != 8 || m.Embed.Quant.GroupSize != 32) {
 					t.Errorf("%s: overrides not applied: lm_head %+v, embed %+v", name, m.LMHead.Quant, m.Embed.Quant)
 				}
-				qkNorm, qkvBias := fam == model.Qwen3 || fam == model.Qwen3MoE, fam == model.Qwen2 || fam == model.Qwen2MoE
+				qkNorm := fam == model.Qwen3 || fam == model.Qwen3MoE
+				qkvBias := fam == model.Qwen2 || fam == model.Qwen2MoE || fam == model.GptOSS
 				if (m.Layers[0].Attn.QNorm != nil) != qkNorm || (m.Layers[0].Attn.Q.Bias != nil) != qkvBias {
 					t.Errorf("%s: family features wrong", name)
 				}
-				if n := m.NumParams(); n < 100000 || n > 200000 {
+				lo, hi := int64(100000), int64(200000)
+				if fam == model.GptOSS {
+					// Its preset (TinyFamily): 4 layers of 8 experts of 64×128.
+					lo, hi = 800000, 1000000
+				}
+				if n := m.NumParams(); n < lo || n > hi {
 					t.Errorf("%s: %d parameters", name, n)
 				}
 				fp := m.Fingerprint()

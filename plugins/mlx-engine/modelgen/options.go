@@ -162,7 +162,8 @@ func TinyFamily(f model.Family) Options {
 		o.RopeScaling = &model.RopeScaling{Type: "linear", Factor: 8}
 	case model.GptOSS:
 		// H ≠ I and H ≠ 2I: transformers' float experts are [E, in, out], told apart from [E, out, in] by shape.
-		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 64, 96, 4, 4, 2, 16
+		// Both multiples of 64, so that every group size of MLX quantization fits.
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 64, 128, 4, 4, 2, 16
 		o.NumExperts, o.TopK = 8, 2
 		o.SlidingWindow = 8
 		o.LayerTypes = []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}
@@ -171,6 +172,27 @@ func TinyFamily(f model.Family) Options {
 		// corr(r) = 16·ln(1024/(2πr))/(2·ln 150000): lo = 1.09, hi = 3.42, so truncating changes the ramp.
 		o.Yarn = &Yarn{Factor: 4, OrigMaxPos: 1024, BetaFast: 32, BetaSlow: 1}
 		o.RouterTies = true
+	}
+	return o
+}
+
+// TinyWith is Tiny changed by mod (when not nil); when mod names another family, it starts again from that
+// family's preset (TinyFamily: its windows, experts, ...), so that a variant says only what it changes. A
+// quantized gpt_oss is written in mlx-community's layout, the only one MLX quantization exists in (openai's
+// has mxfp4 experts only).
+func TinyWith(mod func(*Options)) Options {
+	o := Tiny()
+	if mod == nil {
+		return o
+	}
+	mod(&o)
+	if o.Family == Tiny().Family {
+		return o
+	}
+	o = TinyFamily(o.Family)
+	mod(&o)
+	if o.Family == model.GptOSS && o.Quantization != nil && o.Layout != LayoutMLX {
+		o.Layout = LayoutMLX
 	}
 	return o
 }
