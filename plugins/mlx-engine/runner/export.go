@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/prefixcache"
 	"github.com/duet-ai/duet/sdk/kvwire"
 )
 
@@ -74,7 +75,7 @@ func (r *Runner) prepareExport(s *seq) error {
 	if e.dtype, err = kvwire.ParseDType(string(layout.DType)); err != nil {
 		return err
 	}
-	if h, hit := r.prefix.Lookup(tokens, n); h != nil {
+	if h, hit := r.lookupExport(tokens, layout); h != nil {
 		c, err := h.Value().Clone(hit)
 		h.Release()
 		if err == nil {
@@ -94,6 +95,25 @@ func (r *Runner) prepareExport(s *seq) error {
 		return err
 	}
 	return nil
+}
+
+// lookupExport finds the longest cached prefix of tokens an export can start from. A full hit sends every
+// sliding layer's window [n-W, n) from the cache, which only an entry of exactly n positions holds: a longer
+// one cut to n keeps [n-W+1, n), what a query at n sees. Then the longest hit short of n is taken, whose
+// positions sent from the cache lie inside what Restorable guarantees.
+func (r *Runner) lookupExport(tokens []int32, layout backend.KVLayout) (*prefixcache.Handle[backend.Cache], int) {
+	n := len(tokens)
+	h, hit := r.prefix.Lookup(tokens, n)
+	if h == nil || hit < n || h.Value().Len() == n {
+		return h, hit
+	}
+	for _, ly := range layout.Layers {
+		if ly.Kind == backend.KVSliding {
+			h.Release()
+			return r.prefix.Lookup(tokens, n-1)
+		}
+	}
+	return h, hit
 }
 
 type badRequest string
