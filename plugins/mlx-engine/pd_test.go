@@ -274,6 +274,21 @@ func TestPDExact(t *testing.T) {
 				}
 			})
 
+			// A windowed model's prefill engine holding a longer prompt cannot cut its windows back: the request for
+			// the prompt less its last token (the decoder's) is computed there, not taken from the cache, and its
+			// KV still decodes exactly.
+			t.Run("PrefillSideLongerEntry", func(t *testing.T) {
+				if !strings.HasPrefix(name, "gpt_oss") {
+					t.Skip("full-attention layers cut back to any length (PrefillSidePrefixHit)")
+				}
+				c := randomPrompt(500, 300, vocab)
+				gen(t, p, c)
+				want, _ := gen(t, ref, c)
+				got, f := gen(t, d, c, p.endpoint())
+				sameTokens(t, "prompt held longer on the prefill side", got, want)
+				wantRemote(t, f, p.desc.PrefillEndpoint)
+			})
+
 			// The grammar and the choices act on decode only: a constrained request for two seeded choices gives
 			// the same tokens, choice by choice, whether its prompt was prefilled here or over the wire.
 			t.Run("ConstrainedChoices", func(t *testing.T) {
