@@ -19,13 +19,18 @@ import (
 )
 
 // realChatModel loads a tiny generated model of family fam (modelgen.TinyFamily) that speaks a real model's chat
-// format: its vocabulary is as
-// large as the real tokenizer's, and the real tokenizer and a chat template in the model's format
+// format: its vocabulary is as large as the real tokenizer's, and the real tokenizer and a chat template in the model's format
 // (testnode.Tokenizer: the package's own, or duet's harmony template for gpt-oss) replace the generated ones.
 // The weights are random, so the output is noise except where a grammar constrains it; the chat format around
 // it is the real one. eos lists the end-of-sequence tokens config.json and generation_config.json name;
 // tokenizer_config.json's eos_token becomes the first of them.
 func realChatModel(t *testing.T, name string, fam model.Family, eos ...string) (*mlxengine.Engine, engine.Description, *tokenizer.Tokenizer) {
+	t.Helper()
+	return realChatModelOf(t, name, modelgen.TinyFamily(fam), eos...)
+}
+
+// realChatModelOf is realChatModel with the model's architecture from o (its vocabulary the tokenizer's).
+func realChatModelOf(t *testing.T, name string, o modelgen.Options, eos ...string) (*mlxengine.Engine, engine.Description, *tokenizer.Tokenizer) {
 	t.Helper()
 	src := testnode.Tokenizer(t, name)
 	tok, err := tokenizer.Load(src)
@@ -33,7 +38,6 @@ func realChatModel(t *testing.T, name string, fam model.Family, eos ...string) (
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), name)
-	o := modelgen.TinyFamily(fam)
 	o.VocabSize, o.KeepVocabSize, o.DType = tok.VocabSize(), true, dtype.BFloat16
 	if err := modelgen.Generate(dir, o); err != nil {
 		t.Fatal(err)
@@ -226,6 +230,92 @@ func TestHarmonyChat(t *testing.T) {
 		}
 	})
 }
+
+// TestHarmonyChatGptOSS: a gpt_oss model (sinks, windows of 8, mxfp4 experts as openai ships them) with
+// gpt-oss's real tokenizer and duet's harmony template, served by the engine: its analysis message comes back as
+// reasoning, and forced calls and a json_schema response format are constrained in harmony syntax after it.
+// A random model rarely ends an analysis message by itself (one token of 201088), so <|end|> is favoured by a
+// logit bias, which the grammar lets act only where the message may end.
+func TestHarmonyChatGptOSS(t *testing.T) {
+	o := modelgen.TinyFamily(model.GptOSS)
+	o.ExpertsMXFP4 = true
+	e, d, tok := realChatModelOf(t, "gptoss", o, "<|return|>")
+	if d.Architecture != string(model.GptOSS) {
+		t.Fatalf("architecture %q, want %s", d.Architecture, model.GptOSS)
+	}
+	end, ok := tok.TokenID("<|end|>")
+	if !ok {
+		t.Fatal("no <|end|> token")
+	}
+	bias := map[int32]float64{end: harmonyEndBias}
+	weather := engine.Tool{Name: "get_weather", Description: "The weather in a city",
+		Parameters: []byte(`{"type":"object","properties":{"city":{"type":"string","maxLength":12}},"required":["city"],"additionalProperties":false}`)}
+	clock := engine.Tool{Name: "get_time", Parameters: []byte(`{"type":"object","properties":{},"additionalProperties":false}`)}
+	user := []engine.Message{{Role: "user", Content: "Weather in Oslo?"}}
+	noMarkup := func(t *testing.T, seed int64, g generated) {
+		t.Helper()
+		if strings.Contains(g.reasoning, "<|") || strings.Contains(g.content, "<|") {
+			t.Errorf("seed %d: markup in reasoning %q or content %q", seed, g.reasoning, g.content)
+		}
+	}
+
+	t.Run("response format after analysis", func(t *testing.T) {
+		reasoned := 0
+		for seed := range int64(4) {
+			s := seed
+			g := generateChat(t, e, engine.GenerateRequest{InstanceID: d.InstanceID, Messages: user,
+				ResponseFormat: engine.ResponseFormat{Type: engine.FormatJSONSchema, Strict: true,
+					Schema: []byte(`{"type":"object","properties":{"ok":{"type":"boolean"}},"required":["ok"],"additionalProperties":false}`)},
+				Sampling: engine.Sampling{MaxTokens: 200, Temperature: 1, Seed: &s, LogitBias: bias}})
+			t.Logf("seed %d: reasoning %q, content %q", seed, g.reasoning, g.content)
+			var v struct{ OK *bool }
+			if err := json.Unmarshal([]byte(g.content), &v); err != nil || v.OK == nil || g.final.FinishReason != engine.FinishStop {
+				t.Errorf("seed %d: content %q (%v), finish %s (%v)", seed, g.content, err, g.final.FinishReason, g.final.Error)
+			}
+			noMarkup(t, seed, g)
+			if g.reasoning != "" {
+				reasoned++
+			}
+		}
+		if reasoned == 0 {
+			t.Error("no answer had an analysis message: reasoning_content untested")
+		}
+	})
+
+	for _, choice := range []engine.ToolChoice{{Mode: engine.ToolChoiceFunction, Name: "get_weather"}, {Mode: engine.ToolChoiceRequired}} {
+		t.Run("forced call/"+string(choice.Mode), func(t *testing.T) {
+			for seed := range int64(3) {
+				s := seed
+				g := generateChat(t, e, engine.GenerateRequest{InstanceID: d.InstanceID, Messages: user,
+					Tools: []engine.Tool{weather, clock}, ToolChoice: choice,
+					Sampling: engine.Sampling{MaxTokens: 200, Temperature: 1, Seed: &s, LogitBias: bias}})
+				t.Logf("seed %d: reasoning %q, calls %+v", seed, g.reasoning, g.final.ToolCalls)
+				f := g.final
+				if f.FinishReason != engine.FinishToolCalls || len(f.ToolCalls) != 1 {
+					t.Fatalf("seed %d: finish %s (%v), calls %+v, content %q, reasoning %q", seed, f.FinishReason, f.Error, f.ToolCalls, g.content, g.reasoning)
+				}
+				c := f.ToolCalls[0]
+				if len(g.calls) != 1 || g.calls[0] != c || g.content != "" {
+					t.Errorf("seed %d: streamed %+v, final %+v, content %q", seed, g.calls, c, g.content)
+				}
+				noMarkup(t, seed, g)
+				if choice.Mode == engine.ToolChoiceFunction && c.Name != "get_weather" {
+					t.Errorf("seed %d: forced get_weather, got %s", seed, c.Name)
+				}
+				var args map[string]any
+				if err := json.Unmarshal([]byte(c.Arguments), &args); err != nil {
+					t.Errorf("seed %d: arguments %s: %v", seed, c.Arguments, err)
+				}
+				if _, ok := args["city"].(string); c.Name == "get_weather" && !ok {
+					t.Errorf("seed %d: arguments %s lack the city", seed, c.Arguments)
+				}
+			}
+		})
+	}
+}
+
+// harmonyEndBias is TestHarmonyChatGptOSS's logit bias on <|end|>.
+const harmonyEndBias = 11
 
 // TestGemmaChat: with Gemma 3's files the system message joins the first user turn, a conversation whose
 // roles do not alternate is the client's error with the template's message, the model offers no tools, and

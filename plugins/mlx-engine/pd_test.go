@@ -84,6 +84,11 @@ func pdModel(t testing.TB, name string) string {
 		gt := modelgen.TinyFamily(model.Gemma3Text)
 		gt.DType = dtype.BFloat16
 		variants["gemma3_text-bf16"] = gt
+		// gpt-oss as openai ships it (fused interleaved mxfp4 experts with biases, sinks, yarn), with windows
+		// of 8 on every other layer: every prompt here is several windows long.
+		oss := modelgen.TinyFamily(model.GptOSS)
+		oss.DType, oss.ExpertsMXFP4 = dtype.BFloat16, true
+		variants["gpt_oss-mxfp4"] = oss
 		for name, o := range variants {
 			if pdModelsErr = modelgen.Generate(filepath.Join(pdModelsDir, name), o); pdModelsErr != nil {
 				return
@@ -219,7 +224,7 @@ func prefillOpts(extra ...string) map[string]string {
 }
 
 func TestPDExact(t *testing.T) {
-	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16", "gemma3-q4", "gemma3_text-bf16"} {
+	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16", "gemma3-q4", "gemma3_text-bf16", "gpt_oss-mxfp4"} {
 		t.Run(name, func(t *testing.T) {
 			dir := pdModel(t, name)
 			ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
@@ -243,7 +248,7 @@ func TestPDExact(t *testing.T) {
 			// A sliding layer's window moves on with its sequence, so a cached sequence serves only prefixes that
 			// end inside its window ("where a window cannot be restored, a miss"): with windows, the cached
 			// prompt is the shared prefix itself, whose snapshot holds the window at its end.
-			windowed := strings.HasPrefix(name, "gemma3")
+			windowed := strings.HasPrefix(name, "gemma3") || strings.HasPrefix(name, "gpt_oss")
 
 			t.Run("DecodeSidePrefixHit", func(t *testing.T) {
 				a := randomPrompt(100, 400, vocab)
@@ -256,8 +261,9 @@ func TestPDExact(t *testing.T) {
 				got, f := gen(t, d, b, p.endpoint())
 				sameTokens(t, "prompt sharing 250 tokens with a cached one", got, want)
 				wantRemote(t, f, "")
-				if f.Usage.CachedTokens != 250 || f.Timings.Remote.Tokens != len(b)-1-250 {
-					t.Errorf("cached %d, remote %d; want 250 cached (start_pos) and the rest remote", f.Usage.CachedTokens, f.Timings.Remote.Tokens)
+				cached := 250
+				if f.Usage.CachedTokens != cached || f.Timings.Remote.Tokens != len(b)-1-cached {
+					t.Errorf("cached %d, remote %d; want %d cached (start_pos) and the rest remote", f.Usage.CachedTokens, f.Timings.Remote.Tokens, cached)
 				}
 			})
 
@@ -278,6 +284,21 @@ func TestPDExact(t *testing.T) {
 				if prefixHits(t, p) <= before {
 					t.Errorf("the prefill engine did not use its prefix cache")
 				}
+			})
+
+			// A windowed model's prefill engine holding a longer prompt cannot cut its windows back: the request for
+			// the prompt less its last token (the decoder's) is computed there, not taken from the cache, and its
+			// KV still decodes exactly.
+			t.Run("PrefillSideLongerEntry", func(t *testing.T) {
+				if !windowed {
+					t.Skip("full-attention layers cut back to any length (PrefillSidePrefixHit)")
+				}
+				c := randomPrompt(500, 300, vocab)
+				gen(t, p, c)
+				want, _ := gen(t, ref, c)
+				got, f := gen(t, d, c, p.endpoint())
+				sameTokens(t, "prompt held longer on the prefill side", got, want)
+				wantRemote(t, f, p.desc.PrefillEndpoint)
 			})
 
 			// The grammar and the choices act on decode only: a constrained request for two seeded choices gives

@@ -48,7 +48,7 @@ var familyDefs = []familyDef{
 	{name: Gemma3, architectures: []string{"Gemma3ForConditionalGeneration"}, prepare: gemma3Prepare, spec: gemma3Spec,
 		prefixes: gemma3Prefixes, ignore: gemma3Ignore, layer: gemma3Layer},
 	{name: GptOSS, architectures: []string{"GptOssForCausalLM"}, prepare: gptossPrepare, spec: gptossSpec,
-		layer: gptossLayer, pending: true},
+		layer: gptossLayer},
 }
 
 func lookupFamily(f Family) *familyDef {

@@ -92,7 +92,7 @@ func TestLoadFamilyVariants(t *testing.T) {
 func checkGemma3(t *testing.T, m *model.Model) {
 	t.Helper()
 	c := &m.Config
-	if want := float64(m.DType.Round(float32(math.Sqrt(96)))); c.Arch.EmbedScale != want {
+	if want := float64(m.DType.Round(float32(math.Sqrt(float64(c.HiddenSize))))); c.Arch.EmbedScale != want {
 		t.Errorf("embed scale %v, want %v (dtype %s)", c.Arch.EmbedScale, want, m.DType)
 	}
 	if m.LMHead != m.Embed || !c.Arch.TiedHead {
@@ -140,12 +140,12 @@ func checkGptOSS(t *testing.T, m *model.Model) {
 		e := l.MoE
 		var gateUp []*model.Experts
 		if e.GateUp != nil {
-			if !e.Interleaved || e.Gate != nil || e.Up != nil || e.GateUp.Out != 192 || e.GateUp.In != 64 {
+			if !e.Interleaved || e.Gate != nil || e.Up != nil || e.GateUp.Out != 256 || e.GateUp.In != 64 {
 				t.Errorf("layer %d: fused experts %+v", i, e.GateUp)
 			}
 			gateUp = []*model.Experts{e.GateUp}
 		} else {
-			if e.Gate == nil || e.Up == nil || e.Gate.Out != 96 || e.Gate.In != 64 {
+			if e.Gate == nil || e.Up == nil || e.Gate.Out != 128 || e.Gate.In != 64 {
 				t.Fatalf("layer %d: gate %+v, up %+v", i, e.Gate, e.Up)
 			}
 			gateUp = []*model.Experts{e.Gate, e.Up}

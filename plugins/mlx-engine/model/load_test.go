@@ -15,10 +15,7 @@ import (
 
 func gen(t *testing.T, mod func(*modelgen.Options)) string {
 	t.Helper()
-	o := modelgen.Tiny()
-	if mod != nil {
-		mod(&o)
-	}
+	o := modelgen.TinyWith(mod)
 	dir := t.TempDir()
 	if err := modelgen.Generate(dir, o); err != nil {
 		t.Fatal(err)
@@ -67,11 +64,21 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				if gemma && m.LMHead != m.Embed {
 					t.Errorf("%s: head is not the embedding", name)
 				}
-				qkNorm, qkvBias := fam == model.Qwen3 || fam == model.Qwen3MoE || gemma, fam == model.Qwen2 || fam == model.Qwen2MoE
+				qkNorm := fam == model.Qwen3 || fam == model.Qwen3MoE || gemma
+				qkvBias := fam == model.Qwen2 || fam == model.Qwen2MoE || fam == model.GptOSS
 				if (m.Layers[0].Attn.QNorm != nil) != qkNorm || (m.Layers[0].Attn.Q.Bias != nil) != qkvBias {
 					t.Errorf("%s: family features wrong", name)
 				}
-				if n := m.NumParams(); n < 100000 || n > 200000 {
+				lo, hi := int64(100000), int64(200000)
+				switch fam {
+				case model.GptOSS:
+					// Its preset (TinyFamily): 4 layers of 8 experts of 64×128.
+					lo, hi = 800000, 1000000
+				case model.Gemma3, model.Gemma3Text:
+					// Its preset (TinyFamily): 6 layers of width 128 with an MLP of 192.
+					lo, hi = 600000, 700000
+				}
+				if n := m.NumParams(); n < lo || n > hi {
 					t.Errorf("%s: %d parameters", name, n)
 				}
 				fp := m.Fingerprint()

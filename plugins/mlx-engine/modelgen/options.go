@@ -150,7 +150,7 @@ type Yarn struct {
 
 // TinyFamily is a tiny model of a family whose blocks differ from Llama's, shaped so that a 64-token prompt
 // crosses every sliding window several times (window 8) and exercises what is easy to get wrong: Gemma's
-// (1+w) norms, embedding scale (√96 is not a bfloat16), query_pre_attn_scalar ≠ head_dim, a RoPE base per
+// (1+w) norms, embedding scale (√128 is not a bfloat16), query_pre_attn_scalar ≠ head_dim, a RoPE base per
 // layer kind and linear scaling on full layers; gpt-oss's sinks, clamping, yarn with non-integer correction
 // dims and truncate false, and exact router ties. Other families get Tiny.
 func TinyFamily(f model.Family) Options {
@@ -158,14 +158,16 @@ func TinyFamily(f model.Family) Options {
 	o.Family = f
 	switch f {
 	case model.Gemma3Text, model.Gemma3:
-		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 96, 160, 6, 4, 2, 16
+		// Hidden and intermediate sizes are multiples of 64, so that every group size of MLX quantization fits.
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 128, 192, 6, 4, 2, 16
 		o.TieWordEmbeddings = true
 		o.SlidingWindow, o.SlidingPattern = 8, 3
 		o.QueryPreAttnScalar, o.RopeLocalBase, o.RopeTheta = 24, 10000, 1000000
 		o.RopeScaling = &model.RopeScaling{Type: "linear", Factor: 8}
 	case model.GptOSS:
 		// H ≠ I and H ≠ 2I: transformers' float experts are [E, in, out], told apart from [E, out, in] by shape.
-		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 64, 96, 4, 4, 2, 16
+		// Both multiples of 64, so that every group size of MLX quantization fits.
+		o.HiddenSize, o.IntermediateSize, o.NumLayers, o.NumHeads, o.NumKVHeads, o.HeadDim = 64, 128, 4, 4, 2, 16
 		o.NumExperts, o.TopK = 8, 2
 		o.SlidingWindow = 8
 		o.LayerTypes = []string{"sliding_attention", "full_attention", "sliding_attention", "full_attention"}
@@ -174,6 +176,27 @@ func TinyFamily(f model.Family) Options {
 		// corr(r) = 16·ln(1024/(2πr))/(2·ln 150000): lo = 1.09, hi = 3.42, so truncating changes the ramp.
 		o.Yarn = &Yarn{Factor: 4, OrigMaxPos: 1024, BetaFast: 32, BetaSlow: 1}
 		o.RouterTies = true
+	}
+	return o
+}
+
+// TinyWith is Tiny changed by mod (when not nil); when mod names another family, it starts again from that
+// family's preset (TinyFamily: its windows, experts, ...), so that a variant says only what it changes. A
+// quantized gpt_oss is written in mlx-community's layout, the only one MLX quantization exists in (openai's
+// has mxfp4 experts only).
+func TinyWith(mod func(*Options)) Options {
+	o := Tiny()
+	if mod == nil {
+		return o
+	}
+	mod(&o)
+	if o.Family == Tiny().Family {
+		return o
+	}
+	o = TinyFamily(o.Family)
+	mod(&o)
+	if o.Family == model.GptOSS && o.Quantization != nil && o.Layout != LayoutMLX {
+		o.Layout = LayoutMLX
 	}
 	return o
 }

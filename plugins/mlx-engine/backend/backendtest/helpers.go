@@ -9,14 +9,8 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
-// Tiny is modelgen.Tiny changed by mod (when not nil).
-func Tiny(mod func(*modelgen.Options)) modelgen.Options {
-	o := modelgen.Tiny()
-	if mod != nil {
-		mod(&o)
-	}
-	return o
-}
+// Tiny is modelgen.TinyWith: modelgen.Tiny, or the preset of the family mod names, changed by mod.
+func Tiny(mod func(*modelgen.Options)) modelgen.Options { return modelgen.TinyWith(mod) }
 
 // Generate writes a model with modelgen into a temporary directory and opens it; it is closed when the test
 // ends.

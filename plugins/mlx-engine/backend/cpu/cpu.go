@@ -164,8 +164,8 @@ func implemented(c *model.Config) error {
 			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}
 		if l.FFN.Kind == model.FFNMoE {
-			if err := moeSupported(l.FFN.MoE); err != nil || l.FFN.Act != model.ActSiLU {
-				return fmt.Errorf("layer %d: this mixture of experts is not implemented (%v, activation %d)", i, err, l.FFN.Act)
+			if err := moeSupported(&l.FFN); err != nil {
+				return fmt.Errorf("layer %d: this mixture of experts is not implemented: %w", i, err)
 			}
 			continue
 		}
@@ -206,7 +206,7 @@ func (m *cpuModel) prepareLayer(i int, src *model.Layer, vec func(*safetensors.T
 			return fmt.Errorf("layer %d has no expert weights", i)
 		}
 		var err error
-		if dst.moe, err = m.prepareMoE(src.MoE, spec.FFN.MoE); err != nil {
+		if dst.moe, err = m.prepareMoE(src.MoE, &spec.FFN); err != nil {
 			return err
 		}
 	default:

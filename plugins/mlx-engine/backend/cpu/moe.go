@@ -17,8 +17,14 @@ import (
 // moeLayer is a sparse feed-forward block prepared for the CPU.
 type moeLayer struct {
 	spec           model.MoESpec
+	act            activation
 	router         linear
-	gate, up, down []linear // per expert: [I, H], [I, H], [H, I]
+	gate, up, down []linear // per expert: [I, H], [I, H], [H, I], each with its expert's bias when the file has them
+	// gateUp replaces gate and up when the file fuses them (gpt-oss): per expert [2I, H], computed as one matrix
+	// (each output is the same dot product either way) and split by the activation, rows interleaved (gate, up,
+	// gate, up, ...) when interleaved holds, else I gate rows then I up rows. No copy of the weights is made.
+	gateUp      []linear
+	interleaved bool
 	// shared is qwen2_moe's always-on expert (gate, up, down), nil without one; sharedGate its [1, H] gate.
 	shared     *[3]linear
 	sharedGate *linear
@@ -35,6 +41,8 @@ type moeScratch struct {
 	pos          []int32   // [rows, k]: the pair's index in grouped order
 	xg           []float32 // [rows·k, H]: inputs in grouped order
 	g, u         []float32 // [rows·k, I]
+	gu           []float32 // [rows·k, 2I]: fused gate and up outputs
+	exp          []int32   // [rows·k]: the expert of each grouped pair
 	yg           []float32 // [rows·k, H]: expert outputs in grouped order
 	sg, su, sl   []float32 // shared expert: [rows, SI], [rows, SI], [rows] gate logits
 	sy           []float32 // [rows, H]
@@ -48,26 +56,36 @@ type moeTask struct {
 	y, x      []float32
 }
 
-// moeSupported reports whether the CPU backend computes s: softmax-then-top-k routing of SwiGLU experts
-// without per-expert biases.
-func moeSupported(s *model.MoESpec) error {
-	if s.Order != model.SoftmaxThenTopK || s.ExpertBias {
-		return fmt.Errorf("mixture of experts with order %d, expert biases %v", s.Order, s.ExpertBias)
+// moeSupported reports whether the CPU backend computes the sparse block of f: either router order, with or
+// without per-expert biases, experts of any activation newActivation knows.
+func moeSupported(f *model.FFNSpec) error {
+	s := f.MoE
+	if s == nil {
+		return fmt.Errorf("mixture of experts without a spec")
 	}
-	return nil
+	if s.Order != model.SoftmaxThenTopK && s.Order != model.TopKThenSoftmax {
+		return fmt.Errorf("mixture of experts with router order %d", s.Order)
+	}
+	_, err := newActivation(f)
+	return err
 }
 
 // prepareMoE prepares a sparse block's matrices as prepare does a dense one's: each expert from its view of the
 // file (Experts.Each), so stacked and per-expert files give the same matrices.
-func (m *cpuModel) prepareMoE(src *model.MoE, spec *model.MoESpec) (*moeLayer, error) {
-	if err := moeSupported(spec); err != nil {
+func (m *cpuModel) prepareMoE(src *model.MoE, ffn *model.FFNSpec) (*moeLayer, error) {
+	if err := moeSupported(ffn); err != nil {
 		return nil, err
 	}
-	if src.GateUp != nil || src.Gate == nil || src.Up == nil || src.Down == nil {
-		return nil, fmt.Errorf("%s: fused gate_up experts are not supported", src.Router.Name)
+	spec := ffn.MoE
+	fused := src.GateUp != nil
+	if src.Down == nil || (!fused && (src.Gate == nil || src.Up == nil)) {
+		return nil, fmt.Errorf("%s: the experts' gate, up or down matrices are missing", src.Router.Name)
 	}
-	l := &moeLayer{spec: *spec}
+	l := &moeLayer{spec: *spec, interleaved: src.Interleaved}
 	var err error
+	if l.act, err = newActivation(ffn); err != nil {
+		return nil, err
+	}
 	one := func(dst *linear, s *model.Linear) {
 		if err != nil {
 			return
@@ -77,13 +95,36 @@ func (m *cpuModel) prepareMoE(src *model.MoE, spec *model.MoESpec) (*moeLayer, e
 		}
 	}
 	one(&l.router, src.Router)
-	for _, p := range []struct {
+	type experts struct {
 		dst *[]linear
 		src *model.Experts
-	}{{&l.gate, src.Gate}, {&l.up, src.Up}, {&l.down, src.Down}} {
+	}
+	all := []experts{{&l.down, src.Down}}
+	if fused {
+		all = append(all, experts{&l.gateUp, src.GateUp})
+	} else {
+		all = append(all, experts{&l.gate, src.Gate}, experts{&l.up, src.Up})
+	}
+	for _, p := range all {
+		if p.src.E != spec.Experts || len(p.src.Each) != spec.Experts {
+			return nil, fmt.Errorf("%s: %d experts, the config has %d", p.src.Name, len(p.src.Each), spec.Experts)
+		}
 		*p.dst = make([]linear, p.src.E)
 		for e := range p.src.Each {
 			one(&(*p.dst)[e], &p.src.Each[e])
+		}
+		if p.src.Bias == nil || err != nil {
+			continue
+		}
+		// The experts' biases [E, Out], one slice per expert.
+		var b []float32
+		if b, err = model.Vector(p.src.Bias); err == nil && len(b) != p.src.E*p.src.Out {
+			err = fmt.Errorf("%s: bias of %d values for %d experts of %d outputs", p.src.Name, len(b), p.src.E, p.src.Out)
+		}
+		for e := range *p.dst {
+			if err == nil {
+				(*p.dst)[e].bias = b[e*p.src.Out : (e+1)*p.src.Out : (e+1)*p.src.Out]
+			}
 		}
 	}
 	if s := src.Shared; s != nil {
@@ -128,8 +169,7 @@ func (m *cpuModel) moe(L *moeLayer, x, y []float32, rows int) {
 	s.logits = grow(s.logits, rows*E)
 	m.matmul(x, rows, mm{s.logits, &L.router})
 
-	// Routing: per row, softmax over all experts in float32, the k largest (ties to the lower expert index),
-	// renormalised when the spec says so, then sorted by expert.
+	// Routing: per row, the spec's order of softmax and top k (route, routeTopK), then sorted by expert.
 	s.ids = growInt32(s.ids, rows*k)
 	s.weights = grow(s.weights, rows*k)
 	s.probs = grow(s.probs, m.pool.workers*E)
@@ -138,7 +178,11 @@ func (m *cpuModel) moe(L *moeLayer, x, y []float32, rows int) {
 		for r := lo; r < hi; r++ {
 			l := s.logits[r*E : (r+1)*E]
 			addBias(l, L.router.bias)
-			route(l, p, sp.NormTopK, s.ids[r*k:(r+1)*k], s.weights[r*k:(r+1)*k])
+			if sp.Order == model.TopKThenSoftmax {
+				routeTopK(l, s.ids[r*k:(r+1)*k], s.weights[r*k:(r+1)*k])
+			} else {
+				route(l, p, sp.NormTopK, s.ids[r*k:(r+1)*k], s.weights[r*k:(r+1)*k])
+			}
 		}
 	})
 
@@ -171,15 +215,33 @@ func (m *cpuModel) moe(L *moeLayer, x, y []float32, rows int) {
 		}
 	})
 
-	// Gate and up of every chosen expert over its rows, the activation, then down.
+	// Gate and up of every chosen expert over its rows (or the fused matrix), the activation with the experts'
+	// biases, then down and its bias.
+	s.exp = growInt32(s.exp, n)
+	for e := range E {
+		for p := s.start[e]; p < s.start[e]+s.count[e]; p++ {
+			s.exp[p] = int32(e)
+		}
+	}
 	const chunk = 32 // output rows per task, as matmul
 	s.tasks = s.tasks[:0]
+	fused := L.gateUp != nil
+	if fused {
+		s.gu = grow(s.gu, n*2*inter)
+	}
 	for e := range E {
 		c, st := s.count[e], s.start[e]
 		if c == 0 {
 			continue
 		}
 		xe := s.xg[st*h : (st+c)*h]
+		if fused {
+			for o := 0; o < 2*inter; o += chunk {
+				s.tasks = append(s.tasks, moeTask{e: e, o0: o, o1: min(o+chunk, 2*inter), w: &L.gateUp[e],
+					y: s.gu[st*2*inter : (st+c)*2*inter], x: xe})
+			}
+			continue
+		}
 		for o := 0; o < inter; o += chunk {
 			s.tasks = append(s.tasks,
 				moeTask{e: e, o0: o, o1: min(o+chunk, inter), w: &L.gate[e], y: s.g[st*inter : (st+c)*inter], x: xe},
@@ -189,7 +251,15 @@ func (m *cpuModel) moe(L *moeLayer, x, y []float32, rows int) {
 	m.runTasks(s.tasks)
 	m.pool.run(n, 4, func(_, lo, hi int) {
 		for p := lo; p < hi; p++ {
-			siluMul(m.kern, s.g[p*inter:(p+1)*inter], s.u[p*inter:(p+1)*inter])
+			e := s.exp[p]
+			g, u := s.g[p*inter:(p+1)*inter], s.u[p*inter:(p+1)*inter]
+			if fused {
+				splitGateUp(g, u, s.gu[p*2*inter:(p+1)*2*inter], L.gateUp[e].bias, L.interleaved)
+			} else {
+				addBias(g, L.gate[e].bias)
+				addBias(u, L.up[e].bias)
+			}
+			L.act.apply(m.kern, g, u)
 		}
 	})
 	s.tasks = s.tasks[:0]
@@ -204,6 +274,13 @@ func (m *cpuModel) moe(L *moeLayer, x, y []float32, rows int) {
 		}
 	}
 	m.runTasks(s.tasks)
+	if L.down[0].bias != nil {
+		m.pool.run(n, 16, func(_, lo, hi int) {
+			for p := lo; p < hi; p++ {
+				addBias(s.yg[p*h:(p+1)*h], L.down[s.exp[p]].bias)
+			}
+		})
+	}
 
 	if sh := L.shared; sh != nil {
 		si := sh[0].out
@@ -324,6 +401,62 @@ func route(l, p []float32, norm bool, ids []int32, weights []float32) {
 			ids[i], ids[i-1] = ids[i-1], ids[i]
 			weights[i], weights[i-1] = weights[i-1], weights[i]
 		}
+	}
+}
+
+// routeTopK picks a row's experts from its router logits l as gpt-oss does: the k largest logits (ties to
+// the lower index), softmaxed over those k in float32 (max subtracted, exp in float64 rounded, the sum in
+// ascending expert order); ids and weights come out sorted by expert.
+func routeTopK(l []float32, ids []int32, weights []float32) {
+	k := len(ids)
+	for j := range k {
+		best := -1
+		for i, v := range l {
+			if taken(ids[:j], i) {
+				continue
+			}
+			if best < 0 || v > l[best] {
+				best = i
+			}
+		}
+		ids[j] = int32(best)
+	}
+	for j := 1; j < k; j++ { // insertion sort by expert: k is small
+		for i := j; i > 0 && ids[i] < ids[i-1]; i-- {
+			ids[i], ids[i-1] = ids[i-1], ids[i]
+		}
+	}
+	mx := float32(math.Inf(-1))
+	for _, e := range ids {
+		mx = max(mx, l[e])
+	}
+	var sum float32
+	for j, e := range ids {
+		weights[j] = float32(math.Exp(float64(l[e] - mx)))
+		sum += weights[j]
+	}
+	for j := range weights {
+		weights[j] /= sum
+	}
+}
+
+// splitGateUp writes a fused expert's outputs gu ([2I]) plus its bias b (optional) into g and u ([I] each):
+// gu's even and odd entries when interleaved, else its first and second halves.
+func splitGateUp(g, u, gu, b []float32, interleaved bool) {
+	n := len(g)
+	gi := func(j int) (int, int) {
+		if interleaved {
+			return 2 * j, 2*j + 1
+		}
+		return j, n + j
+	}
+	for j := range n {
+		a, c := gi(j)
+		gv, uv := gu[a], gu[c]
+		if b != nil {
+			gv, uv = gv+b[a], uv+b[c]
+		}
+		g[j], u[j] = gv, uv
 	}
 }
 

@@ -41,11 +41,25 @@ func TestBackendConformanceMoE(t *testing.T) {
 	}
 }
 
+// TestBackendConformanceGptOSS runs the conformance suite on gpt-oss's layouts (windows, sinks, fused and
+// mxfp4 experts), expanded and stored. The suite's KV transfer exports every position of every layer, which a
+// sliding layer no longer holds; SlidingWindows and the engine's TestPDExact move gpt-oss's KV.
+func TestBackendConformanceGptOSS(t *testing.T) {
+	t.Parallel()
+	for name, b := range map[string]backend.Backend{"float32": Backend{}, "stored": stored{}} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			backendtest.Run(t, b, backendtest.Options{Exact: true, Parallel: true, Windows: true, Variants: gptossVariants,
+				Skip: map[string]string{"KVTransferIsExact": "exports positions a sliding layer no longer holds"}})
+		})
+	}
+}
+
 // TestThreadsDoNotChangeResultsMoE: the grouping of rows by expert and the tasks over experts do not change a
 // row's bits, whatever the number of workers, in a prefill and in a batched decode step.
 func TestThreadsDoNotChangeResultsMoE(t *testing.T) {
 	t.Parallel()
-	for _, v := range moeVariants {
+	for _, v := range append(slices.Clone(moeVariants), gptossVariants...) {
 		t.Run(v.Name, func(t *testing.T) {
 			t.Parallel()
 			mod := backendtest.Generate(t, v.Options)
@@ -123,12 +137,28 @@ func TestMoELayoutsAgree(t *testing.T) {
 // chunk's touch each chosen expert's matrices once (one task per output tile, whatever the rows).
 func TestMoEDecodeReadsChosenExperts(t *testing.T) {
 	t.Parallel()
-	mod := backendtest.Generate(t, moeVariants[0].Options) // 8 experts, top 3, last layer sparse
+	// 8 experts, top 3, last layer sparse; gpt-oss's fused mxfp4 experts, top 2.
+	for _, v := range []backendtest.Variant{moeVariants[0], gptossVariants[0]} {
+		t.Run(v.Name, func(t *testing.T) {
+			t.Parallel()
+			testDecodeReadsChosenExperts(t, v)
+		})
+	}
+}
+
+func testDecodeReadsChosenExperts(t *testing.T, v backendtest.Variant) {
+	mod := backendtest.Generate(t, v.Options)
 	bm := load(t, mod, backend.Options{Threads: 2}).(*cpuModel)
 	c := backendtest.NewCache(t, bm)
+	var spec *model.MoESpec
+	for i := range mod.Layers {
+		if s := mod.Layers[i].Spec.FFN.MoE; s != nil {
+			spec = s
+		}
+	}
+	k, inter := spec.TopK, spec.Intermediate
 	check := func(rows int) {
 		s := &bm.moeScratch
-		k, inter := 3, mod.Config.Arch.Layers[0].FFN.MoE.Intermediate
 		chosen := map[int]bool{}
 		for _, e := range s.ids[:rows*k] {
 			chosen[int(e)] = true
@@ -156,8 +186,8 @@ func TestMoEDecodeReadsChosenExperts(t *testing.T) {
 	check(20)
 	backendtest.Forward(t, bm, c, 7)
 	check(1)
-	if n := len(bm.moeScratch.tasks); n != 3*((mod.Config.HiddenSize+31)/32) {
-		t.Errorf("a decode step ran %d down tasks, want 3 experts' worth", n)
+	if n := len(bm.moeScratch.tasks); n != k*((mod.Config.HiddenSize+31)/32) {
+		t.Errorf("a decode step ran %d down tasks, want %d experts' worth", n, k)
 	}
 }
 

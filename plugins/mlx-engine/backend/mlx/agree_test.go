@@ -24,7 +24,7 @@ var variants = func() []backendtest.Variant {
 		vs = append(vs, backendtest.TinyVariant(name, mod))
 	}
 	for i, f := range model.Families {
-		if f == model.Qwen3MoE || f == model.Qwen2MoE || f == model.Mixtral {
+		if f == model.Qwen3MoE || f == model.Qwen2MoE || f == model.Mixtral || f == model.GptOSS {
 			continue // this backend refuses mixtures of experts (TestRefusesMoE)
 		}
 		if f == model.Gemma3 || f == model.Gemma3Text {

@@ -220,7 +220,7 @@ func TestRefusesGemma3(t *testing.T) {
 }
 
 func TestRefusesMoE(t *testing.T) {
-	for _, f := range []model.Family{model.Qwen3MoE, model.Qwen2MoE, model.Mixtral} {
+	for _, f := range []model.Family{model.Qwen3MoE, model.Qwen2MoE, model.Mixtral, model.GptOSS} {
 		mod := backendtest.Generate(t, backendtest.Tiny(func(o *modelgen.Options) { o.Family = f }))
 		_, err := Backend{}.Load(mod, backend.Options{})
 		if err == nil || !strings.Contains(err.Error(), "mixture-of-experts") {
