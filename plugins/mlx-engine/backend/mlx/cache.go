@@ -98,21 +98,21 @@ func (c *cache) grow(g *graph, i, need int) {
 // write stores kv_heads×T×head_dim keys and values ([1, kv_heads, T, head_dim], any float dtype) at positions
 // [pos, pos+T) of layer i and returns views of positions [0, pos+T). The capacity must be there. It runs on
 // the MLX thread; the views belong to g.
-func (c *cache) write(g *graph, i, pos, t int, k, v C.mlx_array) (keys, values C.mlx_array) {
+func (c *cache) write(g *graph, i, pos, t int, k, v C.mlx_array) (keys, values, mask C.mlx_array) {
 	l := &c.layers[i]
 	kvh, hd := c.m.cfg.NumKVHeads, c.m.cfg.HeadDim
 	start, stop := []int{0, 0, pos, 0}, []int{1, kvh, pos + t, hd}
 	nk := g.sliceUpdate(l.k, g.astype(k, c.m.kvC), start, stop)
 	nv := g.sliceUpdate(l.v, g.astype(v, c.m.kvC), start, stop)
 	if g.err != nil {
-		return nk, nv
+		return nk, nv, mask
 	}
 	// Drop the handles to the old buffers now, before anything is evaluated, so the updates may write in place.
 	free(&l.k)
 	free(&l.v)
 	l.k, l.v = g.keep(nk), g.keep(nv)
 	all := []int{0, 0, 0, 0}
-	return g.slice(l.k, all, stop), g.slice(l.v, all, stop)
+	return g.slice(l.k, all, stop), g.slice(l.v, all, stop), mask
 }
 
 func (c *cache) Clone(n int) (backend.Cache, error) {

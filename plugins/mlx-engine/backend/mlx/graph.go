@@ -327,27 +327,70 @@ func (g *graph) rope(x C.mlx_array, dims, offset int, freqs C.mlx_array) C.mlx_a
 	return g.track("fast_rope", C.mlx_fast_rope(&r, x, C.int(dims), false, C.duet_no_float(), 1, C.int(offset), freqs, g.s), r)
 }
 
-// attention is softmax(q·kᵀ·scale)·v with as many KV heads as k and v have (GQA), causal when asked: q holds the
-// last T of the S positions of k and v.
-func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool) C.mlx_array {
+// attention is softmax(q·kᵀ·scale)·v with as many KV heads as k and v have (GQA): q holds the last T of the S
+// positions of k and v. It is causal when asked; a mask (bool [T, S], true where a key is visible) replaces the
+// causal rule when given (sliding windows). sinks ([heads], may be a zero handle) join each head's softmax as
+// one more logit whose probability is dropped.
+func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool, mask, sinks C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	mode := cNoMask
-	if causal {
+	switch {
+	case mask.ctx != nil:
+		mode = cArrayMask
+	case causal:
 		mode = cCausal
 	}
 	g.clock()
 	var r C.mlx_array
 	return g.track("fast_scaled_dot_product_attention", C.mlx_fast_scaled_dot_product_attention(&r, q, k, v,
-		C.float(scale), mode, C.duet_null_array(), C.duet_null_array(), g.s), r)
+		C.float(scale), mode, mask, sinks, g.s), r)
+}
+
+func (g *graph) tanh(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("tanh", C.mlx_tanh(&r, a, g.s), r)
+}
+
+func (g *graph) minimum(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("minimum", C.mlx_minimum(&r, a, b, g.s), r)
+}
+
+// clip is a clamped to [lo, hi].
+func (g *graph) clip(a, lo, hi C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("clip", C.mlx_clip(&r, a, lo, hi, g.s), r)
+}
+
+func (g *graph) negative(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("negative", C.mlx_negative(&r, a, g.s), r)
 }
 
 // Constant C strings, allocated once.
 var (
-	cAffine = C.CString("affine")
-	cCausal = C.CString("causal")
-	cNoMask = C.CString("")
+	cAffine    = C.CString("affine")
+	cCausal    = C.CString("causal")
+	cNoMask    = C.CString("")
+	cArrayMask = C.CString("array")
 )
 
 // shape returns the dimensions of a.

@@ -1,0 +1,82 @@
+//go:build mlx
+
+package mlx
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+)
+
+// refTolerance is the largest max |Δlogit| relative to max(1, max |logit|) between this backend (computing in
+// float32) and the float64 reference: the cpu backend's tolerance doubled, for the summation orders of MLX's
+// kernels and its float32 RoPE angles.
+func refTolerance(d dtype.DType) float64 {
+	if d == dtype.Float32 {
+		return 2e-5
+	}
+	return 1e-3
+}
+
+// matchReference runs m on MLX (float32 compute, prefill in chunks of 5, then 48 greedy tokens) and checks
+// every step's greedy token against the float64 reference and the logits within refTolerance; then the same
+// run on the cpu backend must give the same tokens, with logits within tolerance of MLX's.
+func matchReference(t *testing.T, m *model.Model) {
+	t.Helper()
+	ref := backendtest.NewReference(t, m)
+	prompt := backendtest.Prompt(24, m.Config.VocabSize, 7)
+	bm := loadFloat32(t, m, backend.Options{PrefillChunk: 5})
+	c := backendtest.NewCache(t, bm)
+	toks, logits := backendtest.Greedy(t, bm, c, backendtest.Forward(t, bm, c, prompt...), 48)
+	want := ref.Logits(append(slices.Clone(prompt), toks...))
+	worst := 0.0
+	for i, got := range logits[:len(toks)] {
+		w := want[len(prompt)-1+i]
+		d, mx := 0.0, 1.0
+		for j := range got {
+			d = math.Max(d, math.Abs(float64(got[j])-w[j]))
+			mx = math.Max(mx, math.Abs(w[j]))
+		}
+		worst = max(worst, d/mx)
+		if r := backendtest.Argmax(w); r != toks[i] {
+			t.Fatalf("step %d: greedy token %d, reference %d", i, toks[i], r)
+		}
+	}
+	t.Logf("max relative |Δlogit| against the reference = %.2e", worst)
+	if worst > refTolerance(m.DType) {
+		t.Errorf("MLX differs from the reference by %.3e > %.0e", worst, refTolerance(m.DType))
+	}
+	cm := loadCPU(t, m, backend.Options{PrefillChunk: 5})
+	cc := backendtest.NewCache(t, cm)
+	cpuToks, cpuLogits := backendtest.Greedy(t, cm, cc, backendtest.Forward(t, cm, cc, prompt...), 48)
+	if !slices.Equal(cpuToks, toks) {
+		t.Fatalf("greedy tokens differ:\nmlx %v\ncpu %v", toks, cpuToks)
+	}
+	worst = 0
+	for i := range logits {
+		worst = max(worst, backendtest.RelDiff(logits[i], cpuLogits[i]))
+	}
+	t.Logf("max relative |Δlogit| against the cpu backend = %.2e", worst)
+	if worst > tolerance(m.DType) {
+		t.Errorf("MLX differs from the cpu backend by %.3e > %.0e", worst, tolerance(m.DType))
+	}
+}
+
+// TestBlocksMatchReference runs the block variants (dense models with the specs of the newer families) on MLX
+// against the float64 reference and the cpu backend.
+func TestBlocksMatchReference(t *testing.T) {
+	for _, v := range backendtest.BlockVariants {
+		t.Run(v.Name, func(t *testing.T) {
+			m := backendtest.BlockModel(t, v)
+			if m.Config.Arch.HasWindows() {
+				t.Skip("sliding windows are not implemented by this backend yet")
+			}
+			matchReference(t, m)
+		})
+	}
+}
