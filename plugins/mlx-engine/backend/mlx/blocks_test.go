@@ -11,6 +11,7 @@ import (
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
+	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
 // refTolerance is the largest max |Δlogit| relative to max(1, max |logit|) between this backend (computing in
@@ -73,10 +74,80 @@ func TestBlocksMatchReference(t *testing.T) {
 	for _, v := range backendtest.BlockVariants {
 		t.Run(v.Name, func(t *testing.T) {
 			m := backendtest.BlockModel(t, v)
-			if m.Config.Arch.HasWindows() {
-				t.Skip("sliding windows are not implemented by this backend yet")
+			matchReference(t, m)
+		})
+	}
+}
+
+// TestFamiliesMatchReference runs the tiny models of the families built from these blocks (some still pending
+// in model.Families, so generated directly) against the reference and the cpu backend.
+func TestFamiliesMatchReference(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts modelgen.Options
+	}{
+		{"gemma3_text/f32", modelgen.TinyFamily(model.Gemma3Text)},
+		{"gemma3_text/bf16", func() modelgen.Options {
+			o := modelgen.TinyFamily(model.Gemma3Text)
+			o.DType = dtype.BFloat16
+			return o
+		}()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := backendtest.Generate(t, tc.opts)
+			if !m.Config.Arch.HasWindows() {
+				t.Fatal("the model has no sliding layers")
 			}
 			matchReference(t, m)
 		})
+	}
+}
+
+// TestSlidingBufferBounded: a sliding layer's buffer never holds more than its window plus a prefill chunk,
+// whether the positions come from a chunked prefill, decoding, a clone or an import, while full layers hold
+// every position.
+func TestSlidingBufferBounded(t *testing.T) {
+	const window, chunk, n = 8, 16, 300
+	mod := backendtest.GenerateWindowed(t, backendtest.Tiny(func(o *modelgen.Options) { o.NumLayers = 4 }), window, 0, window, 0)
+	m := loadFloat32(t, mod, backend.Options{PrefillChunk: chunk})
+	p := backendtest.Prompt(n+40, mod.Config.VocabSize, 5)
+	c := backendtest.NewCache(t, m)
+	logits := backendtest.Forward(t, m, c, p[:n]...)
+	backendtest.Greedy(t, m, c, logits, 40)
+	clone, err := c.Clone(c.Len())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(clone.Release)
+	imported := backendtest.NewCache(t, m)
+	l := m.KVLayout()
+	for layer, ly := range l.Layers {
+		from := 0
+		if ly.Kind == backend.KVSliding {
+			from = c.Len() - window
+		}
+		tb := l.LayerTokenBytes(layer)
+		k, v := make([]byte, (c.Len()-from)*tb), make([]byte, (c.Len()-from)*tb)
+		if err := c.ExportKV(layer, from, c.Len(), k, v); err != nil {
+			t.Fatal(err)
+		}
+		if err := imported.ImportKV(layer, from, k, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := backendtest.Forward(t, m, imported, p[n]), backendtest.Forward(t, m, c, p[n]); !slices.Equal(got, want) {
+		t.Errorf("the imported cache continues differently from its source by %.2e", backendtest.RelDiff(got, want))
+	}
+	for name, bc := range map[string]backend.Cache{"forward": c, "clone": clone, "import": imported} {
+		cc := bc.(*cache)
+		for i, ly := range l.Layers {
+			got := cc.layers[i].cap
+			if ly.Kind == backend.KVSliding && got > window+chunk {
+				t.Errorf("%s: sliding layer %d holds a buffer of %d positions, more than %d + %d", name, i, got, window, chunk)
+			}
+			if ly.Kind == backend.KVFull && got < cc.Len() {
+				t.Errorf("%s: full layer %d holds %d positions of %d", name, i, got, cc.Len())
+			}
+		}
 	}
 }

@@ -62,9 +62,7 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 	// Capacity for the whole call first, so that a memory-limit error changes nothing.
 	var more int64
 	for i, c := range caches {
-		if need := starts[i] + len(batch[i].Tokens); need > c.layers[0].cap {
-			more += c.bytesFor(need) - c.bytesFor(c.layers[0].cap)
-		}
+		more += c.moreBytes(starts[i] + len(batch[i].Tokens))
 	}
 	if err := checkMemory(more); err != nil {
 		return err
@@ -72,7 +70,9 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 	g := newGraph()
 	for i, c := range caches {
 		for l := range c.layers {
-			c.grow(g, l, starts[i]+len(batch[i].Tokens))
+			if c.lens[l].Window == 0 {
+				c.grow(g, l, starts[i]+len(batch[i].Tokens))
+			}
 		}
 	}
 	g.free() // the grown buffers are kept by their caches and evaluated with the first step

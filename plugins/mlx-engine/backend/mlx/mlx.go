@@ -202,9 +202,6 @@ func implemented(m *model.Model) error {
 		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
 			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}
-		if l.Attn.Window > 0 {
-			return fmt.Errorf("layer %d: sliding-window attention is not implemented by this backend yet (the cpu backend computes it)", i)
-		}
 		if l.FFN.Kind == model.FFNMoE {
 			return fmt.Errorf("layer %d: the mixture-of-experts block is not implemented by this backend yet (the cpu backend computes it)", i)
 		}
