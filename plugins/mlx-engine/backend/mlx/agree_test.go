@@ -24,9 +24,6 @@ var variants = func() []backendtest.Variant {
 		vs = append(vs, backendtest.TinyVariant(name, mod))
 	}
 	for i, f := range model.Families {
-		if f == model.Qwen3MoE || f == model.Qwen2MoE || f == model.Mixtral {
-			continue // this backend refuses mixtures of experts (TestRefusesMoE)
-		}
 		seed := uint64(3 + i) // the families differ in config, not in weights: give each its own
 		add(fmt.Sprintf("%s/f32", f), func(o *modelgen.Options) { o.Family, o.Seed = f, seed })
 		add(fmt.Sprintf("%s/bf16", f), func(o *modelgen.Options) { o.Family, o.Seed, o.DType = f, seed, dtype.BFloat16 })

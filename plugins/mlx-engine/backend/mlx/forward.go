@@ -192,15 +192,19 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		}
 		x = g.add(x, m.norm(g, m.linear(g, att, &L.o), L.attnOut))
 		h = m.norm(g, x, L.ffnIn)
-		var gate, up C.mlx_array
-		if L.gateUp.out > 0 {
+		var f C.mlx_array
+		switch {
+		case L.moe != nil:
+			f = m.moe(g, L, h, rows)
+		case L.gateUp.out > 0:
 			gu := m.linear(g, h, &L.gateUp)
 			inter := L.gateUp.out / 2
-			gate, up = g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
-		} else {
-			gate, up = m.linear(g, h, &L.gate), m.linear(g, h, &L.up)
+			gate, up := g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
+			f = m.linear(g, m.activate(g, L, gate, up), &L.down)
+		default:
+			f = m.linear(g, m.activate(g, L, m.linear(g, h, &L.gate), m.linear(g, h, &L.up)), &L.down)
 		}
-		x = g.add(x, m.norm(g, m.linear(g, m.activate(g, L, gate, up), &L.down), L.ffnOut))
+		x = g.add(x, m.norm(g, f, L.ffnOut))
 		if m.pipeline && li < last && g.err == nil {
 			// Start computing this layer while the next one is built.
 			ta := time.Now()

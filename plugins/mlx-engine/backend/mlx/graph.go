@@ -385,6 +385,172 @@ func (g *graph) negative(a C.mlx_array) C.mlx_array {
 	return g.track("negative", C.mlx_negative(&r, a, g.s), r)
 }
 
+// Elementwise binary operations (with broadcasting).
+
+func (g *graph) greater(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("greater", C.mlx_greater(&r, a, b, g.s), r)
+}
+
+func (g *graph) equal(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("equal", C.mlx_equal(&r, a, b, g.s), r)
+}
+
+func (g *graph) subtract(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("subtract", C.mlx_subtract(&r, a, b, g.s), r)
+}
+
+func (g *graph) lessEqual(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("less_equal", C.mlx_less_equal(&r, a, b, g.s), r)
+}
+
+func (g *graph) logicalOr(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("logical_or", C.mlx_logical_or(&r, a, b, g.s), r)
+}
+
+func (g *graph) logicalAnd(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("logical_and", C.mlx_logical_and(&r, a, b, g.s), r)
+}
+
+func (g *graph) divide(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("divide", C.mlx_divide(&r, a, b, g.s), r)
+}
+
+// where is cond ? a : b elementwise.
+func (g *graph) where(cond, a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("where", C.mlx_where(&r, cond, a, b, g.s), r)
+}
+
+// softmax is the softmax over the last axis, computed in float32 whatever a's dtype (precise).
+func (g *graph) softmax(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("softmax", C.mlx_softmax_axis(&r, a, -1, true, g.s), r)
+}
+
+// topk is the k largest values along the last axis, in no particular order.
+func (g *graph) topk(a C.mlx_array, k int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("topk", C.mlx_topk_axis(&r, a, C.int(k), -1, g.s), r)
+}
+
+// minAxis is the minimum along axis, kept as a dimension of 1.
+func (g *graph) minAxis(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("min", C.mlx_min_axis(&r, a, C.int(axis), true, g.s), r)
+}
+
+// sumAxis is the sum along axis, kept as a dimension of 1.
+func (g *graph) sumAxis(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("sum", C.mlx_sum_axis(&r, a, C.int(axis), true, g.s), r)
+}
+
+// cumsum is the inclusive running sum along axis.
+func (g *graph) cumsum(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("cumsum", C.mlx_cumsum(&r, a, C.int(axis), false, true, g.s), r)
+}
+
+// argsort is the indices (uint32) that sort a along axis.
+func (g *graph) argsort(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("argsort", C.mlx_argsort_axis(&r, a, C.int(axis), g.s), r)
+}
+
+// takeAlong gathers a's elements along axis at indices (of a's rank).
+func (g *graph) takeAlong(a, indices C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("take_along_axis", C.mlx_take_along_axis(&r, a, indices, C.int(axis), g.s), r)
+}
+
+// gatherMM is a·b[ids] batched: a [..., M, K] broadcast against ids' shape, b [E, K, N].
+func (g *graph) gatherMM(a, b, ids C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("gather_mm", C.mlx_gather_mm(&r, a, b, C.duet_null_array(), ids, false, g.s), r)
+}
+
+// gatherQMM is x·dequantize(w[ids])ᵀ for MLX affine-quantized stacked w [E, N, K*bits/32].
+func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, groupSize, bits int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("gather_qmm", C.mlx_gather_qmm(&r, x, w, scales, biases, C.duet_null_array(), ids, true,
+		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, false, g.s), r)
+}
+
 // Constant C strings, allocated once.
 var (
 	cAffine    = C.CString("affine")

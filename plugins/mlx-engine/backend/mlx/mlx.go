@@ -107,6 +107,7 @@ type layer struct {
 	freqs, ropeScale C.mlx_array
 	act              model.Act
 	alpha, limit     C.mlx_array // clamped SwiGLU's α and limit as compute-dtype scalars
+	moe              *moeLayer   // a sparse feed-forward block instead of gate, up and down
 	// qkv and gateUp are q|k|v and gate|up joined along the output dimension, when their formats allow
 	// (then q, k, v, or gate and up, are empty): one matmul per group instead of three or two, which on a GPU
 	// is fewer kernel launches per decode step.
@@ -202,9 +203,6 @@ func implemented(m *model.Model) error {
 		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
 			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}
-		if l.FFN.Kind == model.FFNMoE {
-			return fmt.Errorf("layer %d: the mixture-of-experts block is not implemented by this backend yet (the cpu backend computes it)", i)
-		}
 		switch l.FFN.Act {
 		case model.ActSiLU, model.ActGELUTanh:
 		case model.ActClampedSwiGLU:
@@ -214,8 +212,14 @@ func implemented(m *model.Model) error {
 		default:
 			return fmt.Errorf("layer %d: activation %d is not implemented", i, l.FFN.Act)
 		}
-		if m.Layers[i].Attn == nil || m.Layers[i].MLP == nil {
-			return fmt.Errorf("layer %d has no attention or MLP weights", i)
+		if m.Layers[i].Attn == nil {
+			return fmt.Errorf("layer %d has no attention weights", i)
+		}
+		if l.FFN.Kind == model.FFNMoE && m.Layers[i].MoE == nil {
+			return fmt.Errorf("layer %d has no expert weights", i)
+		}
+		if l.FFN.Kind == model.FFNDense && m.Layers[i].MLP == nil {
+			return fmt.Errorf("layer %d has no MLP weights", i)
 		}
 	}
 	return nil
@@ -331,10 +335,19 @@ func (m *mlxModel) loadLayer(i int, s *model.Layer) error {
 			return err
 		}
 	}
-	for _, p := range []struct {
+	type pair struct {
 		dst *linear
 		src *model.Linear
-	}{{&d.q, s.Attn.Q}, {&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}, {&d.gate, s.MLP.Gate}, {&d.up, s.MLP.Up}, {&d.down, s.MLP.Down}} {
+	}
+	pairs := []pair{{&d.q, s.Attn.Q}, {&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}}
+	if spec.FFN.Kind == model.FFNMoE {
+		if d.moe, err = m.loadMoE(s.MoE, spec.FFN.MoE); err != nil {
+			return err
+		}
+	} else {
+		pairs = append(pairs, pair{&d.gate, s.MLP.Gate}, pair{&d.up, s.MLP.Up}, pair{&d.down, s.MLP.Down})
+	}
+	for _, p := range pairs {
 		if *p.dst, err = m.loadLinear(p.src); err != nil {
 			return err
 		}
@@ -342,7 +355,9 @@ func (m *mlxModel) loadLayer(i int, s *model.Layer) error {
 	if d.qkv, err = fuse(&d.q, &d.k, &d.v); err != nil {
 		return err
 	}
-	d.gateUp, err = fuse(&d.gate, &d.up)
+	if d.moe == nil {
+		d.gateUp, err = fuse(&d.gate, &d.up)
+	}
 	return err
 }
 
@@ -538,6 +553,9 @@ func (m *mlxModel) freeWeights() {
 		}
 		for _, a := range []*C.mlx_array{&L.sinks, &L.freqs, &L.ropeScale, &L.alpha, &L.limit} {
 			free(a)
+		}
+		if L.moe != nil {
+			L.moe.free()
 		}
 		for _, l := range []*linear{&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.qkv, &L.gateUp} {
 			l.free()

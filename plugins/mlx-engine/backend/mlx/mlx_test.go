@@ -205,14 +205,14 @@ func TestModelDTypeCompute(t *testing.T) {
 	}
 }
 
-// TestRefusesMoE: a mixture-of-experts model fails at load with a message that says so, not somewhere in the
-// forward pass.
-func TestRefusesMoE(t *testing.T) {
-	for _, f := range []model.Family{model.Qwen3MoE, model.Qwen2MoE, model.Mixtral} {
-		mod := backendtest.Generate(t, backendtest.Tiny(func(o *modelgen.Options) { o.Family = f }))
-		_, err := Backend{}.Load(mod, backend.Options{})
-		if err == nil || !strings.Contains(err.Error(), "mixture-of-experts") {
-			t.Errorf("%s: Load = %v, want a mixture-of-experts refusal", f, err)
-		}
+// TestRefusesMXFP4: experts stored in mxfp4 fail at load with a message that names the block, not somewhere in
+// the forward pass.
+func TestRefusesMXFP4(t *testing.T) {
+	o := modelgen.TinyFamily(model.GptOSS)
+	o.ExpertsMXFP4 = true
+	mod := backendtest.Generate(t, o)
+	_, err := Backend{}.Load(mod, backend.Options{})
+	if err == nil || !strings.Contains(err.Error(), "mxfp4 quantization of experts is not implemented") {
+		t.Errorf("Load = %v, want an mxfp4 refusal", err)
 	}
 }
