@@ -59,6 +59,16 @@ var variants = func() []backendtest.Variant {
 		o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.Float16, true
 		o.Quantization = &modelgen.Quantization{Bits: 2, GroupSize: 32}
 	})
+	add("llama/bf16/mxfp4", func(o *modelgen.Options) {
+		o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
+	})
+	add("qwen3_moe/f32/mxfp4", func(o *modelgen.Options) {
+		o.Family, o.Quantization = model.Qwen3MoE, &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
+	})
+	add("qwen3_moe/bf16/mxfp4/mlx", func(o *modelgen.Options) {
+		o.Family, o.DType, o.Layout = model.Qwen3MoE, dtype.BFloat16, modelgen.LayoutMLX
+		o.Quantization = &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
+	})
 	add("mistral/f32/q8g128", func(o *modelgen.Options) {
 		o.Family, o.HiddenSize, o.IntermediateSize = model.Mistral, 128, 256
 		o.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 128}

@@ -106,6 +106,17 @@ func TestFamiliesMatchReference(t *testing.T) {
 			o.DType, o.Layout = dtype.BFloat16, modelgen.LayoutMLX
 			return o
 		}()},
+		{"gpt_oss/bf16/mxfp4", func() modelgen.Options {
+			o := modelgen.TinyFamily(model.GptOSS)
+			o.DType, o.ExpertsMXFP4 = dtype.BFloat16, true
+			return o
+		}()},
+		{"gpt_oss/bf16/mlx/mxfp4+q8g32", func() modelgen.Options {
+			o := modelgen.TinyFamily(model.GptOSS)
+			o.DType, o.Layout, o.ExpertsMXFP4 = dtype.BFloat16, modelgen.LayoutMLX, true
+			o.Quantization = &modelgen.Quantization{Bits: 8, GroupSize: 32}
+			return o
+		}()},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := backendtest.Generate(t, tc.opts)

@@ -276,6 +276,9 @@ func (m *mlxModel) embedRows(g *graph, ids C.mlx_array, rows int) C.mlx_array {
 	if e.quant == nil {
 		return g.take(e.w, ids)
 	}
+	if e.quant.Mode == model.ModeMXFP4 {
+		return g.dequantize(g.take(e.w, ids), g.take(e.scales, ids), C.mlx_array{}, e.quant, m.compute)
+	}
 	gs, bits := e.quant.GroupSize, e.quant.Bits
 	per, groups := 32/bits, e.in/gs
 	w := g.reshape(g.take(e.w, ids), rows, e.in/per, 1)
@@ -318,7 +321,7 @@ func (m *mlxModel) activate(g *graph, L *layer, gate, up C.mlx_array) C.mlx_arra
 // linear is x·Wᵀ (+ bias).
 func (m *mlxModel) linear(g *graph, x C.mlx_array, l *linear) C.mlx_array {
 	if l.quant != nil {
-		y := g.quantizedMatmul(x, l.w, l.scales, l.biases, l.quant.GroupSize, l.quant.Bits)
+		y := g.quantizedMatmul(x, l.w, l.scales, l.biases, l.quant)
 		if l.bias.ctx != nil {
 			y = g.add(y, l.bias)
 		}

@@ -10,6 +10,11 @@ static mlx_optional_int duet_some_int(int v) {
 	return o;
 }
 
+static mlx_optional_dtype duet_some_dtype(mlx_dtype d) {
+	mlx_optional_dtype o = {d, true};
+	return o;
+}
+
 static mlx_optional_float duet_no_float(void) {
 	mlx_optional_float o = {0, false};
 	return o;
@@ -25,6 +30,8 @@ import "C"
 import (
 	"time"
 	"unsafe"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 )
 
 // graph builds MLX computations lazily. It owns every array it creates (the temporaries of one step) until
@@ -182,15 +189,34 @@ func (g *graph) addmm(c, a, b C.mlx_array) C.mlx_array {
 	return g.track("addmm", C.mlx_addmm(&r, c, a, b, 1, 1, g.s), r)
 }
 
-// quantizedMatmul is x·dequantize(w)ᵀ for MLX affine-quantized w.
-func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, groupSize, bits int) C.mlx_array {
+// quantizedMatmul is x·dequantize(w)ᵀ for MLX-quantized w (affine, or mxfp4 with uint8 scales and no biases).
+func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, q *model.QuantParams) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	g.clock()
 	var r C.mlx_array
 	return g.track("quantized_matmul", C.mlx_quantized_matmul(&r, x, w, scales, biases, true,
-		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, g.s), r)
+		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), g.s), r)
+}
+
+// dequantize expands MLX-quantized w (affine or mxfp4) to dtype d.
+func (g *graph) dequantize(w, scales, biases C.mlx_array, q *model.QuantParams, d C.mlx_dtype) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("dequantize", C.mlx_dequantize(&r, w, scales, biases, C.duet_some_int(C.int(q.GroupSize)),
+		C.duet_some_int(C.int(q.Bits)), quantMode(q), C.duet_null_array(), C.duet_some_dtype(d), g.s), r)
+}
+
+// quantMode is q's mode as MLX names it.
+func quantMode(q *model.QuantParams) *C.char {
+	if q.Mode == model.ModeMXFP4 {
+		return cMXFP4
+	}
+	return cAffine
 }
 
 // rightShift is a >> b elementwise (unsigned for uint32).
@@ -540,20 +566,21 @@ func (g *graph) gatherMM(a, b, ids C.mlx_array) C.mlx_array {
 	return g.track("gather_mm", C.mlx_gather_mm(&r, a, b, C.duet_null_array(), ids, false, g.s), r)
 }
 
-// gatherQMM is x·dequantize(w[ids])ᵀ for MLX affine-quantized stacked w [E, N, K*bits/32].
-func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, groupSize, bits int) C.mlx_array {
+// gatherQMM is x·dequantize(w[ids])ᵀ for MLX-quantized stacked w [E, N, K*bits/32] (affine or mxfp4).
+func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, q *model.QuantParams) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	g.clock()
 	var r C.mlx_array
 	return g.track("gather_qmm", C.mlx_gather_qmm(&r, x, w, scales, biases, C.duet_null_array(), ids, true,
-		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, false, g.s), r)
+		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), false, g.s), r)
 }
 
 // Constant C strings, allocated once.
 var (
 	cAffine    = C.CString("affine")
+	cMXFP4     = C.CString("mxfp4")
 	cCausal    = C.CString("causal")
 	cNoMask    = C.CString("")
 	cArrayMask = C.CString("array")

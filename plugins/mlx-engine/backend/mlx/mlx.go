@@ -261,7 +261,7 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 			return fmt.Errorf("layer %d: %w", i, err)
 		}
 	}
-	if q := m.embed.quant; q != nil {
+	if q := m.embed.quant; q != nil && q.Mode == model.ModeAffine {
 		per := 32 / q.Bits
 		b := make([]byte, 4*per)
 		for i := 0; i < per; i++ {
@@ -422,6 +422,8 @@ func (m *mlxModel) loadTensor(t *safetensors.Tensor, d C.mlx_dtype) (C.mlx_array
 		sd = C.MLX_BFLOAT16
 	case safetensors.U32:
 		sd = C.MLX_UINT32
+	case safetensors.U8:
+		sd = C.MLX_UINT8
 	default:
 		return C.mlx_array{}, fmt.Errorf("tensor %q: unsupported dtype %s", t.Name, t.DType)
 	}
@@ -446,12 +448,14 @@ func (m *mlxModel) loadLinear(l *model.Linear) (linear, error) {
 		}
 	}
 	if q := l.Quant; q != nil {
-		if q.Mode != model.ModeAffine {
-			return out, fmt.Errorf("mlx: %s: %s quantization is not implemented by this backend yet", l.Name, q.Mode)
-		}
 		p := q.QuantParams
 		out.quant = &p
 		if out.w, err = m.loadTensor(l.Weight, C.MLX_UINT32); err != nil {
+			return out, err
+		}
+		if q.Mode == model.ModeMXFP4 {
+			// e8m0 exponents, used as they are; no biases.
+			out.scales, err = m.loadTensor(q.Scales, C.MLX_UINT8)
 			return out, err
 		}
 		if out.scales, err = m.loadTensor(q.Scales, m.compute); err != nil {
@@ -502,8 +506,11 @@ func fuse(parts ...*linear) (linear, error) {
 	keep := []*C.mlx_array{&out.w}
 	if out.quant != nil {
 		out.scales = join(func(l *linear) C.mlx_array { return l.scales })
-		out.biases = join(func(l *linear) C.mlx_array { return l.biases })
-		keep = append(keep, &out.scales, &out.biases)
+		keep = append(keep, &out.scales)
+		if first.biases.ctx != nil {
+			out.biases = join(func(l *linear) C.mlx_array { return l.biases })
+			keep = append(keep, &out.biases)
+		}
 	} else {
 		out.wT = g.transpose(out.w, 1, 0)
 		keep = append(keep, &out.wT)

@@ -205,14 +205,14 @@ func TestModelDTypeCompute(t *testing.T) {
 	}
 }
 
-// TestRefusesMXFP4: experts stored in mxfp4 fail at load with a message that names the block, not somewhere in
-// the forward pass.
-func TestRefusesMXFP4(t *testing.T) {
-	o := modelgen.TinyFamily(model.GptOSS)
-	o.ExpertsMXFP4 = true
-	mod := backendtest.Generate(t, o)
+// TestRefusesMissingBlockWeights: a layer whose spec is a mixture of experts but whose weights are a dense MLP
+// is refused at load with an error that names the layer and the block.
+func TestRefusesMissingBlockWeights(t *testing.T) {
+	mod := backendtest.Generate(t, backendtest.Tiny(nil))
+	s := &mod.Config.Arch.Layers[1]
+	s.FFN.Kind, s.FFN.MoE = model.FFNMoE, &model.MoESpec{Experts: 4, TopK: 2, Intermediate: 32}
 	_, err := Backend{}.Load(mod, backend.Options{})
-	if err == nil || !strings.Contains(err.Error(), "mxfp4 quantization of experts is not implemented") {
-		t.Errorf("Load = %v, want an mxfp4 refusal", err)
+	if err == nil || !strings.Contains(err.Error(), "layer 1 has no expert weights") {
+		t.Errorf("Load = %v, want a refusal naming layer 1's experts", err)
 	}
 }

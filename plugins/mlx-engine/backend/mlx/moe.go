@@ -26,8 +26,8 @@ type experts struct {
 	e, out, in int
 	w          C.mlx_array // dense: [E, Out, In]; quantized: packed uint32 [E, Out, In*bits/32]
 	wT         C.mlx_array // dense: the view [E, In, Out] that gather_mm multiplies by
-	scales     C.mlx_array // quantized: [E, Out, In/group]
-	biases     C.mlx_array
+	scales     C.mlx_array // quantized: [E, Out, In/group] (uint8 exponents for mxfp4)
+	biases     C.mlx_array // affine only
 	bias       C.mlx_array // optional [E, Out]
 	quant      *model.QuantParams
 }
@@ -152,9 +152,6 @@ func (m *mlxModel) loadExperts(x *model.Experts) (experts, error) {
 		}
 	}
 	if q != nil {
-		if q.Mode != model.ModeAffine {
-			return out, fmt.Errorf("%s: %s quantization of experts is not implemented by this backend yet", x.Name, q.Mode)
-		}
 		p := q.QuantParams
 		out.quant = &p
 	}
@@ -210,8 +207,12 @@ func (m *mlxModel) loadExperts(x *model.Experts) (experts, error) {
 	}
 	if q != nil {
 		out.w = loadAll(C.MLX_UINT32, func(p *model.Linear) *safetensors.Tensor { return p.Weight })
-		out.scales = loadAll(m.compute, func(p *model.Linear) *safetensors.Tensor { return p.Quant.Scales })
-		out.biases = loadAll(m.compute, func(p *model.Linear) *safetensors.Tensor { return p.Quant.Biases })
+		if q.Mode == model.ModeMXFP4 {
+			out.scales = loadAll(C.MLX_UINT8, func(p *model.Linear) *safetensors.Tensor { return p.Quant.Scales })
+		} else {
+			out.scales = loadAll(m.compute, func(p *model.Linear) *safetensors.Tensor { return p.Quant.Scales })
+			out.biases = loadAll(m.compute, func(p *model.Linear) *safetensors.Tensor { return p.Quant.Biases })
+		}
 	} else {
 		out.w = loadAll(m.compute, func(p *model.Linear) *safetensors.Tensor { return p.Weight })
 		if err == nil {
@@ -312,7 +313,7 @@ func (m *mlxModel) moe(g *graph, L *layer, h C.mlx_array, rows int) C.mlx_array 
 func (m *mlxModel) expertsMatmul(g *graph, x C.mlx_array, ex *experts, ids C.mlx_array, rows, k int) C.mlx_array {
 	var y C.mlx_array
 	if q := ex.quant; q != nil {
-		y = g.gatherQMM(x, ex.w, ex.scales, ex.biases, ids, q.GroupSize, q.Bits)
+		y = g.gatherQMM(x, ex.w, ex.scales, ex.biases, ids, q)
 	} else {
 		y = g.gatherMM(x, ex.wT, ids)
 	}
