@@ -311,9 +311,8 @@ func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 		defer g.free()
 		kvh, hd := c.m.cfg.NumKVHeads, c.m.cfg.HeadDim
 		if old.Window > 0 {
-			newCap := l.cap
 			if after.Lo < l.base || after.Hi > l.base+l.cap {
-				newCap = c.slidingCapacity(layer, l.cap, after.Hi-after.Lo)
+				newCap := c.slidingCapacity(layer, l.cap, after.Hi-after.Lo)
 				if err := checkMemory(int64(max(0, newCap-l.cap)) * int64(tb) * 2); err != nil {
 					return err
 				}
