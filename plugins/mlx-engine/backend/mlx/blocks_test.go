@@ -214,3 +214,32 @@ func TestMoEMatchesReference(t *testing.T) {
 func TestBackendConformanceMoE(t *testing.T) {
 	backendtest.Run(t, Backend{}, backendtest.Options{Tolerance: tolerance, Windows: true, Variants: moeVariants})
 }
+
+// TestSortedExpertsMatchReference: a prefill long enough that its (row, expert) pairs are sorted by expert
+// before the expert products (sortedPairs) gives the reference's logits at its last position, as the unsorted
+// path of the chunked runs above does.
+func TestSortedExpertsMatchReference(t *testing.T) {
+	variants := append(slices.Clone(moeVariants), backendtest.Variant{Name: "gpt_oss/bf16/mxfp4", Options: func() modelgen.Options {
+		o := modelgen.TinyFamily(model.GptOSS)
+		o.DType, o.ExpertsMXFP4 = dtype.BFloat16, true
+		return o
+	}()})
+	for _, v := range variants {
+		t.Run(v.Name, func(t *testing.T) {
+			m := backendtest.Generate(t, v.Options)
+			prompt := backendtest.Prompt(40, m.Config.VocabSize, 3) // 40 rows × k ≥ 2 experts ≥ sortedPairs
+			bm := loadFloat32(t, m, backend.Options{})
+			got := backendtest.Forward(t, bm, backendtest.NewCache(t, bm), prompt...)
+			want := backendtest.NewReference(t, m).Logits(prompt)[len(prompt)-1]
+			d, mx := 0.0, 1.0
+			for j := range got {
+				d = math.Max(d, math.Abs(float64(got[j])-want[j]))
+				mx = math.Max(mx, math.Abs(want[j]))
+			}
+			t.Logf("max relative |Δlogit| against the reference = %.2e", d/mx)
+			if d/mx > refTolerance(m.DType) || backendtest.Argmax(got) != backendtest.Argmax(want) {
+				t.Errorf("sorted experts differ from the reference by %.3e (argmax %d, reference %d)", d/mx, backendtest.Argmax(got), backendtest.Argmax(want))
+			}
+		})
+	}
+}

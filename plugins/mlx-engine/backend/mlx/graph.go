@@ -476,6 +476,18 @@ func (g *graph) divide(a, b C.mlx_array) C.mlx_array {
 	return g.track("divide", C.mlx_divide(&r, a, b, g.s), r)
 }
 
+// broadcastTo is a broadcast to shape.
+func (g *graph) broadcastTo(a C.mlx_array, shape ...int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var cs [8]C.int
+	sh := cints(cs[:], shape)
+	g.clock()
+	var r C.mlx_array
+	return g.track("broadcast_to", C.mlx_broadcast_to(&r, a, &sh[0], C.size_t(len(sh)), g.s), r)
+}
+
 // where is cond ? a : b elementwise.
 func (g *graph) where(cond, a, b C.mlx_array) C.mlx_array {
 	if g.err != nil {
@@ -556,25 +568,26 @@ func (g *graph) takeAlong(a, indices C.mlx_array, axis int) C.mlx_array {
 	return g.track("take_along_axis", C.mlx_take_along_axis(&r, a, indices, C.int(axis), g.s), r)
 }
 
-// gatherMM is a·b[ids] batched: a [..., M, K] broadcast against ids' shape, b [E, K, N].
-func (g *graph) gatherMM(a, b, ids C.mlx_array) C.mlx_array {
+// gatherMM is a·b[ids] batched: a [..., M, K] broadcast against ids' shape, b [E, K, N]; sorted says that ids
+// are in ascending order.
+func (g *graph) gatherMM(a, b, ids C.mlx_array, sorted bool) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	g.clock()
 	var r C.mlx_array
-	return g.track("gather_mm", C.mlx_gather_mm(&r, a, b, C.duet_null_array(), ids, false, g.s), r)
+	return g.track("gather_mm", C.mlx_gather_mm(&r, a, b, C.duet_null_array(), ids, C.bool(sorted), g.s), r)
 }
 
 // gatherQMM is x·dequantize(w[ids])ᵀ for MLX-quantized stacked w [E, N, K*bits/32] (affine or mxfp4).
-func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, q *model.QuantParams) C.mlx_array {
+func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, q *model.QuantParams, sorted bool) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	g.clock()
 	var r C.mlx_array
 	return g.track("gather_qmm", C.mlx_gather_qmm(&r, x, w, scales, biases, C.duet_null_array(), ids, true,
-		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), false, g.s), r)
+		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), C.bool(sorted), g.s), r)
 }
 
 // Constant C strings, allocated once.

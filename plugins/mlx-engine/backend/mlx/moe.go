@@ -239,6 +239,10 @@ func (m *mlxModel) loadExperts(x *model.Experts) (experts, error) {
 	return out, nil
 }
 
+// sortedPairs is the number of (row, expert) pairs from which a step sorts them by expert before the expert
+// products (docs/models-design.md §5.2): a prefill chunk's; decoding calls unsorted.
+const sortedPairs = 64
+
 // moe computes the sparse block L over h ([rows, H], normalised) and returns [rows, H].
 func (m *mlxModel) moe(g *graph, L *layer, h C.mlx_array, rows int) C.mlx_array {
 	e := L.moe
@@ -269,28 +273,43 @@ func (m *mlxModel) moe(g *graph, L *layer, h C.mlx_array, rows int) C.mlx_array 
 	}
 	w = g.astype(w, m.compute)
 
-	x := g.reshape(h, rows, 1, 1, m.arch.Hidden)
+	// The (row, slot) pairs, each its row's input and one expert: [N, 1, H] and [N]. A prefill's pairs are
+	// sorted by expert first (as mlx-lm's SwitchGLU does), so that gather_mm / gather_qmm read each chosen
+	// expert once for all its rows, and put back in order after the down projection.
+	H, n := m.arch.Hidden, rows*k
+	pairIDs := g.reshape(ids, n)
+	xs := g.reshape(g.broadcastTo(g.reshape(h, rows, 1, H), rows, k, H), n, 1, H)
+	sorted := n >= sortedPairs
+	var unsort C.mlx_array
+	if sorted {
+		order := g.argsort(pairIDs, 0)
+		unsort = g.argsort(order, 0)
+		pairIDs, xs = g.take(pairIDs, order), g.take(xs, order)
+	}
 	var gate, up C.mlx_array
 	if e.gateUp.e > 0 {
-		gu := m.expertsMatmul(g, x, &e.gateUp, ids, rows, k)
+		gu := m.expertsMatmul(g, xs, &e.gateUp, pairIDs, n, sorted) // [N, 1, 2I]
 		inter := e.gateUp.out / 2
 		if e.interleaved {
-			gu = g.reshape(gu, rows, k, 1, inter, 2)
-			gate = g.reshape(g.slice(gu, []int{0, 0, 0, 0, 0}, []int{rows, k, 1, inter, 1}), rows, k, 1, inter)
-			up = g.reshape(g.slice(gu, []int{0, 0, 0, 0, 1}, []int{rows, k, 1, inter, 2}), rows, k, 1, inter)
+			gu = g.reshape(gu, n, 1, inter, 2)
+			gate = g.reshape(g.slice(gu, []int{0, 0, 0, 0}, []int{n, 1, inter, 1}), n, 1, inter)
+			up = g.reshape(g.slice(gu, []int{0, 0, 0, 1}, []int{n, 1, inter, 2}), n, 1, inter)
 		} else {
-			gate = g.slice(gu, []int{0, 0, 0, 0}, []int{rows, k, 1, inter})
-			up = g.slice(gu, []int{0, 0, 0, inter}, []int{rows, k, 1, 2 * inter})
+			gate = g.slice(gu, []int{0, 0, 0}, []int{n, 1, inter})
+			up = g.slice(gu, []int{0, 0, inter}, []int{n, 1, 2 * inter})
 		}
 	} else {
-		gate, up = m.expertsMatmul(g, x, &e.gate, ids, rows, k), m.expertsMatmul(g, x, &e.up, ids, rows, k)
+		gate, up = m.expertsMatmul(g, xs, &e.gate, pairIDs, n, sorted), m.expertsMatmul(g, xs, &e.up, pairIDs, n, sorted)
 	}
-	d := m.expertsMatmul(g, m.activate(g, L, gate, up), &e.down, ids, rows, k) // [rows, k, 1, H]
-	H := m.arch.Hidden
+	d := m.expertsMatmul(g, m.activate(g, L, gate, up), &e.down, pairIDs, n, sorted) // [N, 1, H]
+	if sorted {
+		d = g.take(d, unsort)
+	}
+	d = g.reshape(d, rows, k, H)
 	var y C.mlx_array
 	for j := 0; j < k; j++ {
-		wj := g.slice(w, []int{0, j}, []int{rows, j + 1})                                 // [rows, 1]
-		dj := g.reshape(g.slice(d, []int{0, j, 0, 0}, []int{rows, j + 1, 1, H}), rows, H) // [rows, H]
+		wj := g.slice(w, []int{0, j}, []int{rows, j + 1})                           // [rows, 1]
+		dj := g.reshape(g.slice(d, []int{0, j, 0}, []int{rows, j + 1, H}), rows, H) // [rows, H]
 		if t := g.multiply(wj, dj); j == 0 {
 			y = t
 		} else {
@@ -308,17 +327,17 @@ func (m *mlxModel) moe(g *graph, L *layer, h C.mlx_array, rows int) C.mlx_array 
 	return y
 }
 
-// expertsMatmul is x·Wᵀ (+ bias) for each row's k experts named by ids ([rows, k] uint32): x is
-// [rows, 1, 1, In] or [rows, k, 1, In], the result [rows, k, 1, Out].
-func (m *mlxModel) expertsMatmul(g *graph, x C.mlx_array, ex *experts, ids C.mlx_array, rows, k int) C.mlx_array {
+// expertsMatmul is x·Wᵀ (+ bias) for n pairs of an input row x ([n, 1, In]) and an expert named by ids ([n]
+// uint32, ascending when sorted): [n, 1, Out].
+func (m *mlxModel) expertsMatmul(g *graph, x C.mlx_array, ex *experts, ids C.mlx_array, n int, sorted bool) C.mlx_array {
 	var y C.mlx_array
 	if q := ex.quant; q != nil {
-		y = g.gatherQMM(x, ex.w, ex.scales, ex.biases, ids, q)
+		y = g.gatherQMM(x, ex.w, ex.scales, ex.biases, ids, q, sorted)
 	} else {
-		y = g.gatherMM(x, ex.wT, ids)
+		y = g.gatherMM(x, ex.wT, ids, sorted)
 	}
 	if ex.bias.ctx != nil {
-		y = g.add(y, g.reshape(g.take(ex.bias, ids), rows, k, 1, ex.out))
+		y = g.add(y, g.reshape(g.take(ex.bias, ids), n, 1, ex.out))
 	}
 	return y
 }
