@@ -180,9 +180,16 @@ func TestParseBytes(t *testing.T) {
 }
 
 // TestModelDTypeCompute runs a bfloat16 model the way a GPU does by default, in bfloat16, and checks it stays
-// near the float32 result (bfloat16 keeps 8 bits of mantissa, so only closeness is expected).
+// near the float32 result (bfloat16 keeps 8 bits of mantissa, so only closeness is expected); gemma3_text and
+// gpt_oss (windows, sinks, GeGLU and clamped SwiGLU, mxfp4 experts) included.
 func TestModelDTypeCompute(t *testing.T) {
-	for _, v := range backendtest.Variants() {
+	variants := backendtest.Variants()
+	for _, f := range []model.Family{model.Gemma3Text, model.GptOSS} {
+		o := modelgen.TinyFamily(f)
+		o.DType, o.ExpertsMXFP4 = dtype.BFloat16, f == model.GptOSS
+		variants = append(variants, backendtest.Variant{Name: string(f) + "/bf16", Options: o})
+	}
+	for _, v := range variants {
 		if v.Options.DType == dtype.Float32 {
 			continue
 		}
