@@ -11,7 +11,7 @@ import (
 // round a bfloat16 element one unit apart, which greedy decoding of these models does not notice.) Run with
 // -tags mlx against an installed mlx-c (see README.md).
 func TestPDAcrossBackends(t *testing.T) {
-	for _, name := range []string{"llama-bf16", "qwen3-q4"} {
+	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16", "gemma3-q4", "gemma3_text-bf16", "gpt_oss-mxfp4"} {
 		dir := pdModel(t, name)
 		for _, dir2 := range []struct{ prefill, decode string }{{"mlx", "cpu"}, {"cpu", "mlx"}} {
 			t.Run(name+"/"+dir2.prefill+"-to-"+dir2.decode, func(t *testing.T) {

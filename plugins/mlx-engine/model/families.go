@@ -305,7 +305,10 @@ func (b *binder) stackedExperts(path string, e, out, in int) (*Experts, error) {
 	for i := range x.Each {
 		l := Linear{Name: fmt.Sprintf("%s[%d]", path, i), Out: out, In: in, Weight: view(st.Weight, i)}
 		if q := st.Quant; q != nil {
-			l.Quant = &Quant{QuantParams: q.QuantParams, Scales: view(q.Scales, i), Biases: view(q.Biases, i)}
+			l.Quant = &Quant{QuantParams: q.QuantParams, Scales: view(q.Scales, i)}
+			if q.Biases != nil { // mxfp4 has none
+				l.Quant.Biases = view(q.Biases, i)
+			}
 		}
 		x.Each[i] = l
 	}

@@ -323,3 +323,25 @@ func TestGptOSSPresetExercises(t *testing.T) {
 		t.Error("router rows 0 and 1 do not tie (or every row does)")
 	}
 }
+
+// TestStackedMXFP4Experts: experts stacked by mlx-lm (switch_mlp) in mxfp4 have e8m0 scales and no biases; each
+// expert's view has its scales and no biases either.
+func TestStackedMXFP4Experts(t *testing.T) {
+	t.Parallel()
+	m, err := model.Load(genFamily(t, model.Qwen3MoE, func(o *modelgen.Options) {
+		o.Layout, o.Quantization = modelgen.LayoutMLX, &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	x := m.Layers[0].MoE.Gate
+	if x.Stacked == nil || x.Stacked.Quant == nil || x.Stacked.Quant.Mode != model.ModeMXFP4 {
+		t.Fatalf("layer 0's gate experts are not stacked mxfp4: %+v", x.Stacked)
+	}
+	for i, l := range x.Each {
+		if l.Quant == nil || l.Quant.Scales == nil || l.Quant.Biases != nil {
+			t.Fatalf("expert %d: quant %+v, want scales and no biases", i, l.Quant)
+		}
+	}
+}

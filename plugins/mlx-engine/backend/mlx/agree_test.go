@@ -24,12 +24,6 @@ var variants = func() []backendtest.Variant {
 		vs = append(vs, backendtest.TinyVariant(name, mod))
 	}
 	for i, f := range model.Families {
-		if f == model.Qwen3MoE || f == model.Qwen2MoE || f == model.Mixtral || f == model.GptOSS {
-			continue // this backend refuses mixtures of experts (TestRefusesMoE)
-		}
-		if f == model.Gemma3 || f == model.Gemma3Text {
-			continue // this backend refuses blocks beyond Llama's: Gemma's norms, GeGLU, windows (TestRefusesGemma3)
-		}
 		seed := uint64(3 + i) // the families differ in config, not in weights: give each its own
 		add(fmt.Sprintf("%s/f32", f), func(o *modelgen.Options) { o.Family, o.Seed = f, seed })
 		add(fmt.Sprintf("%s/bf16", f), func(o *modelgen.Options) { o.Family, o.Seed, o.DType = f, seed, dtype.BFloat16 })
@@ -64,6 +58,16 @@ var variants = func() []backendtest.Variant {
 	add("qwen2/f16/q2g32/tied", func(o *modelgen.Options) {
 		o.Family, o.DType, o.TieWordEmbeddings = model.Qwen2, dtype.Float16, true
 		o.Quantization = &modelgen.Quantization{Bits: 2, GroupSize: 32}
+	})
+	add("llama/bf16/mxfp4", func(o *modelgen.Options) {
+		o.DType, o.Quantization = dtype.BFloat16, &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
+	})
+	add("qwen3_moe/f32/mxfp4", func(o *modelgen.Options) {
+		o.Family, o.Quantization = model.Qwen3MoE, &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
+	})
+	add("qwen3_moe/bf16/mxfp4/mlx", func(o *modelgen.Options) {
+		o.Family, o.DType, o.Layout = model.Qwen3MoE, dtype.BFloat16, modelgen.LayoutMLX
+		o.Quantization = &modelgen.Quantization{Mode: model.ModeMXFP4, Bits: 4, GroupSize: 32}
 	})
 	add("mistral/f32/q8g128", func(o *modelgen.Options) {
 		o.Family, o.HiddenSize, o.IntermediateSize = model.Mistral, 128, 256

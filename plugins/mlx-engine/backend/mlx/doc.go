@@ -15,12 +15,20 @@
 //     (freed by Release), and every other array to the graph of the step that built it (freed when the step
 //     ends). A step that writes a cache frees the cache's old handle before evaluating, so slice_update writes
 //     in place instead of copying the cache.
-//   - The forward pass uses MLX's fused ops: quantized_matmul (affine) for quantized layers and a gather +
-//     dequantize of only the needed rows for quantized embeddings, fast rms_norm, fast rope (the Hugging Face
-//     non-traditional layout, with the per-pair periods passed explicitly so Llama 3 scaling is exact), and fast
-//     scaled_dot_product_attention with native GQA, causal when a sequence feeds several tokens (its queries are
-//     the last ones of the keys), unmasked for one. Qwen2 biases, Qwen3 q/k norms and tied embeddings included.
-//     q|k|v and gate|up are joined into one matrix product each where their formats match (fuse).
+//   - The forward pass computes the blocks of model.Arch (docs/models-design.md §1.2), as the cpu backend does,
+//     with MLX's fused ops: the four norm slots with fast rms_norm (Gemma's 1+w folded into the weight at load
+//     in float32), fast rope with the per-pair periods of RopeSpec.InvFreq passed explicitly on the layer's
+//     rotary dims (the attention factor multiplies the rotated dims afterwards), fast
+//     scaled_dot_product_attention with native GQA and learned sinks, causal when a sequence feeds several
+//     tokens (its queries are the last ones of the keys) and with a bool mask [T, S] on sliding layers
+//     (window ∧ causal), SwiGLU, GeGLU (tanh) and gpt-oss's clamped SwiGLU, biases where the spec has them.
+//     Quantized layers use quantized_matmul (affine, or mxfp4 with e8m0 scales), quantized embeddings a
+//     gather + dequantize of only the needed rows. q|k|v and gate|up are joined into one matrix product each
+//     where their formats match (fuse).
+//   - Mixtures of experts (moe.go) route in the graph, in float32, with a deterministic top k (ties to the
+//     lower expert index) and no host round trip; the experts are stacked [E, Out, In] once at load and run
+//     with gather_mm / gather_qmm; the chosen experts' outputs are added in ascending expert order.
+//   - A sliding layer's cache is a bounded linear buffer (cache.go): at most its window plus a prefill chunk.
 //   - Weights are copied from the tensors package model already validated (names, shards, tied embeddings and
 //     quantization overrides resolved there) into MLX arrays and evaluated once at load.
 //   - Compute dtype: float32 on the CPU, where MLX's float32 matrix products go to BLAS and its 16-bit ones do
@@ -30,7 +38,7 @@
 //     by either backend and imported by the other continues the same way.
 //   - A Forward call with several sequences runs the projections and the MLP once over all their tokens (each
 //     weight read once per step); RoPE, the cache write and attention run per sequence (their caches differ in
-//     length, and per-sequence attention needs no padding or masks). Long inputs are split into steps of at
+//     length, and per-sequence attention needs no padding). Long inputs are split into steps of at
 //     most PrefillChunk tokens (default 2048), evaluated one after the other.
 //   - Pipelining: Forward must return logits, because the engine samples on the host, so one step cannot be
 //     queued before the previous token is known (what mlx-lm does by sampling on the device). Within a step,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 )
 
 // part is the slice of one sequence's tokens that a step processes.
@@ -61,9 +62,7 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 	// Capacity for the whole call first, so that a memory-limit error changes nothing.
 	var more int64
 	for i, c := range caches {
-		if need := starts[i] + len(batch[i].Tokens); need > c.layers[0].cap {
-			more += c.bytesFor(need) - c.bytesFor(c.layers[0].cap)
-		}
+		more += c.moreBytes(starts[i] + len(batch[i].Tokens))
 	}
 	if err := checkMemory(more); err != nil {
 		return err
@@ -71,7 +70,9 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 	g := newGraph()
 	for i, c := range caches {
 		for l := range c.layers {
-			c.grow(g, l, starts[i]+len(batch[i].Tokens))
+			if c.lens[l].Window == 0 {
+				c.grow(g, l, starts[i]+len(batch[i].Tokens))
+			}
 		}
 	}
 	g.free() // the grown buffers are kept by their caches and evaluated with the first step
@@ -113,8 +114,6 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows int) error {
 	t0 := time.Now()
 	c := &m.cfg
-	H, KVH, hd := c.NumHeads, c.NumKVHeads, c.HeadDim
-	qDim, kvDim := H*hd, KVH*hd
 	g := newGraph()
 	g.timed = m.timed
 	defer g.free()
@@ -130,13 +129,18 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		}
 	}
 	x := m.embedRows(g, g.int32s(tokens), rows)
+	if m.embedScale.ctx != nil {
+		x = g.multiply(x, m.embedScale)
+	}
 	var async time.Duration
 	last := len(m.layers) - 1
 	outs := make([]C.mlx_array, len(parts))
 	written := make([]C.mlx_array, 0, 2*len(parts))
 	for li := range m.layers {
 		L := &m.layers[li]
-		h := g.rmsNorm(x, L.inNorm, m.eps)
+		H, KVH, hd := L.heads, L.kvHeads, L.hd
+		qDim, kvDim := H*hd, KVH*hd
+		h := m.norm(g, x, L.attnIn)
 		var q, k, v C.mlx_array
 		if L.qkv.out > 0 {
 			qkv := m.linear(g, h, &L.qkv)
@@ -159,21 +163,21 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 			// memory layout, so a reshape does it (two ops fewer per projection, on the decode path).
 			if t == 1 {
 				qp, kp, vp = g.reshape(qp, 1, H, 1, hd), g.reshape(kp, 1, KVH, 1, hd), g.reshape(vp, 1, KVH, 1, hd)
-				if L.qNorm.ctx != nil {
-					qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
-				}
+				qp, kp = m.norm(g, qp, L.qNorm), m.norm(g, kp, L.kNorm)
 			} else {
 				qp, kp, vp = g.reshape(qp, 1, t, H, hd), g.reshape(kp, 1, t, KVH, hd), g.reshape(vp, 1, t, KVH, hd)
-				if L.qNorm.ctx != nil {
-					qp, kp = g.rmsNorm(qp, L.qNorm, m.eps), g.rmsNorm(kp, L.kNorm, m.eps)
-				}
+				qp, kp = m.norm(g, qp, L.qNorm), m.norm(g, kp, L.kNorm)
 				qp, kp, vp = g.transpose(qp, 0, 2, 1, 3), g.transpose(kp, 0, 2, 1, 3), g.transpose(vp, 0, 2, 1, 3)
 			}
-			qp, kp = g.rope(qp, hd, p.pos, m.freqs), g.rope(kp, hd, p.pos, m.freqs)
+			qp, kp = g.rope(qp, L.rotDims, p.pos, L.freqs), g.rope(kp, L.rotDims, p.pos, L.freqs)
+			if L.ropeScale.ctx != nil {
+				qp = g.astype(g.multiply(qp, L.ropeScale), m.compute)
+				kp = g.astype(g.multiply(kp, L.ropeScale), m.compute)
+			}
 			cc := caches[p.seq]
-			keys, values := cc.write(g, li, p.pos, t, kp, vp)
+			keys, values, mask := cc.write(g, li, p.pos, t, kp, vp)
 			written = append(written, cc.layers[li].k, cc.layers[li].v)
-			o := g.attention(qp, keys, values, m.scale, t > 1)
+			o := g.attention(qp, keys, values, L.scale, t > 1, mask, L.sinks)
 			if t > 1 {
 				o = g.transpose(o, 0, 2, 1, 3)
 			}
@@ -186,17 +190,21 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		if len(parts) > 1 {
 			att = g.concat(0, outs...)
 		}
-		x = g.add(x, m.linear(g, att, &L.o))
-		h = g.rmsNorm(x, L.postNorm, m.eps)
-		var gate, up C.mlx_array
-		if L.gateUp.out > 0 {
+		x = g.add(x, m.norm(g, m.linear(g, att, &L.o), L.attnOut))
+		h = m.norm(g, x, L.ffnIn)
+		var f C.mlx_array
+		switch {
+		case L.moe != nil:
+			f = m.moe(g, L, h, rows)
+		case L.gateUp.out > 0:
 			gu := m.linear(g, h, &L.gateUp)
 			inter := L.gateUp.out / 2
-			gate, up = g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
-		} else {
-			gate, up = m.linear(g, h, &L.gate), m.linear(g, h, &L.up)
+			gate, up := g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
+			f = m.linear(g, m.activate(g, L, gate, up), &L.down)
+		default:
+			f = m.linear(g, m.activate(g, L, m.linear(g, h, &L.gate), m.linear(g, h, &L.up)), &L.down)
 		}
-		x = g.add(x, m.linear(g, g.multiply(g.multiply(gate, g.sigmoid(gate)), up), &L.down))
+		x = g.add(x, m.norm(g, f, L.ffnOut))
 		if m.pipeline && li < last && g.err == nil {
 			// Start computing this layer while the next one is built.
 			ta := time.Now()
@@ -219,7 +227,7 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		if len(logitRows) != rows {
 			xl = g.take(x, g.int32s(logitRows))
 		}
-		logits = g.astype(m.linear(g, g.rmsNorm(xl, m.norm, m.eps), m.lmHead), C.MLX_FLOAT32)
+		logits = g.astype(m.linear(g, m.norm(g, xl, m.final), m.lmHead), C.MLX_FLOAT32)
 		outputs = append(outputs, logits)
 	}
 	if g.err != nil {
@@ -268,6 +276,9 @@ func (m *mlxModel) embedRows(g *graph, ids C.mlx_array, rows int) C.mlx_array {
 	if e.quant == nil {
 		return g.take(e.w, ids)
 	}
+	if e.quant.Mode == model.ModeMXFP4 {
+		return g.dequantize(g.take(e.w, ids), g.take(e.scales, ids), C.mlx_array{}, e.quant, m.compute)
+	}
 	gs, bits := e.quant.GroupSize, e.quant.Bits
 	per, groups := 32/bits, e.in/gs
 	w := g.reshape(g.take(e.w, ids), rows, e.in/per, 1)
@@ -278,10 +289,39 @@ func (m *mlxModel) embedRows(g *graph, ids C.mlx_array, rows int) C.mlx_array {
 	return g.reshape(g.add(g.multiply(q, scales), biases), rows, e.in)
 }
 
+// norm applies n over the last axis of x; a nil n (an absent slot) is the identity.
+func (m *mlxModel) norm(g *graph, x C.mlx_array, n *norm) C.mlx_array {
+	if n == nil {
+		return x
+	}
+	return g.rmsNorm(x, n.w, n.eps)
+}
+
+// activate is act(gate) ⊙ up for layer L's activation, in the compute dtype:
+//
+//   - SwiGLU: silu(g)·u.
+//   - GeGLU: gelu_tanh(g)·u, gelu_tanh(z) = 0.5·z·(1+tanh(√(2/π)·(z+0.044715·z³))).
+//   - clamped SwiGLU (gpt-oss): g = min(g, limit), u = clamp(u, ±limit), (u+1)·g·σ(alpha·g).
+func (m *mlxModel) activate(g *graph, L *layer, gate, up C.mlx_array) C.mlx_array {
+	switch L.act {
+	case model.ActGELUTanh:
+		k := &m.consts
+		z3 := g.multiply(g.multiply(gate, gate), gate)
+		inner := g.multiply(k.geluK, g.add(gate, g.multiply(k.geluA, z3)))
+		return g.multiply(g.multiply(g.multiply(k.half, gate), g.add(k.one, g.tanh(inner))), up)
+	case model.ActClampedSwiGLU:
+		gc := g.minimum(gate, L.limit)
+		uc := g.clip(up, g.negative(L.limit), L.limit)
+		glu := g.multiply(gc, g.sigmoid(g.multiply(L.alpha, gc)))
+		return g.multiply(g.add(uc, m.consts.one), glu)
+	}
+	return g.multiply(g.multiply(gate, g.sigmoid(gate)), up)
+}
+
 // linear is x·Wᵀ (+ bias).
 func (m *mlxModel) linear(g *graph, x C.mlx_array, l *linear) C.mlx_array {
 	if l.quant != nil {
-		y := g.quantizedMatmul(x, l.w, l.scales, l.biases, l.quant.GroupSize, l.quant.Bits)
+		y := g.quantizedMatmul(x, l.w, l.scales, l.biases, l.quant)
 		if l.bias.ctx != nil {
 			y = g.add(y, l.bias)
 		}

@@ -10,6 +10,11 @@ static mlx_optional_int duet_some_int(int v) {
 	return o;
 }
 
+static mlx_optional_dtype duet_some_dtype(mlx_dtype d) {
+	mlx_optional_dtype o = {d, true};
+	return o;
+}
+
 static mlx_optional_float duet_no_float(void) {
 	mlx_optional_float o = {0, false};
 	return o;
@@ -25,6 +30,8 @@ import "C"
 import (
 	"time"
 	"unsafe"
+
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 )
 
 // graph builds MLX computations lazily. It owns every array it creates (the temporaries of one step) until
@@ -182,15 +189,34 @@ func (g *graph) addmm(c, a, b C.mlx_array) C.mlx_array {
 	return g.track("addmm", C.mlx_addmm(&r, c, a, b, 1, 1, g.s), r)
 }
 
-// quantizedMatmul is x·dequantize(w)ᵀ for MLX affine-quantized w.
-func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, groupSize, bits int) C.mlx_array {
+// quantizedMatmul is x·dequantize(w)ᵀ for MLX-quantized w (affine, or mxfp4 with uint8 scales and no biases).
+func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, q *model.QuantParams) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	g.clock()
 	var r C.mlx_array
 	return g.track("quantized_matmul", C.mlx_quantized_matmul(&r, x, w, scales, biases, true,
-		C.duet_some_int(C.int(groupSize)), C.duet_some_int(C.int(bits)), cAffine, g.s), r)
+		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), g.s), r)
+}
+
+// dequantize expands MLX-quantized w (affine or mxfp4) to dtype d.
+func (g *graph) dequantize(w, scales, biases C.mlx_array, q *model.QuantParams, d C.mlx_dtype) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("dequantize", C.mlx_dequantize(&r, w, scales, biases, C.duet_some_int(C.int(q.GroupSize)),
+		C.duet_some_int(C.int(q.Bits)), quantMode(q), C.duet_null_array(), C.duet_some_dtype(d), g.s), r)
+}
+
+// quantMode is q's mode as MLX names it.
+func quantMode(q *model.QuantParams) *C.char {
+	if q.Mode == model.ModeMXFP4 {
+		return cMXFP4
+	}
+	return cAffine
 }
 
 // rightShift is a >> b elementwise (unsigned for uint32).
@@ -327,27 +353,250 @@ func (g *graph) rope(x C.mlx_array, dims, offset int, freqs C.mlx_array) C.mlx_a
 	return g.track("fast_rope", C.mlx_fast_rope(&r, x, C.int(dims), false, C.duet_no_float(), 1, C.int(offset), freqs, g.s), r)
 }
 
-// attention is softmax(q·kᵀ·scale)·v with as many KV heads as k and v have (GQA), causal when asked: q holds the
-// last T of the S positions of k and v.
-func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool) C.mlx_array {
+// attention is softmax(q·kᵀ·scale)·v with as many KV heads as k and v have (GQA): q holds the last T of the S
+// positions of k and v. It is causal when asked; a mask (bool [T, S], true where a key is visible) replaces the
+// causal rule when given (sliding windows). sinks ([heads], may be a zero handle) join each head's softmax as
+// one more logit whose probability is dropped.
+func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool, mask, sinks C.mlx_array) C.mlx_array {
 	if g.err != nil {
 		return C.duet_null_array()
 	}
 	mode := cNoMask
-	if causal {
+	switch {
+	case mask.ctx != nil:
+		mode = cArrayMask
+	case causal:
 		mode = cCausal
 	}
 	g.clock()
 	var r C.mlx_array
 	return g.track("fast_scaled_dot_product_attention", C.mlx_fast_scaled_dot_product_attention(&r, q, k, v,
-		C.float(scale), mode, C.duet_null_array(), C.duet_null_array(), g.s), r)
+		C.float(scale), mode, mask, sinks, g.s), r)
+}
+
+func (g *graph) tanh(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("tanh", C.mlx_tanh(&r, a, g.s), r)
+}
+
+func (g *graph) minimum(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("minimum", C.mlx_minimum(&r, a, b, g.s), r)
+}
+
+// clip is a clamped to [lo, hi].
+func (g *graph) clip(a, lo, hi C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("clip", C.mlx_clip(&r, a, lo, hi, g.s), r)
+}
+
+func (g *graph) negative(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("negative", C.mlx_negative(&r, a, g.s), r)
+}
+
+// Elementwise binary operations (with broadcasting).
+
+func (g *graph) greater(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("greater", C.mlx_greater(&r, a, b, g.s), r)
+}
+
+func (g *graph) equal(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("equal", C.mlx_equal(&r, a, b, g.s), r)
+}
+
+func (g *graph) subtract(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("subtract", C.mlx_subtract(&r, a, b, g.s), r)
+}
+
+func (g *graph) lessEqual(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("less_equal", C.mlx_less_equal(&r, a, b, g.s), r)
+}
+
+func (g *graph) logicalOr(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("logical_or", C.mlx_logical_or(&r, a, b, g.s), r)
+}
+
+func (g *graph) logicalAnd(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("logical_and", C.mlx_logical_and(&r, a, b, g.s), r)
+}
+
+func (g *graph) divide(a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("divide", C.mlx_divide(&r, a, b, g.s), r)
+}
+
+// broadcastTo is a broadcast to shape.
+func (g *graph) broadcastTo(a C.mlx_array, shape ...int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	var cs [8]C.int
+	sh := cints(cs[:], shape)
+	g.clock()
+	var r C.mlx_array
+	return g.track("broadcast_to", C.mlx_broadcast_to(&r, a, &sh[0], C.size_t(len(sh)), g.s), r)
+}
+
+// where is cond ? a : b elementwise.
+func (g *graph) where(cond, a, b C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("where", C.mlx_where(&r, cond, a, b, g.s), r)
+}
+
+// softmax is the softmax over the last axis, computed in float32 whatever a's dtype (precise).
+func (g *graph) softmax(a C.mlx_array) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("softmax", C.mlx_softmax_axis(&r, a, -1, true, g.s), r)
+}
+
+// topk is the k largest values along the last axis, in no particular order.
+func (g *graph) topk(a C.mlx_array, k int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("topk", C.mlx_topk_axis(&r, a, C.int(k), -1, g.s), r)
+}
+
+// minAxis is the minimum along axis, kept as a dimension of 1.
+func (g *graph) minAxis(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("min", C.mlx_min_axis(&r, a, C.int(axis), true, g.s), r)
+}
+
+// sumAxis is the sum along axis, kept as a dimension of 1.
+func (g *graph) sumAxis(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("sum", C.mlx_sum_axis(&r, a, C.int(axis), true, g.s), r)
+}
+
+// cumsum is the inclusive running sum along axis.
+func (g *graph) cumsum(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("cumsum", C.mlx_cumsum(&r, a, C.int(axis), false, true, g.s), r)
+}
+
+// argsort is the indices (uint32) that sort a along axis.
+func (g *graph) argsort(a C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("argsort", C.mlx_argsort_axis(&r, a, C.int(axis), g.s), r)
+}
+
+// takeAlong gathers a's elements along axis at indices (of a's rank).
+func (g *graph) takeAlong(a, indices C.mlx_array, axis int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("take_along_axis", C.mlx_take_along_axis(&r, a, indices, C.int(axis), g.s), r)
+}
+
+// gatherMM is a·b[ids] batched: a [..., M, K] broadcast against ids' shape, b [E, K, N]; sorted says that ids
+// are in ascending order.
+func (g *graph) gatherMM(a, b, ids C.mlx_array, sorted bool) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("gather_mm", C.mlx_gather_mm(&r, a, b, C.duet_null_array(), ids, C.bool(sorted), g.s), r)
+}
+
+// gatherQMM is x·dequantize(w[ids])ᵀ for MLX-quantized stacked w [E, N, K*bits/32] (affine or mxfp4).
+func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, q *model.QuantParams, sorted bool) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track("gather_qmm", C.mlx_gather_qmm(&r, x, w, scales, biases, C.duet_null_array(), ids, true,
+		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), C.bool(sorted), g.s), r)
 }
 
 // Constant C strings, allocated once.
 var (
-	cAffine = C.CString("affine")
-	cCausal = C.CString("causal")
-	cNoMask = C.CString("")
+	cAffine    = C.CString("affine")
+	cMXFP4     = C.CString("mxfp4")
+	cCausal    = C.CString("causal")
+	cNoMask    = C.CString("")
+	cArrayMask = C.CString("array")
 )
 
 // shape returns the dimensions of a.

@@ -46,8 +46,8 @@ type mlxModel struct {
 	compute C.mlx_dtype // activations and float weights
 	maxCtx  int
 	chunk   int
-	scale   float32 // 1/sqrt(head_dim)
-	eps     float32
+	arch    *model.Arch
+	layout  backend.KVLayout
 	// pipeline schedules each layer's work (async_eval) as soon as it is built, so MLX computes while Go
 	// builds the next layer.
 	pipeline bool
@@ -57,8 +57,10 @@ type mlxModel struct {
 	embed  linear
 	lmHead *linear // &embed when the embeddings are tied
 	layers []layer
-	norm   C.mlx_array
-	freqs  C.mlx_array // RoPE periods 1/θ_i, float32 [head_dim/2]
+	final  *norm
+	// embedScale is Arch.EmbedScale as a scalar of the compute dtype (a zero handle when there is none).
+	embedScale C.mlx_array
+	consts     consts
 	// embShifts and embMask unpack the quantized embedding's words: uint32 [32/bits] shifts 0, bits, 2·bits...
 	// and the scalar 2^bits-1.
 	embShifts, embMask C.mlx_array
@@ -79,11 +81,33 @@ type linear struct {
 	quant   *model.QuantParams
 }
 
+// consts are the scalars of the activations, in the compute dtype.
+type consts struct {
+	half, one, geluK, geluA C.mlx_array
+}
+
+// norm is one RMSNorm's weights in the compute dtype; Gemma's (1+w) is folded into w at load, in float32 as the
+// cpu backend does. A nil *norm is an absent slot (the identity).
+type norm struct {
+	w   C.mlx_array
+	eps float32
+}
+
 type layer struct {
-	inNorm, postNorm C.mlx_array
-	qNorm, kNorm     C.mlx_array // qwen3
-	q, k, v, o       linear
-	gate, up, down   linear
+	attnIn, attnOut, ffnIn, ffnOut *norm
+	qNorm, kNorm                   *norm // per head, before RoPE
+	q, k, v, o                     linear
+	gate, up, down                 linear
+	sinks                          C.mlx_array // [heads] in the compute dtype, a zero handle without sinks
+	heads, kvHeads, hd             int
+	rotDims, window                int
+	scale                          float32
+	// freqs are the RoPE periods 1/θ_i (float32 [rotDims/2]); ropeScale, when the attention factor is not 1,
+	// multiplies q and k after RoPE: [hd] of the factor on the rotated dims and 1 on the rest.
+	freqs, ropeScale C.mlx_array
+	act              model.Act
+	alpha, limit     C.mlx_array // clamped SwiGLU's α and limit as compute-dtype scalars
+	moe              *moeLayer   // a sparse feed-forward block instead of gate, up and down
 	// qkv and gateUp are q|k|v and gate|up joined along the output dimension, when their formats allow
 	// (then q, k, v, or gate and up, are empty): one matmul per group instead of three or two, which on a GPU
 	// is fewer kernel launches per decode step.
@@ -135,13 +159,8 @@ func (Backend) Load(m *model.Model, opts backend.Options) (backend.Model, error)
 }
 
 func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel, error) {
-	if !m.Config.Arch.Dense() {
-		for i := range m.Config.Arch.Layers {
-			if m.Config.Arch.Layers[i].FFN.Kind == model.FFNMoE {
-				return nil, fmt.Errorf("mlx: model_type %q has mixture-of-experts layers, which this backend does not implement yet (the cpu backend does)", m.Config.Family)
-			}
-		}
-		return nil, fmt.Errorf("mlx: model_type %q uses blocks this backend does not implement yet", m.Config.Family)
+	if err := implemented(m); err != nil {
+		return nil, fmt.Errorf("mlx: model_type %q: %w", m.Config.Family, err)
 	}
 	c := m.Config
 	chunk := opts.PrefillChunk
@@ -153,7 +172,9 @@ func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel,
 		return nil, err
 	}
 	mm := &mlxModel{cfg: c, kvType: m.DType, kvC: kvC, compute: C.MLX_FLOAT32, maxCtx: backend.ContextLimit(c), chunk: chunk,
-		scale: float32(1 / math.Sqrt(float64(c.HeadDim))), eps: float32(c.RMSNormEps), pipeline: true}
+		pipeline: true}
+	mm.arch = &mm.cfg.Arch
+	mm.layout = backend.LayoutOf(mm.arch, m.DType)
 	if lo.computeModelDType {
 		mm.compute = kvC
 	}
@@ -170,6 +191,40 @@ func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel,
 	return mm, nil
 }
 
+// implemented checks that the arch uses only blocks this backend computes, with one KV head count and head
+// dim for every layer (Config's), which is the shape its cache holds. What it refuses it names.
+func implemented(m *model.Model) error {
+	c := &m.Config
+	if len(c.Arch.Layers) != len(m.Layers) {
+		return fmt.Errorf("%d layer specs for %d layers", len(c.Arch.Layers), len(m.Layers))
+	}
+	for i := range c.Arch.Layers {
+		l := &c.Arch.Layers[i]
+		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
+			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
+		}
+		switch l.FFN.Act {
+		case model.ActSiLU, model.ActGELUTanh:
+		case model.ActClampedSwiGLU:
+			if !(l.FFN.Limit > 0) || l.FFN.Alpha == 0 {
+				return fmt.Errorf("layer %d: clamped SwiGLU with alpha %g, limit %g", i, l.FFN.Alpha, l.FFN.Limit)
+			}
+		default:
+			return fmt.Errorf("layer %d: activation %d is not implemented", i, l.FFN.Act)
+		}
+		if m.Layers[i].Attn == nil {
+			return fmt.Errorf("layer %d has no attention weights", i)
+		}
+		if l.FFN.Kind == model.FFNMoE && m.Layers[i].MoE == nil {
+			return fmt.Errorf("layer %d has no expert weights", i)
+		}
+		if l.FFN.Kind == model.FFNDense && m.Layers[i].MLP == nil {
+			return fmt.Errorf("layer %d has no MLP weights", i)
+		}
+	}
+	return nil
+}
+
 // loadWeights runs on the MLX thread.
 func (m *mlxModel) loadWeights(src *model.Model) error {
 	var err error
@@ -184,39 +239,29 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 		}
 		m.lmHead = &l
 	}
-	if m.norm, err = m.loadTensor(src.Norm, m.compute); err != nil {
+	if m.final, err = m.loadNorm(&m.arch.FinalNorm, src.Norm); err != nil {
 		return err
+	}
+	if m.arch.EmbedScale != 0 {
+		if m.embedScale, err = m.scalar(m.arch.EmbedScale); err != nil {
+			return err
+		}
+	}
+	for _, c := range []struct {
+		dst *C.mlx_array
+		v   float64
+	}{{&m.consts.half, 0.5}, {&m.consts.one, 1}, {&m.consts.geluK, math.Sqrt(2 / math.Pi)}, {&m.consts.geluA, 0.044715}} {
+		if *c.dst, err = m.scalar(c.v); err != nil {
+			return err
+		}
 	}
 	m.layers = make([]layer, len(src.Layers))
 	for i := range src.Layers {
-		s, d := &src.Layers[i], &m.layers[i]
-		for _, v := range []struct {
-			dst *C.mlx_array
-			t   *safetensors.Tensor
-		}{{&d.inNorm, s.AttnIn}, {&d.postNorm, s.FFNIn}, {&d.qNorm, s.Attn.QNorm}, {&d.kNorm, s.Attn.KNorm}} {
-			if v.t == nil {
-				continue
-			}
-			if *v.dst, err = m.loadTensor(v.t, m.compute); err != nil {
-				return err
-			}
-		}
-		for _, p := range []struct {
-			dst *linear
-			src *model.Linear
-		}{{&d.q, s.Attn.Q}, {&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}, {&d.gate, s.MLP.Gate}, {&d.up, s.MLP.Up}, {&d.down, s.MLP.Down}} {
-			if *p.dst, err = m.loadLinear(p.src); err != nil {
-				return err
-			}
-		}
-		if d.qkv, err = fuse(&d.q, &d.k, &d.v); err != nil {
-			return err
-		}
-		if d.gateUp, err = fuse(&d.gate, &d.up); err != nil {
-			return err
+		if err := m.loadLayer(i, &src.Layers[i]); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
 		}
 	}
-	if q := m.embed.quant; q != nil {
+	if q := m.embed.quant; q != nil && q.Mode == model.ModeAffine {
 		per := 32 / q.Bits
 		b := make([]byte, 4*per)
 		for i := 0; i < per; i++ {
@@ -230,13 +275,139 @@ func (m *mlxModel) loadWeights(src *model.Model) error {
 			return err
 		}
 	}
-	periods := ropePeriods(&m.cfg.Arch.Layers[0].Attn.Rope)
-	b := make([]byte, 4*len(periods))
-	for i, p := range periods {
-		putF32(b[4*i:], p)
+	return nil
+}
+
+// loadLayer prepares layer i from s, its spec and weights.
+func (m *mlxModel) loadLayer(i int, s *model.Layer) error {
+	spec, d := &m.arch.Layers[i], &m.layers[i]
+	at := &spec.Attn
+	var err error
+	for _, v := range []struct {
+		dst  **norm
+		spec *model.NormSpec
+		t    *safetensors.Tensor
+	}{{&d.attnIn, spec.AttnIn, s.AttnIn}, {&d.attnOut, spec.AttnOut, s.AttnOut}, {&d.ffnIn, spec.FFNIn, s.FFNIn},
+		{&d.ffnOut, spec.FFNOut, s.FFNOut}, {&d.qNorm, at.QKNorm, s.Attn.QNorm}, {&d.kNorm, at.QKNorm, s.Attn.KNorm}} {
+		if *v.dst, err = m.loadNorm(v.spec, v.t); err != nil {
+			return err
+		}
 	}
-	m.freqs, err = newArray(b, []int{len(periods)}, C.MLX_FLOAT32)
+	if at.Sinks {
+		if s.Attn.Sinks == nil {
+			return errors.New("attention sinks without a sinks tensor")
+		}
+		if d.sinks, err = m.loadTensor(s.Attn.Sinks, m.compute); err != nil {
+			return err
+		}
+	}
+	d.heads, d.kvHeads, d.hd = at.Heads, at.KVHeads, at.HeadDim
+	d.rotDims, d.window, d.scale = at.Rope.RotaryDims, at.Window, float32(at.Scale)
+	inv, af := at.Rope.InvFreq()
+	b := make([]byte, 4*len(inv))
+	for j, f := range inv {
+		putF32(b[4*j:], float32(1/f))
+	}
+	if d.freqs, err = newArray(b, []int{len(inv)}, C.MLX_FLOAT32); err != nil {
+		return err
+	}
+	if af != 1 {
+		// The cpu backend scales cos and sin by the factor in float64 and rounds once; this rounds the
+		// factor to float32 and multiplies the rotated values, a difference of an ulp.
+		b := make([]byte, 4*d.hd)
+		for j := 0; j < d.hd; j++ {
+			f := 1.0
+			if j < d.rotDims {
+				f = af
+			}
+			putF32(b[4*j:], float32(f))
+		}
+		if d.ropeScale, err = newArray(b, []int{d.hd}, C.MLX_FLOAT32); err != nil {
+			return err
+		}
+	}
+	d.act = spec.FFN.Act
+	if d.act == model.ActClampedSwiGLU {
+		if d.alpha, err = m.scalar(spec.FFN.Alpha); err != nil {
+			return err
+		}
+		if d.limit, err = m.scalar(spec.FFN.Limit); err != nil {
+			return err
+		}
+	}
+	type pair struct {
+		dst *linear
+		src *model.Linear
+	}
+	pairs := []pair{{&d.q, s.Attn.Q}, {&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}}
+	if spec.FFN.Kind == model.FFNMoE {
+		if d.moe, err = m.loadMoE(s.MoE, spec.FFN.MoE); err != nil {
+			return err
+		}
+	} else {
+		pairs = append(pairs, pair{&d.gate, s.MLP.Gate}, pair{&d.up, s.MLP.Up}, pair{&d.down, s.MLP.Down})
+	}
+	for _, p := range pairs {
+		if *p.dst, err = m.loadLinear(p.src); err != nil {
+			return err
+		}
+	}
+	if d.qkv, err = fuse(&d.q, &d.k, &d.v); err != nil {
+		return err
+	}
+	if d.moe == nil {
+		d.gateUp, err = fuse(&d.gate, &d.up)
+	}
 	return err
+}
+
+// loadNorm loads the weights of a norm of kind spec; a nil spec (an absent slot) gives nil.
+func (m *mlxModel) loadNorm(spec *model.NormSpec, t *safetensors.Tensor) (*norm, error) {
+	if spec == nil {
+		return nil, nil
+	}
+	if t == nil {
+		return nil, errors.New("a norm without weights")
+	}
+	n := &norm{eps: float32(spec.Eps)}
+	if spec.Kind != model.NormRMSPlusOne {
+		var err error
+		n.w, err = m.loadTensor(t, m.compute)
+		return n, err
+	}
+	w, err := m.loadTensor(t, C.MLX_FLOAT32)
+	if err != nil {
+		return nil, err
+	}
+	defer free(&w)
+	g := newGraph()
+	defer g.free()
+	one := g.data([]byte{0, 0, 0x80, 0x3f}, nil, C.MLX_FLOAT32) // 1.0f
+	a := g.astype(g.add(w, one), m.compute)
+	if g.err == nil {
+		g.err = evalArrays(a)
+	}
+	if g.err != nil {
+		return nil, fmt.Errorf("tensor %q: %w", t.Name, g.err)
+	}
+	n.w = g.keep(a)
+	return n, nil
+}
+
+// scalar is v rounded to float32 and then to the compute dtype, evaluated; the caller owns it.
+func (m *mlxModel) scalar(v float64) (C.mlx_array, error) {
+	b := make([]byte, 4)
+	putF32(b, float32(v))
+	g := newGraph()
+	defer g.free()
+	a := g.astype(g.data(b, nil, C.MLX_FLOAT32), m.compute)
+	if g.err == nil {
+		g.err = evalArrays(a)
+	}
+	if g.err != nil {
+		return C.mlx_array{}, g.err
+	}
+	return g.keep(a), nil
 }
 
 // loadTensor copies t into a new array converted to d and evaluated. The caller owns the result.
@@ -251,6 +422,8 @@ func (m *mlxModel) loadTensor(t *safetensors.Tensor, d C.mlx_dtype) (C.mlx_array
 		sd = C.MLX_BFLOAT16
 	case safetensors.U32:
 		sd = C.MLX_UINT32
+	case safetensors.U8:
+		sd = C.MLX_UINT8
 	default:
 		return C.mlx_array{}, fmt.Errorf("tensor %q: unsupported dtype %s", t.Name, t.DType)
 	}
@@ -275,12 +448,14 @@ func (m *mlxModel) loadLinear(l *model.Linear) (linear, error) {
 		}
 	}
 	if q := l.Quant; q != nil {
-		if q.Mode != model.ModeAffine {
-			return out, fmt.Errorf("mlx: %s: %s quantization is not implemented by this backend yet", l.Name, q.Mode)
-		}
 		p := q.QuantParams
 		out.quant = &p
 		if out.w, err = m.loadTensor(l.Weight, C.MLX_UINT32); err != nil {
+			return out, err
+		}
+		if q.Mode == model.ModeMXFP4 {
+			// e8m0 exponents, used as they are; no biases.
+			out.scales, err = m.loadTensor(q.Scales, C.MLX_UINT8)
 			return out, err
 		}
 		if out.scales, err = m.loadTensor(q.Scales, m.compute); err != nil {
@@ -331,8 +506,11 @@ func fuse(parts ...*linear) (linear, error) {
 	keep := []*C.mlx_array{&out.w}
 	if out.quant != nil {
 		out.scales = join(func(l *linear) C.mlx_array { return l.scales })
-		out.biases = join(func(l *linear) C.mlx_array { return l.biases })
-		keep = append(keep, &out.scales, &out.biases)
+		keep = append(keep, &out.scales)
+		if first.biases.ctx != nil {
+			out.biases = join(func(l *linear) C.mlx_array { return l.biases })
+			keep = append(keep, &out.biases)
+		}
 	} else {
 		out.wT = g.transpose(out.w, 1, 0)
 		keep = append(keep, &out.wT)
@@ -375,22 +553,35 @@ func (m *mlxModel) freeWeights() {
 	m.embed.free()
 	for i := range m.layers {
 		L := &m.layers[i]
-		for _, a := range []*C.mlx_array{&L.inNorm, &L.postNorm, &L.qNorm, &L.kNorm} {
+		for _, n := range []*norm{L.attnIn, L.attnOut, L.ffnIn, L.ffnOut, L.qNorm, L.kNorm} {
+			if n != nil {
+				free(&n.w)
+			}
+		}
+		for _, a := range []*C.mlx_array{&L.sinks, &L.freqs, &L.ropeScale, &L.alpha, &L.limit} {
 			free(a)
+		}
+		if L.moe != nil {
+			L.moe.free()
 		}
 		for _, l := range []*linear{&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.qkv, &L.gateUp} {
 			l.free()
 		}
 	}
-	free(&m.norm)
-	free(&m.freqs)
+	if m.final != nil {
+		free(&m.final.w)
+	}
+	free(&m.embedScale)
+	for _, a := range []*C.mlx_array{&m.consts.half, &m.consts.one, &m.consts.geluK, &m.consts.geluA} {
+		free(a)
+	}
 	free(&m.embShifts)
 	free(&m.embMask)
 	m.layers, m.lmHead = nil, nil
 }
 
 func (m *mlxModel) KVLayout() backend.KVLayout {
-	return backend.DenseLayout(m.cfg.NumLayers, m.cfg.NumKVHeads, m.cfg.HeadDim, m.kvType)
+	return m.layout
 }
 
 func (m *mlxModel) VocabSize() int  { return m.cfg.VocabSize }
@@ -408,17 +599,6 @@ func (m *mlxModel) Close() error {
 		m.freeWeights()
 		return nil
 	})
-}
-
-// ropePeriods returns 1/θ_i for the frequencies of r (RopeSpec.InvFreq): MLX's rope takes periods, not
-// frequencies. The backend loads only dense archs, whose layers share one rope with attention factor 1.
-func ropePeriods(r *model.RopeSpec) []float32 {
-	inv, _ := r.InvFreq()
-	out := make([]float32, len(inv))
-	for i, f := range inv {
-		out[i] = float32(1 / f)
-	}
-	return out
 }
 
 func putF32(b []byte, f float32) { putU32(b, math.Float32bits(f)) }

@@ -180,9 +180,16 @@ func TestParseBytes(t *testing.T) {
 }
 
 // TestModelDTypeCompute runs a bfloat16 model the way a GPU does by default, in bfloat16, and checks it stays
-// near the float32 result (bfloat16 keeps 8 bits of mantissa, so only closeness is expected).
+// near the float32 result (bfloat16 keeps 8 bits of mantissa, so only closeness is expected); gemma3_text and
+// gpt_oss (windows, sinks, GeGLU and clamped SwiGLU, mxfp4 experts) included.
 func TestModelDTypeCompute(t *testing.T) {
-	for _, v := range backendtest.Variants() {
+	variants := backendtest.Variants()
+	for _, f := range []model.Family{model.Gemma3Text, model.GptOSS} {
+		o := modelgen.TinyFamily(f)
+		o.DType, o.ExpertsMXFP4 = dtype.BFloat16, f == model.GptOSS
+		variants = append(variants, backendtest.Variant{Name: string(f) + "/bf16", Options: o})
+	}
+	for _, v := range variants {
 		if v.Options.DType == dtype.Float32 {
 			continue
 		}
@@ -205,26 +212,14 @@ func TestModelDTypeCompute(t *testing.T) {
 	}
 }
 
-// TestRefusesMoE: a mixture-of-experts model fails at load with a message that says so, not somewhere in the
-// forward pass.
-// TestRefusesGemma3: Gemma 3's blocks run on the cpu backend only; a load here says so instead of computing
-// something else.
-func TestRefusesGemma3(t *testing.T) {
-	for _, f := range []model.Family{model.Gemma3Text, model.Gemma3} {
-		mod := backendtest.Generate(t, modelgen.TinyFamily(f))
-		_, err := Backend{}.Load(mod, backend.Options{})
-		if err == nil || !strings.Contains(err.Error(), "does not implement yet") {
-			t.Errorf("%s: Load = %v, want a refusal", f, err)
-		}
-	}
-}
-
-func TestRefusesMoE(t *testing.T) {
-	for _, f := range []model.Family{model.Qwen3MoE, model.Qwen2MoE, model.Mixtral, model.GptOSS} {
-		mod := backendtest.Generate(t, backendtest.Tiny(func(o *modelgen.Options) { o.Family = f }))
-		_, err := Backend{}.Load(mod, backend.Options{})
-		if err == nil || !strings.Contains(err.Error(), "mixture-of-experts") {
-			t.Errorf("%s: Load = %v, want a mixture-of-experts refusal", f, err)
-		}
+// TestRefusesMissingBlockWeights: a layer whose spec is a mixture of experts but whose weights are a dense MLP
+// is refused at load with an error that names the layer and the block.
+func TestRefusesMissingBlockWeights(t *testing.T) {
+	mod := backendtest.Generate(t, backendtest.Tiny(nil))
+	s := &mod.Config.Arch.Layers[1]
+	s.FFN.Kind, s.FFN.MoE = model.FFNMoE, &model.MoESpec{Experts: 4, TopK: 2, Intermediate: 32}
+	_, err := Backend{}.Load(mod, backend.Options{})
+	if err == nil || !strings.Contains(err.Error(), "layer 1 has no expert weights") {
+		t.Errorf("Load = %v, want a refusal naming layer 1's experts", err)
 	}
 }
