@@ -285,6 +285,7 @@ func MoE2BDense() Options {
 	o := MoE2B()
 	o.Family, o.IntermediateSize = model.Qwen3, o.TopK*o.MoEIntermediate
 	o.NumExperts, o.TopK, o.MoEIntermediate, o.NormTopK, o.MLPOnlyLayers = 0, 0, 0, false, nil
+	o.Layout = "" // a dense family has one naming convention: the layout option is refused
 	return o
 }
 

@@ -2386,120 +2386,138 @@ DATA nibbleShifts<>+24(SB)/4, $0x00000018
 DATA nibbleShifts<>+28(SB)/4, $0x0000001c
 GLOBL nibbleShifts<>(SB), RODATA|NOPTR, $32
 
-// func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
-// Requires: AVX, AVX512DQ, AVX512F, AVX512VBMI, AVX512VL, MMX+
-TEXT ·q4Dot4x1Z(SB), NOSPLIT, $8-72
+// func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int, quads int)
+// Requires: AVX, AVX512DQ, AVX512F, AVX512VL, MMX+
+TEXT ·q4Dot4x1Z(SB), NOSPLIT, $0-80
+	VMOVUPS   nibbleValues<>+0(SB), Z0
+	VMOVDQU32 nibblePairShifts<>+0(SB), Z1
+	VMOVDQU32 nibblePairInputs<>+0(SB), Z2
 	MOVQ      x+8(FP), AX
-	MOVQ      qs+24(FP), CX
-	MOVQ      q+16(FP), DX
-	LEAQ      (DX)(CX*1), BX
-	LEAQ      (BX)(CX*1), SI
-	LEAQ      (SI)(CX*1), DI
-	MOVQ      ss+48(FP), R8
-	MOVQ      scales+32(FP), R9
-	MOVQ      biases+40(FP), R10
-	LEAQ      (R8)(R8*2), R11
-	MOVQ      n+56(FP), R12
-	MOVQ      group+64(FP), R13
-	VXORPS    Z0, Z0, Z0
-	VXORPS    Z1, Z1, Z1
-	VXORPS    Z2, Z2, Z2
-	VXORPS    Z3, Z3, Z3
-	VMOVUPS   nibbleValues<>+0(SB), Z4
-	VMOVDQU32 nibbleSelect<>+0(SB), Z5
-	LEAQ      (DX)(CX*8), CX
-	MOVQ      R13, R14
-	SHLQ      $0x01, R14
-	XORQ      R15, R15
+	MOVQ      q+16(FP), CX
+	MOVQ      ss+48(FP), DX
+	MOVQ      scales+32(FP), BX
+	MOVQ      biases+40(FP), SI
+	MOVQ      qs+24(FP), DI
+	LEAQ      (CX)(DI*8), DI
+
+q4Dot4x1Z_quad:
+	MOVQ   qs+24(FP), R8
+	LEAQ   (CX)(R8*1), R10
+	LEAQ   (R10)(R8*1), R11
+	LEAQ   (R11)(R8*1), R12
+	VXORPS Z3, Z3, Z3
+	VXORPS Z4, Z4, Z4
+	VXORPS Z5, Z5, Z5
+	VXORPS Z6, Z6, Z6
+	XORQ   R8, R8
 
 q4Dot4x1Z_group:
-	CMPQ         R15, R12
-	JGE          q4Dot4x1Z_done
-	PREFETCHT0   (CX)
-	PREFETCHT0   64(CX)
-	ADDQ         R14, CX
-	VBROADCASTSS (R9), Z6
-	VMULPS       Z4, Z6, Z6
-	VBROADCASTSS (R10), Z7
-	VADDPS       Z7, Z6, Z6
-	VBROADCASTSS (R9)(R8*1), Z7
-	VMULPS       Z4, Z7, Z7
-	VBROADCASTSS (R10)(R8*1), Z8
+	MOVQ         n+56(FP), R9
+	SHRQ         $0x01, R9
+	CMPQ         R8, R9
+	JGE          q4Dot4x1Z_store
+	PREFETCHT0   (DI)
+	PREFETCHT0   64(DI)
+	MOVQ         group+64(FP), R13
+	LEAQ         (DI)(R13*2), DI
+	SHRQ         $0x01, R13
+	MOVQ         R8, R9
+	ADDQ         R13, R9
+	LEAQ         (BX)(DX*2), R13
+	LEAQ         (SI)(DX*2), R14
+	VBROADCASTSS (BX), Z7
+	VMULPS       Z0, Z7, Z7
+	VBROADCASTSS (SI), Z8
 	VADDPS       Z8, Z7, Z7
-	VBROADCASTSS (R9)(R8*2), Z8
-	VMULPS       Z4, Z8, Z8
-	VBROADCASTSS (R10)(R8*2), Z9
+	VBROADCASTSS (BX)(DX*1), Z8
+	VMULPS       Z0, Z8, Z8
+	VBROADCASTSS (SI)(DX*1), Z9
 	VADDPS       Z9, Z8, Z8
-	VBROADCASTSS (R9)(R11*1), Z9
-	VMULPS       Z4, Z9, Z9
-	VBROADCASTSS (R10)(R11*1), Z10
+	VBROADCASTSS (R13), Z9
+	VMULPS       Z0, Z9, Z9
+	VBROADCASTSS (R14), Z10
 	VADDPS       Z10, Z9, Z9
-	ADDQ         $0x04, R9
-	ADDQ         $0x04, R10
-	MOVQ         R15, BP
-	ADDQ         R13, BP
+	VBROADCASTSS (R13)(DX*1), Z10
+	VMULPS       Z0, Z10, Z10
+	VBROADCASTSS (R14)(DX*1), Z11
+	VADDPS       Z11, Z10, Z10
+	ADDQ         $0x04, BX
+	ADDQ         $0x04, SI
 
 q4Dot4x1Z_loop:
-	VMOVUPS             (AX)(R15*4), Z10
-	VPMULTISHIFTQB.BCST (DX), Z5, Z11
-	VPERMPS             Z6, Z11, Z11
-	VFMADD231PS         Z11, Z10, Z0
-	ADDQ                $0x08, DX
-	VPMULTISHIFTQB.BCST (BX), Z5, Z11
-	VPERMPS             Z7, Z11, Z11
-	VFMADD231PS         Z11, Z10, Z1
-	ADDQ                $0x08, BX
-	VPMULTISHIFTQB.BCST (SI), Z5, Z11
-	VPERMPS             Z8, Z11, Z11
-	VFMADD231PS         Z11, Z10, Z2
-	ADDQ                $0x08, SI
-	VPMULTISHIFTQB.BCST (DI), Z5, Z11
-	VPERMPS             Z9, Z11, Z11
-	VFMADD231PS         Z11, Z10, Z3
-	ADDQ                $0x08, DI
-	ADDQ                $0x10, R15
-	CMPQ                R15, BP
-	JL                  q4Dot4x1Z_loop
-	JMP                 q4Dot4x1Z_group
+	VPERMPS      (AX)(R8*8), Z2, Z11
+	VPBROADCASTQ (CX)(R8*1), Z12
+	VPSRLVD      Z1, Z12, Z12
+	VPERMPS      Z7, Z12, Z12
+	VFMADD231PS  Z12, Z11, Z3
+	VPBROADCASTQ (R10)(R8*1), Z12
+	VPSRLVD      Z1, Z12, Z12
+	VPERMPS      Z8, Z12, Z12
+	VFMADD231PS  Z12, Z11, Z4
+	VPBROADCASTQ (R11)(R8*1), Z12
+	VPSRLVD      Z1, Z12, Z12
+	VPERMPS      Z9, Z12, Z12
+	VFMADD231PS  Z12, Z11, Z5
+	VPBROADCASTQ (R12)(R8*1), Z12
+	VPSRLVD      Z1, Z12, Z12
+	VPERMPS      Z10, Z12, Z12
+	VFMADD231PS  Z12, Z11, Z6
+	ADDQ         $0x08, R8
+	CMPQ         R8, R9
+	JL           q4Dot4x1Z_loop
+	JMP          q4Dot4x1Z_group
 
-q4Dot4x1Z_done:
-	MOVQ          y+0(FP), AX
-	VEXTRACTF64X4 $0x01, Z0, Y4
-	VADDPS        Y4, Y0, Y4
-	VEXTRACTF32X4 $0x01, Y4, X0
-	VADDPS        X0, X4, X0
-	VMOVHLPS      X0, X0, X4
-	VADDPS        X4, X0, X0
-	VMOVSHDUP     X0, X4
-	VADDSS        X4, X0, X0
-	VMOVSS        X0, (AX)
-	VEXTRACTF64X4 $0x01, Z1, Y0
-	VADDPS        Y0, Y1, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 4(AX)
-	VEXTRACTF64X4 $0x01, Z2, Y0
-	VADDPS        Y0, Y2, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 8(AX)
-	VEXTRACTF64X4 $0x01, Z3, Y0
-	VADDPS        Y0, Y3, Y0
-	VEXTRACTF32X4 $0x01, Y0, X1
-	VADDPS        X1, X0, X1
-	VMOVHLPS      X1, X1, X0
-	VADDPS        X0, X1, X1
-	VMOVSHDUP     X1, X0
-	VADDSS        X0, X1, X1
-	VMOVSS        X1, 12(AX)
+q4Dot4x1Z_store:
+	MOVQ          y+0(FP), CX
+	VMOVSHDUP     Z3, Z7
+	VADDPS        Z7, Z3, Z7
+	VPMOVQD       Z7, Y3
+	VEXTRACTF32X4 $0x01, Y3, X7
+	VADDPS        X7, X3, X7
+	VMOVHLPS      X7, X7, X3
+	VADDPS        X3, X7, X7
+	VMOVSHDUP     X7, X3
+	VADDSS        X3, X7, X7
+	VMOVSS        X7, (CX)
+	VMOVSHDUP     Z4, Z3
+	VADDPS        Z3, Z4, Z3
+	VPMOVQD       Z3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMOVHLPS      X4, X4, X3
+	VADDPS        X3, X4, X4
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X4, X4
+	VMOVSS        X4, 4(CX)
+	VMOVSHDUP     Z5, Z3
+	VADDPS        Z3, Z5, Z3
+	VPMOVQD       Z3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMOVHLPS      X4, X4, X3
+	VADDPS        X3, X4, X4
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X4, X4
+	VMOVSS        X4, 8(CX)
+	VMOVSHDUP     Z6, Z3
+	VADDPS        Z3, Z6, Z3
+	VPMOVQD       Z3, Y3
+	VEXTRACTF32X4 $0x01, Y3, X4
+	VADDPS        X4, X3, X4
+	VMOVHLPS      X4, X4, X3
+	VADDPS        X3, X4, X4
+	VMOVSHDUP     X4, X3
+	VADDSS        X3, X4, X4
+	VMOVSS        X4, 12(CX)
+	ADDQ          $0x10, y+0(FP)
+	MOVQ          qs+24(FP), CX
+	LEAQ          (R12)(CX*1), CX
+	LEAQ          (BX)(DX*2), BX
+	ADDQ          DX, BX
+	LEAQ          (SI)(DX*2), SI
+	ADDQ          DX, SI
+	DECQ          quads+72(FP)
+	JNZ           q4Dot4x1Z_quad
 	VZEROUPPER
 	RET
 
@@ -2521,23 +2539,41 @@ DATA nibbleValues<>+56(SB)/4, $0x41600000
 DATA nibbleValues<>+60(SB)/4, $0x41700000
 GLOBL nibbleValues<>(SB), RODATA|NOPTR, $64
 
-DATA nibbleSelect<>+0(SB)/4, $0x00000000
-DATA nibbleSelect<>+4(SB)/4, $0x00000004
-DATA nibbleSelect<>+8(SB)/4, $0x00000008
-DATA nibbleSelect<>+12(SB)/4, $0x0000000c
-DATA nibbleSelect<>+16(SB)/4, $0x00000010
-DATA nibbleSelect<>+20(SB)/4, $0x00000014
-DATA nibbleSelect<>+24(SB)/4, $0x00000018
-DATA nibbleSelect<>+28(SB)/4, $0x0000001c
-DATA nibbleSelect<>+32(SB)/4, $0x00000020
-DATA nibbleSelect<>+36(SB)/4, $0x00000024
-DATA nibbleSelect<>+40(SB)/4, $0x00000028
-DATA nibbleSelect<>+44(SB)/4, $0x0000002c
-DATA nibbleSelect<>+48(SB)/4, $0x00000030
-DATA nibbleSelect<>+52(SB)/4, $0x00000034
-DATA nibbleSelect<>+56(SB)/4, $0x00000038
-DATA nibbleSelect<>+60(SB)/4, $0x0000003c
-GLOBL nibbleSelect<>(SB), RODATA|NOPTR, $64
+DATA nibblePairShifts<>+0(SB)/4, $0x00000000
+DATA nibblePairShifts<>+4(SB)/4, $0x00000000
+DATA nibblePairShifts<>+8(SB)/4, $0x00000004
+DATA nibblePairShifts<>+12(SB)/4, $0x00000004
+DATA nibblePairShifts<>+16(SB)/4, $0x00000008
+DATA nibblePairShifts<>+20(SB)/4, $0x00000008
+DATA nibblePairShifts<>+24(SB)/4, $0x0000000c
+DATA nibblePairShifts<>+28(SB)/4, $0x0000000c
+DATA nibblePairShifts<>+32(SB)/4, $0x00000010
+DATA nibblePairShifts<>+36(SB)/4, $0x00000010
+DATA nibblePairShifts<>+40(SB)/4, $0x00000014
+DATA nibblePairShifts<>+44(SB)/4, $0x00000014
+DATA nibblePairShifts<>+48(SB)/4, $0x00000018
+DATA nibblePairShifts<>+52(SB)/4, $0x00000018
+DATA nibblePairShifts<>+56(SB)/4, $0x0000001c
+DATA nibblePairShifts<>+60(SB)/4, $0x0000001c
+GLOBL nibblePairShifts<>(SB), RODATA|NOPTR, $64
+
+DATA nibblePairInputs<>+0(SB)/4, $0x00000000
+DATA nibblePairInputs<>+4(SB)/4, $0x00000008
+DATA nibblePairInputs<>+8(SB)/4, $0x00000001
+DATA nibblePairInputs<>+12(SB)/4, $0x00000009
+DATA nibblePairInputs<>+16(SB)/4, $0x00000002
+DATA nibblePairInputs<>+20(SB)/4, $0x0000000a
+DATA nibblePairInputs<>+24(SB)/4, $0x00000003
+DATA nibblePairInputs<>+28(SB)/4, $0x0000000b
+DATA nibblePairInputs<>+32(SB)/4, $0x00000004
+DATA nibblePairInputs<>+36(SB)/4, $0x0000000c
+DATA nibblePairInputs<>+40(SB)/4, $0x00000005
+DATA nibblePairInputs<>+44(SB)/4, $0x0000000d
+DATA nibblePairInputs<>+48(SB)/4, $0x00000006
+DATA nibblePairInputs<>+52(SB)/4, $0x0000000e
+DATA nibblePairInputs<>+56(SB)/4, $0x00000007
+DATA nibblePairInputs<>+60(SB)/4, $0x0000000f
+GLOBL nibblePairInputs<>(SB), RODATA|NOPTR, $64
 
 // func fp4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 // Requires: AVX, AVX2, FMA3, MMX+
@@ -2782,6 +2818,24 @@ fp4Dot4x1Z_done:
 	VMOVSS        X1, 12(AX)
 	VZEROUPPER
 	RET
+
+DATA nibbleSelect<>+0(SB)/4, $0x00000000
+DATA nibbleSelect<>+4(SB)/4, $0x00000004
+DATA nibbleSelect<>+8(SB)/4, $0x00000008
+DATA nibbleSelect<>+12(SB)/4, $0x0000000c
+DATA nibbleSelect<>+16(SB)/4, $0x00000010
+DATA nibbleSelect<>+20(SB)/4, $0x00000014
+DATA nibbleSelect<>+24(SB)/4, $0x00000018
+DATA nibbleSelect<>+28(SB)/4, $0x0000001c
+DATA nibbleSelect<>+32(SB)/4, $0x00000020
+DATA nibbleSelect<>+36(SB)/4, $0x00000024
+DATA nibbleSelect<>+40(SB)/4, $0x00000028
+DATA nibbleSelect<>+44(SB)/4, $0x0000002c
+DATA nibbleSelect<>+48(SB)/4, $0x00000030
+DATA nibbleSelect<>+52(SB)/4, $0x00000034
+DATA nibbleSelect<>+56(SB)/4, $0x00000038
+DATA nibbleSelect<>+60(SB)/4, $0x0000003c
+GLOBL nibbleSelect<>(SB), RODATA|NOPTR, $64
 
 // func bf16Dot1x1(y *float32, ys int, x *float32, w *byte, n int)
 // Requires: AVX, AVX2, FMA3

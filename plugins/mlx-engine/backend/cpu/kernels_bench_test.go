@@ -181,3 +181,73 @@ func BenchmarkStoredKernels(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkQ4Stream measures the 4-bit decode kernels where decode runs them: on matrices of MoE2B's shapes
+// (an expert's gate/up 512×1024 and down 1024×512, the dense model's MLP 2048×1024 and 1024×2048), group 64,
+// streamed from memory (copies of the matrix adding up to 128 MB, each read once per op), split over the
+// threads in tasks of 32 weight rows as matmul splits them. Each op is paired with a read of as many bytes
+// with as many threads right before it (readAll, the bound of BenchmarkMoE): GB/s is the kernel's rate in
+// bytes of the matrix as stored (packed weights, scales and biases), of-read its ratio to the paired read.
+//
+//	flock /tmp/duet-heavy.lock go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench Q4Stream -benchtime 20x
+func BenchmarkQ4Stream(b *testing.B) {
+	const total, group = 128 << 20, 64
+	buf := make([]byte, total)
+	for i := range buf {
+		buf[i] = byte(i * 131)
+	}
+	for _, k := range kernelPaths()[1:] {
+		for _, sh := range []struct {
+			name    string
+			out, in int
+		}{{"expert-up-512x1024", 512, 1024}, {"expert-down-1024x512", 1024, 512}, {"dense-up-2048x1024", 2048, 1024}, {"dense-down-1024x2048", 1024, 2048}} {
+			per := sh.out * sh.in / 2
+			mats := make([]storedMatrix, total/(per+per/4))
+			for i := range mats {
+				raw := buf[i*per : (i+1)*per]
+				sc := make([]float32, sh.out*sh.in/group)
+				bi := make([]float32, len(sc))
+				for j := range sc {
+					sc[j], bi[j] = 0.01*float32(j%7+1), -0.05
+				}
+				mats[i] = storedMatrix{kind: storedQ4, raw: raw, scales: sc, biases: bi, group: group}
+			}
+			bytes := int64(len(mats)) * mats[0].bytes()
+			for _, threads := range []int{1, 2} {
+				for _, rows := range []int{1, 4} {
+					b.Run(fmt.Sprintf("%s/%s/threads=%d/rows=%d", k, sh.name, threads, rows), func(b *testing.B) {
+						p := newPool(threads)
+						defer p.close()
+						x := make([]float32, rows*sh.in)
+						for i := range x {
+							x[i] = float32(i%5) * 0.1
+						}
+						ys := make([][]float32, threads)
+						for i := range ys {
+							ys[i] = make([]float32, rows*sh.out)
+						}
+						const chunk = 32
+						tasks := sh.out / chunk
+						var kern, read time.Duration
+						for range b.N {
+							r0 := time.Now()
+							p.run(threads, 1, func(_, lo, _ int) { readAll(buf[lo*total/threads : (lo+1)*total/threads][:bytes/int64(threads)]) })
+							k0 := time.Now()
+							p.run(len(mats)*tasks, 1, func(w, lo, hi int) {
+								for t := lo; t < hi; t++ {
+									m, o0 := &mats[t/tasks], t%tasks*chunk
+									m.vecRowsBatch(k, ys[w], x, rows, sh.in, sh.out, o0, o0+chunk)
+								}
+							})
+							read += k0.Sub(r0)
+							kern += time.Since(k0)
+						}
+						b.ReportMetric(float64(bytes)*float64(b.N)/kern.Seconds()/1e9, "GB/s")
+						b.ReportMetric(float64(bytes)*float64(b.N)/read.Seconds()/1e9, "read-GB/s")
+						b.ReportMetric(read.Seconds()/kern.Seconds(), "of-read")
+					})
+				}
+			}
+		}
+	}
+}

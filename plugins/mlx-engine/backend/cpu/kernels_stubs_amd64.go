@@ -62,8 +62,8 @@ func q8Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases 
 // q4Dot4x1 computes y[o] = Σ_k x[k]·(scale·q + bias) for four 4-bit rows o starting at q, qs bytes apart, whose groups' scales and biases start at scales and biases, ss bytes apart (0 repeats a row).
 func q4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 
-// q4Dot4x1Z is q4Dot4x1 on 16 lanes: values looked up in each group's table of 16 (n and group multiples of 16).
-func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+// q4Dot4x1Z is q4Dot4x1 on 16 lanes for quads consecutive quads of rows (the next quad's rows 4·qs bytes on, its scales and biases 4·ss bytes on; quads is 1 where qs is 0): values looked up in each group's table of 16 (n and group multiples of 16).
+func q4Dot4x1Z(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int, quads int)
 
 // fp4Dot4x1 computes y[o] = Σ_k x[k]·fp4(q)·scale for four mxfp4 rows o starting at q, qs bytes apart, whose groups' widened e8m0 scales start at scales, ss bytes apart (0 repeats a row); biases is unused.
 func fp4Dot4x1(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)

@@ -81,6 +81,9 @@ type simdSet struct {
 	dot8, dot1 func(y *float32, ys int, x *float32, w *float32, n int)
 	bf16, f16  func(y *float32, x *float32, w *byte, ws int, n int)
 	q8, q4     func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
+	// q4quads, where the path has it, replaces q4: the same sums over quads consecutive quads of rows in one
+	// call (the next quad 4·qs bytes on, its scales 4·ss bytes on; quads is 1 where qs is 0).
+	q4quads func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int, quads int)
 	// fp4 is the four-row mxfp4 kernel: q4's shape, with the widened e8m0 scales and no biases.
 	fp4 func(y *float32, x *float32, q *byte, qs int, scales *float32, biases *float32, ss int, n int, group int)
 	// Batched decode of stored rows: [xr-1] computes one weight row × xr input rows (xr ≤ storedVecRows).
@@ -168,6 +171,17 @@ func (s *simdSet) matmulRows(y, x, w []float32, rows, in, out, o0, o1 int) {
 // (stride 0), widened or dequantized in registers.
 func (s *simdSet) vecRows(m *storedMatrix, y, x []float32, in, o0, o1 int) {
 	o := o0
+	if quads := (o1 - o0) / 4; m.kind == storedQ4 && s.q4quads != nil && quads > 0 {
+		// The task's quads in one call: the same sums as a call per quad.
+		rb, groups := in/2, in/m.group
+		_ = x[in-1]
+		_ = y[o0+4*quads-1]
+		_ = m.raw[(o0+4*quads)*rb-1]
+		_ = m.scales[(o0+4*quads)*groups-1]
+		_ = m.biases[(o0+4*quads)*groups-1]
+		s.q4quads(&y[o0], &x[0], &m.raw[o0*rb], rb, &m.scales[o0*groups], &m.biases[o0*groups], 4*groups, in, m.group, quads)
+		o += 4 * quads
+	}
 	for ; o+4 <= o1; o += 4 {
 		s.dot4(m, y[o:o+4], x, in, o, 1)
 	}
@@ -261,6 +275,10 @@ func (s *simdSet) dot4(m *storedMatrix, dst, x []float32, in, o, stride int) {
 		_ = m.raw[(o+3*stride+1)*rb-1]
 		_ = m.scales[(o+3*stride+1)*groups-1]
 		_ = m.biases[(o+3*stride+1)*groups-1]
+		if m.kind == storedQ4 && s.q4quads != nil {
+			s.q4quads(&dst[0], &x[0], &m.raw[o*rb], stride*rb, &m.scales[o*groups], &m.biases[o*groups], 4*stride*groups, in, m.group, 1)
+			return
+		}
 		f := s.q4
 		if m.kind == storedQ8 {
 			f = s.q8

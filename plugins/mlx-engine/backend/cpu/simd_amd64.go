@@ -32,7 +32,7 @@ var simdKernels = func() (k [3]simdSet) {
 			dot: []func(*float32, int, *float32, *float32, int){
 				f32Dot4x1Z, f32Dot4x2Z, f32Dot4x3Z, f32Dot4x4Z, f32Dot4x5Z, f32Dot4x6Z},
 			dot8: f32Dot8x1Z, dot1: f32Dot1x1Z,
-			bf16: bf16Dot4x1Z, f16: f16Dot4x1Z, q8: q8Dot4x1Z, q4: q4Dot4x1Z,
+			bf16: bf16Dot4x1Z, f16: f16Dot4x1Z, q8: q8Dot4x1Z, q4quads: q4Dot4x1Z,
 			axpyWide: 32, wide: f32Axpy32Z, narrow: f32Axpy16Z, silu: f32SiLUZ, exp: f32ExpShiftZ,
 			bf16x: []func(*float32, int, *float32, *byte, int){
 				bf16Dot1x1Z, bf16Dot1x2Z, bf16Dot1x3Z, bf16Dot1x4Z, bf16Dot1x5Z, bf16Dot1x6Z, bf16Dot1x7Z, bf16Dot1x8Z},
