@@ -18,6 +18,7 @@ import (
 type familyAnswer struct {
 	Content string
 	Tokens  [][]byte // the generated tokens' bytes, from logprobs
+	Logprob []float64
 	Usage   struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
@@ -53,7 +54,8 @@ func familyChat(t *testing.T, g *gateway, modelID string, messages []map[string]
 			Message  struct{ Content string } `json:"message"`
 			Logprobs struct {
 				Content []struct {
-					Bytes []int `json:"bytes"`
+					Bytes   []int   `json:"bytes"`
+					Logprob float64 `json:"logprob"`
 				} `json:"content"`
 			} `json:"logprobs"`
 		} `json:"choices"`
@@ -71,6 +73,7 @@ func familyChat(t *testing.T, g *gateway, modelID string, messages []map[string]
 			b[i] = byte(v)
 		}
 		a.Tokens = append(a.Tokens, b)
+		a.Logprob = append(a.Logprob, lp.Logprob)
 	}
 	return a
 }
@@ -139,6 +142,11 @@ func TestDisaggregatedFamilies(t *testing.T) {
 				}
 				if !slices.EqualFunc(got.Tokens, want.Tokens, func(a, b []byte) bool { return string(a) == string(b) }) || got.Content != want.Content {
 					t.Errorf("%s: the disaggregated answer differs:\n local %q %s\nremote %q %s", what, want.Content, tokenList(want.Tokens), got.Content, tokenList(got.Tokens))
+				}
+				// Both engines run the CPU backend on one kernel path, whose results do not depend on how tokens
+				// are batched or chunked: remote KV reproduces local decoding bit for bit, logprobs included.
+				if !slices.Equal(got.Logprob, want.Logprob) {
+					t.Errorf("%s: the disaggregated logprobs differ:\n local %v\nremote %v", what, want.Logprob, got.Logprob)
 				}
 				t.Logf("%s: %d prompt tokens, %d cached, %d over the wire, %d generated", what, got.Usage.PromptTokens, got.Usage.Details.CachedTokens, r.Tokens, len(got.Tokens))
 				return got
