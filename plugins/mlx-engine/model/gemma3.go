@@ -52,6 +52,23 @@ const (
 	slidingAttention = "sliding_attention"
 )
 
+// slidingByType is, for each of n layers, whether config.json's layer_types gives it a sliding window.
+func slidingByType(types []string, n int) ([]bool, error) {
+	if len(types) != n {
+		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), n)
+	}
+	sliding := make([]bool, 0, n)
+	for i, t := range types {
+		switch t {
+		case fullAttention, slidingAttention:
+			sliding = append(sliding, t == slidingAttention)
+		default:
+			return nil, fmt.Errorf("layer_types[%d] = %q is not supported (supported: %s, %s)", i, t, fullAttention, slidingAttention)
+		}
+	}
+	return sliding, nil
+}
+
 func gemma3Prepare(r *rawConfig) error {
 	var k gemma3Keys
 	if err := json.Unmarshal(r.raw, &k); err != nil {
@@ -159,16 +176,9 @@ func gemma3Prepare(r *rawConfig) error {
 		return fmt.Errorf("num_hidden_layers = %d is out of range", n)
 	}
 	if k.LayerTypes != nil {
-		if len(k.LayerTypes) != n {
-			return fmt.Errorf("layer_types has %d entries for %d layers", len(k.LayerTypes), n)
-		}
-		for i, t := range k.LayerTypes {
-			switch t {
-			case fullAttention, slidingAttention:
-				ext.sliding = append(ext.sliding, t == slidingAttention)
-			default:
-				return fmt.Errorf("layer_types[%d] = %q is not supported (supported: %s, %s)", i, t, fullAttention, slidingAttention)
-			}
+		var err error
+		if ext.sliding, err = slidingByType(k.LayerTypes, n); err != nil {
+			return err
 		}
 	} else {
 		pattern := 6

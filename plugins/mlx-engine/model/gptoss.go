@@ -104,16 +104,9 @@ func gptossPrepare(r *rawConfig) error {
 		return fmt.Errorf("num_hidden_layers = %d is out of range", n)
 	}
 	if k.LayerTypes != nil {
-		if len(k.LayerTypes) != n {
-			return fmt.Errorf("layer_types has %d entries for %d layers", len(k.LayerTypes), n)
-		}
-		for i, t := range k.LayerTypes {
-			switch t {
-			case fullAttention, slidingAttention:
-				ext.sliding = append(ext.sliding, t == slidingAttention)
-			default:
-				return fmt.Errorf("layer_types[%d] = %q is not supported (supported: %s, %s)", i, t, fullAttention, slidingAttention)
-			}
+		var err error
+		if ext.sliding, err = slidingByType(k.LayerTypes, n); err != nil {
+			return err
 		}
 	} else {
 		// GptOssConfig (and mlx-lm): sliding, full, sliding, full, ...
@@ -180,27 +173,16 @@ func gptossSpec(r *rawConfig, c *Config) error {
 // gptossLayer binds one gpt-oss layer in any of the three layouts.
 func gptossLayer(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error {
 	at, moe := &spec.Attn, spec.FFN.MoE
-	qDim, kvDim := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
-	l.Spec = spec
-	l.Attn, l.MoE = &Attention{}, &MoE{}
-	var err error
-	steps := []func() error{
-		func() (err error) { l.AttnIn, err = b.vector(p+"input_layernorm.weight", hidden); return },
-		func() (err error) { l.FFNIn, err = b.vector(p+"post_attention_layernorm.weight", hidden); return },
-		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qDim, hidden, at.QBias); return },
-		func() (err error) { l.Attn.K, err = b.linear(p+"self_attn.k_proj", kvDim, hidden, at.KBias); return },
-		func() (err error) { l.Attn.V, err = b.linear(p+"self_attn.v_proj", kvDim, hidden, at.VBias); return },
-		func() (err error) { l.Attn.O, err = b.linear(p+"self_attn.o_proj", hidden, qDim, at.OBias); return },
+	l.MoE = &MoE{}
+	err := b.layerSteps(l, spec, p, hidden, []func() error{
 		func() (err error) { l.Attn.Sinks, err = b.vector(p+"self_attn.sinks", at.Heads); return },
 		func() (err error) {
 			l.MoE.Router, err = b.linear(p+"mlp.router", moe.Experts, hidden, moe.RouterBias)
 			return
 		},
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
 	E, I := moe.Experts, moe.Intermediate
 	ex := p + "mlp.experts."
