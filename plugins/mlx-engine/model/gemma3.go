@@ -52,6 +52,13 @@ const (
 	slidingAttention = "sliding_attention"
 )
 
+// setDefault points *p at v when config.json left the key out.
+func setDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
 // slidingByType is, for each of n layers, whether config.json's layer_types gives it a sliding window.
 func slidingByType(types []string, n int) ([]bool, error) {
 	if len(types) != n {
@@ -102,31 +109,20 @@ func gemma3Prepare(r *rawConfig) error {
 		}
 	}
 	// Gemma3TextConfig's defaults.
-	setInt := func(p **int, v int) {
-		if *p == nil {
-			*p = &v
-		}
-	}
-	setInt(&r.HiddenSize, 2304)
-	setInt(&r.IntermediateSize, 9216)
-	setInt(&r.NumHiddenLayers, 26)
-	setInt(&r.NumAttentionHeads, 8)
-	setInt(&r.NumKeyValueHeads, 4)
-	setInt(&r.HeadDim, 256)
-	setInt(&r.VocabSize, 262208)
-	setInt(&r.MaxPositionEmbeddings, 131072)
-	if r.RMSNormEps == nil {
-		eps := 1e-6
-		r.RMSNormEps = &eps
-	}
+	setDefault(&r.HiddenSize, 2304)
+	setDefault(&r.IntermediateSize, 9216)
+	setDefault(&r.NumHiddenLayers, 26)
+	setDefault(&r.NumAttentionHeads, 8)
+	setDefault(&r.NumKeyValueHeads, 4)
+	setDefault(&r.HeadDim, 256)
+	setDefault(&r.VocabSize, 262208)
+	setDefault(&r.MaxPositionEmbeddings, 131072)
+	setDefault(&r.RMSNormEps, 1e-6)
 	theta := 1e6
 	if r.RopeTheta != nil {
 		theta = *r.RopeTheta
 	}
-	if r.TieWordEmbeddings == nil {
-		tied := true
-		r.TieWordEmbeddings = &tied
-	}
+	setDefault(&r.TieWordEmbeddings, true)
 	if isNull(r.BOSTokenID) {
 		r.BOSTokenID = json.RawMessage("2")
 	}

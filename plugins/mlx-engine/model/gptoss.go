@@ -50,31 +50,17 @@ func gptossPrepare(r *rawConfig) error {
 		return fmt.Errorf("not a valid config: %w", err)
 	}
 	// GptOssConfig's defaults.
-	setInt := func(p **int, v int) {
-		if *p == nil {
-			*p = &v
-		}
-	}
-	setInt(&r.NumHiddenLayers, 36)
-	setInt(&r.VocabSize, 201088)
-	setInt(&r.HiddenSize, 2880)
-	setInt(&r.IntermediateSize, 2880)
-	setInt(&r.HeadDim, 64)
-	setInt(&r.NumAttentionHeads, 64)
-	setInt(&r.NumKeyValueHeads, 8)
-	setInt(&r.MaxPositionEmbeddings, 131072)
-	if r.RMSNormEps == nil {
-		eps := 1e-5
-		r.RMSNormEps = &eps
-	}
-	if r.RopeTheta == nil {
-		theta := 150000.0
-		r.RopeTheta = &theta
-	}
-	if r.AttentionBias == nil {
-		bias := true
-		r.AttentionBias = &bias
-	}
+	setDefault(&r.NumHiddenLayers, 36)
+	setDefault(&r.VocabSize, 201088)
+	setDefault(&r.HiddenSize, 2880)
+	setDefault(&r.IntermediateSize, 2880)
+	setDefault(&r.HeadDim, 64)
+	setDefault(&r.NumAttentionHeads, 64)
+	setDefault(&r.NumKeyValueHeads, 8)
+	setDefault(&r.MaxPositionEmbeddings, 131072)
+	setDefault(&r.RMSNormEps, 1e-5)
+	setDefault(&r.RopeTheta, 150000.0)
+	setDefault(&r.AttentionBias, true)
 	ext := &gptossExt{experts: 128, topK: 4, limit: 7, window: 128}
 	if k.NumLocalExperts != nil {
 		ext.experts = *k.NumLocalExperts
