@@ -277,8 +277,14 @@ func countStream(ctx context.Context, base, prompt string, tokens int) (int, err
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 		return 0, fmt.Errorf("gateway stream: %d %s", resp.StatusCode, errorMessage(data))
 	}
+	return StreamedTokens(resp.Body)
+}
+
+// StreamedTokens is the completion_tokens of the usage chunk of an OpenAI completion stream (SSE), read as a
+// fast client reads it: lines scanned, only the usage chunk decoded; 0 when the stream has none.
+func StreamedTokens(r io.Reader) (int, error) {
 	got := 0
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
