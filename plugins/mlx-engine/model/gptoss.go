@@ -134,16 +134,11 @@ func gptossSpec(r *rawConfig, c *Config) error {
 	if err != nil {
 		return err
 	}
-	norm := NormSpec{Kind: NormRMS, Eps: c.RMSNormEps}
-	a := Arch{Hidden: c.HiddenSize, Vocab: c.VocabSize, FinalNorm: norm, TiedHead: c.TieWordEmbeddings,
-		Layers: make([]LayerSpec, c.NumLayers)}
+	c.OutputBias = c.AttentionBias
+	a := preNormArch(c, NormSpec{Kind: NormRMS, Eps: c.RMSNormEps}, rope)
 	for i := range a.Layers {
 		l := &a.Layers[i]
-		in, post := norm, norm
-		l.AttnIn, l.FFNIn = &in, &post
-		l.Attn = AttnSpec{Heads: c.NumHeads, KVHeads: c.NumKVHeads, HeadDim: c.HeadDim,
-			QBias: c.AttentionBias, KBias: c.AttentionBias, VBias: c.AttentionBias, OBias: c.AttentionBias,
-			Rope: rope, Scale: 1 / math.Sqrt(float64(c.HeadDim)), Sinks: true}
+		l.Attn.Sinks = true
 		if ext.sliding[i] {
 			l.Attn.Window = ext.window
 		}
@@ -151,7 +146,6 @@ func gptossSpec(r *rawConfig, c *Config) error {
 			MoE: &MoESpec{Experts: ext.experts, TopK: ext.topK, Intermediate: c.IntermediateSize,
 				Order: TopKThenSoftmax, RouterBias: true, ExpertBias: true}}
 	}
-	c.OutputBias = c.AttentionBias
 	c.Arch = a
 	return nil
 }
