@@ -59,6 +59,30 @@ func setDefault[T any](p **T, v T) {
 	}
 }
 
+// positiveKey is config.json's key name (p), def when it is absent; it must be positive and finite.
+func positiveKey(name string, p *float64, def float64) (float64, error) {
+	v := def
+	if p != nil {
+		v = *p
+	}
+	if !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%s %g is out of range", name, v)
+	}
+	return v, nil
+}
+
+// windowKey is config.json's sliding_window (p), def when it is absent.
+func windowKey(p *int, def int) (int, error) {
+	w := def
+	if p != nil {
+		w = *p
+	}
+	if w <= 0 || w > maxDim {
+		return 0, fmt.Errorf("sliding_window %d is out of range", w)
+	}
+	return w, nil
+}
+
 // slidingByType is, for each of n layers, whether config.json's layer_types gives it a sliding window.
 func slidingByType(types []string, n int) ([]bool, error) {
 	if len(types) != n {
@@ -152,17 +176,12 @@ func gemma3Prepare(r *rawConfig) error {
 	r.HiddenAct = "" // read here; the common check knows only silu
 
 	ext := &gemma3Ext{scalar: 256, window: 4096, localBase: 10000}
-	if k.QueryPreAttnScalar != nil {
-		ext.scalar = *k.QueryPreAttnScalar
+	var err error
+	if ext.scalar, err = positiveKey("query_pre_attn_scalar", k.QueryPreAttnScalar, ext.scalar); err != nil {
+		return err
 	}
-	if !(ext.scalar > 0) || math.IsInf(ext.scalar, 0) {
-		return fmt.Errorf("query_pre_attn_scalar %g is out of range", ext.scalar)
-	}
-	if k.SlidingWindow != nil {
-		ext.window = *k.SlidingWindow
-	}
-	if ext.window <= 0 || ext.window > maxDim {
-		return fmt.Errorf("sliding_window %d is out of range", ext.window)
+	if ext.window, err = windowKey(k.SlidingWindow, ext.window); err != nil {
+		return err
 	}
 	if k.RopeLocalBaseFreq != nil {
 		ext.localBase = *k.RopeLocalBaseFreq
@@ -172,7 +191,6 @@ func gemma3Prepare(r *rawConfig) error {
 		return fmt.Errorf("num_hidden_layers = %d is out of range", n)
 	}
 	if k.LayerTypes != nil {
-		var err error
 		if ext.sliding, err = slidingByType(k.LayerTypes, n); err != nil {
 			return err
 		}
@@ -188,7 +206,6 @@ func gemma3Prepare(r *rawConfig) error {
 			ext.sliding = append(ext.sliding, (i+1)%pattern != 0)
 		}
 	}
-	var err error
 	if !isNull(k.RopeParameters) && isNull(k.RopeScaling) {
 		// transformers v5: {"full_attention": {...}, "sliding_attention": {...}}.
 		var byKind map[string]json.RawMessage

@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
 )
@@ -73,24 +72,18 @@ func gptossPrepare(r *rawConfig) error {
 	if ext.experts <= 0 || ext.experts > 1<<16 || ext.topK <= 0 || ext.topK > ext.experts {
 		return fmt.Errorf("num_local_experts %d and num_experts_per_tok %d are out of range", ext.experts, ext.topK)
 	}
-	if k.SwigluLimit != nil {
-		ext.limit = *k.SwigluLimit
+	var err error
+	if ext.limit, err = positiveKey("swiglu_limit", k.SwigluLimit, ext.limit); err != nil {
+		return err
 	}
-	if !(ext.limit > 0) || math.IsInf(ext.limit, 0) {
-		return fmt.Errorf("swiglu_limit %g is out of range", ext.limit)
-	}
-	if k.SlidingWindow != nil {
-		ext.window = *k.SlidingWindow
-	}
-	if ext.window <= 0 || ext.window > maxDim {
-		return fmt.Errorf("sliding_window %d is out of range", ext.window)
+	if ext.window, err = windowKey(k.SlidingWindow, ext.window); err != nil {
+		return err
 	}
 	n := *r.NumHiddenLayers
 	if n <= 0 || n > maxDim {
 		return fmt.Errorf("num_hidden_layers = %d is out of range", n)
 	}
 	if k.LayerTypes != nil {
-		var err error
 		if ext.sliding, err = slidingByType(k.LayerTypes, n); err != nil {
 			return err
 		}
@@ -109,7 +102,6 @@ func gptossPrepare(r *rawConfig) error {
 		rope = json.RawMessage(`{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
 			"truncate": false, "original_max_position_embeddings": 4096}`)
 	}
-	var err error
 	if ext.rope, err = parseRopeEntry("rope_scaling", rope); err != nil {
 		return err
 	}
