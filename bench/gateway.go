@@ -227,13 +227,7 @@ func streamThroughput(ctx context.Context, prog *progress, e engine.Engine, inst
 	for i := range o.Streams {
 		prog.step("stream %d/%d of %d tokens, direct", i+1, o.Streams, o.StreamTokens)
 		t0 := time.Now()
-		n := 0
-		err := e.Generate(ctx, req, func(ev engine.Event) error {
-			if ev.Token != nil {
-				n++
-			}
-			return nil
-		})
+		n, err := GeneratedTokens(ctx, e, req)
 		if err != nil || n != o.StreamTokens {
 			return nil, fmt.Errorf("direct stream: %d tokens of %d, %v", n, o.StreamTokens, err)
 		}
@@ -257,6 +251,18 @@ func streamThroughput(ctx context.Context, prog *progress, e engine.Engine, inst
 		DirectTokPerS: round(tokens/direct.Seconds(), 5), GatewayTokPerS: round(tokens/gateway.Seconds(), 5)}
 	st.Ratio = round(st.GatewayTokPerS/st.DirectTokPerS, 4)
 	return st, nil
+}
+
+// GeneratedTokens generates req on the engine plugin directly and counts the tokens it streams.
+func GeneratedTokens(ctx context.Context, e engine.Engine, req engine.GenerateRequest) (int, error) {
+	n := 0
+	err := e.Generate(ctx, req, func(ev engine.Event) error {
+		if ev.Token != nil {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // countStream streams a completion through the gateway and returns the usage's token count, reading the

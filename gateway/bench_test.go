@@ -148,13 +148,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		n := 0
-		err := e.Generate(ctx, req, func(ev engine.Event) error {
-			if ev.Token != nil {
-				n++
-			}
-			return nil
-		})
+		n, err := bench.GeneratedTokens(ctx, e, req)
 		if err != nil || n != tokens {
 			b.Fatalf("direct: %d tokens, %v", n, err)
 		}
