@@ -227,13 +227,7 @@ func streamThroughput(ctx context.Context, prog *progress, e engine.Engine, inst
 	for i := range o.Streams {
 		prog.step("stream %d/%d of %d tokens, direct", i+1, o.Streams, o.StreamTokens)
 		t0 := time.Now()
-		n := 0
-		err := e.Generate(ctx, req, func(ev engine.Event) error {
-			if ev.Token != nil {
-				n++
-			}
-			return nil
-		})
+		n, err := GeneratedTokens(ctx, e, req)
 		if err != nil || n != o.StreamTokens {
 			return nil, fmt.Errorf("direct stream: %d tokens of %d, %v", n, o.StreamTokens, err)
 		}
@@ -259,6 +253,18 @@ func streamThroughput(ctx context.Context, prog *progress, e engine.Engine, inst
 	return st, nil
 }
 
+// GeneratedTokens generates req on the engine plugin directly and counts the tokens it streams.
+func GeneratedTokens(ctx context.Context, e engine.Engine, req engine.GenerateRequest) (int, error) {
+	n := 0
+	err := e.Generate(ctx, req, func(ev engine.Event) error {
+		if ev.Token != nil {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
 // countStream streams a completion through the gateway and returns the usage's token count, reading the
 // stream as a fast client does: lines scanned, only the usage chunk decoded.
 func countStream(ctx context.Context, base, prompt string, tokens int) (int, error) {
@@ -277,8 +283,14 @@ func countStream(ctx context.Context, base, prompt string, tokens int) (int, err
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
 		return 0, fmt.Errorf("gateway stream: %d %s", resp.StatusCode, errorMessage(data))
 	}
+	return StreamedTokens(resp.Body)
+}
+
+// StreamedTokens is the completion_tokens of the usage chunk of an OpenAI completion stream (SSE), read as a
+// fast client reads it: lines scanned, only the usage chunk decoded; 0 when the stream has none.
+func StreamedTokens(r io.Reader) (int, error) {
 	got := 0
-	sc := bufio.NewScanner(resp.Body)
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Bytes()

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/duet-ai/duet/bench"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -149,13 +148,7 @@ func BenchmarkStreamThroughput(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		t0 := time.Now()
-		n := 0
-		err := e.Generate(ctx, req, func(ev engine.Event) error {
-			if ev.Token != nil {
-				n++
-			}
-			return nil
-		})
+		n, err := bench.GeneratedTokens(ctx, e, req)
 		if err != nil || n != tokens {
 			b.Fatalf("direct: %d tokens, %v", n, err)
 		}
@@ -167,22 +160,11 @@ func BenchmarkStreamThroughput(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		got := 0
-		sc := bufio.NewScanner(resp.Body)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			line := sc.Bytes()
-			if bytes.Contains(line, []byte(`"usage":{`)) {
-				var chunk struct {
-					Usage struct {
-						CompletionTokens int `json:"completion_tokens"`
-					} `json:"usage"`
-				}
-				_ = json.Unmarshal(bytes.TrimPrefix(line, []byte("data: ")), &chunk)
-				got = chunk.Usage.CompletionTokens
-			}
-		}
+		got, err := bench.StreamedTokens(resp.Body)
 		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
 		if got != tokens {
 			b.Fatalf("gateway: usage says %d tokens", got)
 		}

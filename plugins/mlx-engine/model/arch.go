@@ -243,6 +243,22 @@ func denseArch(c *Config) Arch {
 		rope.Type, rope.Factor = RopeLlama3, s.Factor
 		rope.LowFreqFactor, rope.HighFreqFactor, rope.OrigMaxPos = s.LowFreqFactor, s.HighFreqFactor, s.OriginalMaxPositionEmbeddings
 	}
+	a := preNormArch(c, norm, rope)
+	for i := range a.Layers {
+		l := &a.Layers[i]
+		if c.QKNorm {
+			qk := norm
+			l.Attn.QKNorm = &qk
+		}
+		l.FFN = FFNSpec{Kind: FFNDense, Act: ActSiLU, Intermediate: c.IntermediateSize, Bias: c.MLPBias}
+	}
+	return a
+}
+
+// preNormArch is the arch shared by the Llama-shaped families and gpt-oss, from the global fields of c: every
+// layer normalises before attention and before its feed-forward, and attends with all of c's heads, rope and
+// biases, scaled by 1/√head_dim. The caller fills in the feed-forward and any other per-layer part.
+func preNormArch(c *Config, norm NormSpec, rope RopeSpec) Arch {
 	a := Arch{Hidden: c.HiddenSize, Vocab: c.VocabSize, FinalNorm: norm, TiedHead: c.TieWordEmbeddings,
 		Layers: make([]LayerSpec, c.NumLayers)}
 	for i := range a.Layers {
@@ -252,11 +268,6 @@ func denseArch(c *Config) Arch {
 		l.Attn = AttnSpec{Heads: c.NumHeads, KVHeads: c.NumKVHeads, HeadDim: c.HeadDim,
 			QBias: c.AttentionBias, KBias: c.AttentionBias, VBias: c.AttentionBias, OBias: c.OutputBias,
 			Rope: rope, Scale: 1 / math.Sqrt(float64(c.HeadDim))}
-		if c.QKNorm {
-			qk := norm
-			l.Attn.QKNorm = &qk
-		}
-		l.FFN = FFNSpec{Kind: FFNDense, Act: ActSiLU, Intermediate: c.IntermediateSize, Bias: c.MLPBias}
 	}
 	return a
 }

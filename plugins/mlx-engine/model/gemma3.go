@@ -52,6 +52,54 @@ const (
 	slidingAttention = "sliding_attention"
 )
 
+// setDefault points *p at v when config.json left the key out.
+func setDefault[T any](p **T, v T) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+// positiveKey is config.json's key name (p), def when it is absent; it must be positive and finite.
+func positiveKey(name string, p *float64, def float64) (float64, error) {
+	v := def
+	if p != nil {
+		v = *p
+	}
+	if !(v > 0) || math.IsInf(v, 0) {
+		return 0, fmt.Errorf("%s %g is out of range", name, v)
+	}
+	return v, nil
+}
+
+// windowKey is config.json's sliding_window (p), def when it is absent.
+func windowKey(p *int, def int) (int, error) {
+	w := def
+	if p != nil {
+		w = *p
+	}
+	if w <= 0 || w > maxDim {
+		return 0, fmt.Errorf("sliding_window %d is out of range", w)
+	}
+	return w, nil
+}
+
+// slidingByType is, for each of n layers, whether config.json's layer_types gives it a sliding window.
+func slidingByType(types []string, n int) ([]bool, error) {
+	if len(types) != n {
+		return nil, fmt.Errorf("layer_types has %d entries for %d layers", len(types), n)
+	}
+	sliding := make([]bool, 0, n)
+	for i, t := range types {
+		switch t {
+		case fullAttention, slidingAttention:
+			sliding = append(sliding, t == slidingAttention)
+		default:
+			return nil, fmt.Errorf("layer_types[%d] = %q is not supported (supported: %s, %s)", i, t, fullAttention, slidingAttention)
+		}
+	}
+	return sliding, nil
+}
+
 func gemma3Prepare(r *rawConfig) error {
 	var k gemma3Keys
 	if err := json.Unmarshal(r.raw, &k); err != nil {
@@ -85,31 +133,20 @@ func gemma3Prepare(r *rawConfig) error {
 		}
 	}
 	// Gemma3TextConfig's defaults.
-	setInt := func(p **int, v int) {
-		if *p == nil {
-			*p = &v
-		}
-	}
-	setInt(&r.HiddenSize, 2304)
-	setInt(&r.IntermediateSize, 9216)
-	setInt(&r.NumHiddenLayers, 26)
-	setInt(&r.NumAttentionHeads, 8)
-	setInt(&r.NumKeyValueHeads, 4)
-	setInt(&r.HeadDim, 256)
-	setInt(&r.VocabSize, 262208)
-	setInt(&r.MaxPositionEmbeddings, 131072)
-	if r.RMSNormEps == nil {
-		eps := 1e-6
-		r.RMSNormEps = &eps
-	}
+	setDefault(&r.HiddenSize, 2304)
+	setDefault(&r.IntermediateSize, 9216)
+	setDefault(&r.NumHiddenLayers, 26)
+	setDefault(&r.NumAttentionHeads, 8)
+	setDefault(&r.NumKeyValueHeads, 4)
+	setDefault(&r.HeadDim, 256)
+	setDefault(&r.VocabSize, 262208)
+	setDefault(&r.MaxPositionEmbeddings, 131072)
+	setDefault(&r.RMSNormEps, 1e-6)
 	theta := 1e6
 	if r.RopeTheta != nil {
 		theta = *r.RopeTheta
 	}
-	if r.TieWordEmbeddings == nil {
-		tied := true
-		r.TieWordEmbeddings = &tied
-	}
+	setDefault(&r.TieWordEmbeddings, true)
 	if isNull(r.BOSTokenID) {
 		r.BOSTokenID = json.RawMessage("2")
 	}
@@ -139,17 +176,12 @@ func gemma3Prepare(r *rawConfig) error {
 	r.HiddenAct = "" // read here; the common check knows only silu
 
 	ext := &gemma3Ext{scalar: 256, window: 4096, localBase: 10000}
-	if k.QueryPreAttnScalar != nil {
-		ext.scalar = *k.QueryPreAttnScalar
+	var err error
+	if ext.scalar, err = positiveKey("query_pre_attn_scalar", k.QueryPreAttnScalar, ext.scalar); err != nil {
+		return err
 	}
-	if !(ext.scalar > 0) || math.IsInf(ext.scalar, 0) {
-		return fmt.Errorf("query_pre_attn_scalar %g is out of range", ext.scalar)
-	}
-	if k.SlidingWindow != nil {
-		ext.window = *k.SlidingWindow
-	}
-	if ext.window <= 0 || ext.window > maxDim {
-		return fmt.Errorf("sliding_window %d is out of range", ext.window)
+	if ext.window, err = windowKey(k.SlidingWindow, ext.window); err != nil {
+		return err
 	}
 	if k.RopeLocalBaseFreq != nil {
 		ext.localBase = *k.RopeLocalBaseFreq
@@ -159,16 +191,8 @@ func gemma3Prepare(r *rawConfig) error {
 		return fmt.Errorf("num_hidden_layers = %d is out of range", n)
 	}
 	if k.LayerTypes != nil {
-		if len(k.LayerTypes) != n {
-			return fmt.Errorf("layer_types has %d entries for %d layers", len(k.LayerTypes), n)
-		}
-		for i, t := range k.LayerTypes {
-			switch t {
-			case fullAttention, slidingAttention:
-				ext.sliding = append(ext.sliding, t == slidingAttention)
-			default:
-				return fmt.Errorf("layer_types[%d] = %q is not supported (supported: %s, %s)", i, t, fullAttention, slidingAttention)
-			}
+		if ext.sliding, err = slidingByType(k.LayerTypes, n); err != nil {
+			return err
 		}
 	} else {
 		pattern := 6
@@ -182,7 +206,6 @@ func gemma3Prepare(r *rawConfig) error {
 			ext.sliding = append(ext.sliding, (i+1)%pattern != 0)
 		}
 	}
-	var err error
 	if !isNull(k.RopeParameters) && isNull(k.RopeScaling) {
 		// transformers v5: {"full_attention": {...}, "sliding_attention": {...}}.
 		var byKind map[string]json.RawMessage

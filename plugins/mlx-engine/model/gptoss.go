@@ -3,7 +3,6 @@ package model
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
 )
@@ -50,31 +49,17 @@ func gptossPrepare(r *rawConfig) error {
 		return fmt.Errorf("not a valid config: %w", err)
 	}
 	// GptOssConfig's defaults.
-	setInt := func(p **int, v int) {
-		if *p == nil {
-			*p = &v
-		}
-	}
-	setInt(&r.NumHiddenLayers, 36)
-	setInt(&r.VocabSize, 201088)
-	setInt(&r.HiddenSize, 2880)
-	setInt(&r.IntermediateSize, 2880)
-	setInt(&r.HeadDim, 64)
-	setInt(&r.NumAttentionHeads, 64)
-	setInt(&r.NumKeyValueHeads, 8)
-	setInt(&r.MaxPositionEmbeddings, 131072)
-	if r.RMSNormEps == nil {
-		eps := 1e-5
-		r.RMSNormEps = &eps
-	}
-	if r.RopeTheta == nil {
-		theta := 150000.0
-		r.RopeTheta = &theta
-	}
-	if r.AttentionBias == nil {
-		bias := true
-		r.AttentionBias = &bias
-	}
+	setDefault(&r.NumHiddenLayers, 36)
+	setDefault(&r.VocabSize, 201088)
+	setDefault(&r.HiddenSize, 2880)
+	setDefault(&r.IntermediateSize, 2880)
+	setDefault(&r.HeadDim, 64)
+	setDefault(&r.NumAttentionHeads, 64)
+	setDefault(&r.NumKeyValueHeads, 8)
+	setDefault(&r.MaxPositionEmbeddings, 131072)
+	setDefault(&r.RMSNormEps, 1e-5)
+	setDefault(&r.RopeTheta, 150000.0)
+	setDefault(&r.AttentionBias, true)
 	ext := &gptossExt{experts: 128, topK: 4, limit: 7, window: 128}
 	if k.NumLocalExperts != nil {
 		ext.experts = *k.NumLocalExperts
@@ -87,33 +72,20 @@ func gptossPrepare(r *rawConfig) error {
 	if ext.experts <= 0 || ext.experts > 1<<16 || ext.topK <= 0 || ext.topK > ext.experts {
 		return fmt.Errorf("num_local_experts %d and num_experts_per_tok %d are out of range", ext.experts, ext.topK)
 	}
-	if k.SwigluLimit != nil {
-		ext.limit = *k.SwigluLimit
+	var err error
+	if ext.limit, err = positiveKey("swiglu_limit", k.SwigluLimit, ext.limit); err != nil {
+		return err
 	}
-	if !(ext.limit > 0) || math.IsInf(ext.limit, 0) {
-		return fmt.Errorf("swiglu_limit %g is out of range", ext.limit)
-	}
-	if k.SlidingWindow != nil {
-		ext.window = *k.SlidingWindow
-	}
-	if ext.window <= 0 || ext.window > maxDim {
-		return fmt.Errorf("sliding_window %d is out of range", ext.window)
+	if ext.window, err = windowKey(k.SlidingWindow, ext.window); err != nil {
+		return err
 	}
 	n := *r.NumHiddenLayers
 	if n <= 0 || n > maxDim {
 		return fmt.Errorf("num_hidden_layers = %d is out of range", n)
 	}
 	if k.LayerTypes != nil {
-		if len(k.LayerTypes) != n {
-			return fmt.Errorf("layer_types has %d entries for %d layers", len(k.LayerTypes), n)
-		}
-		for i, t := range k.LayerTypes {
-			switch t {
-			case fullAttention, slidingAttention:
-				ext.sliding = append(ext.sliding, t == slidingAttention)
-			default:
-				return fmt.Errorf("layer_types[%d] = %q is not supported (supported: %s, %s)", i, t, fullAttention, slidingAttention)
-			}
+		if ext.sliding, err = slidingByType(k.LayerTypes, n); err != nil {
+			return err
 		}
 	} else {
 		// GptOssConfig (and mlx-lm): sliding, full, sliding, full, ...
@@ -130,7 +102,6 @@ func gptossPrepare(r *rawConfig) error {
 		rope = json.RawMessage(`{"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
 			"truncate": false, "original_max_position_embeddings": 4096}`)
 	}
-	var err error
 	if ext.rope, err = parseRopeEntry("rope_scaling", rope); err != nil {
 		return err
 	}
@@ -155,16 +126,11 @@ func gptossSpec(r *rawConfig, c *Config) error {
 	if err != nil {
 		return err
 	}
-	norm := NormSpec{Kind: NormRMS, Eps: c.RMSNormEps}
-	a := Arch{Hidden: c.HiddenSize, Vocab: c.VocabSize, FinalNorm: norm, TiedHead: c.TieWordEmbeddings,
-		Layers: make([]LayerSpec, c.NumLayers)}
+	c.OutputBias = c.AttentionBias
+	a := preNormArch(c, NormSpec{Kind: NormRMS, Eps: c.RMSNormEps}, rope)
 	for i := range a.Layers {
 		l := &a.Layers[i]
-		in, post := norm, norm
-		l.AttnIn, l.FFNIn = &in, &post
-		l.Attn = AttnSpec{Heads: c.NumHeads, KVHeads: c.NumKVHeads, HeadDim: c.HeadDim,
-			QBias: c.AttentionBias, KBias: c.AttentionBias, VBias: c.AttentionBias, OBias: c.AttentionBias,
-			Rope: rope, Scale: 1 / math.Sqrt(float64(c.HeadDim)), Sinks: true}
+		l.Attn.Sinks = true
 		if ext.sliding[i] {
 			l.Attn.Window = ext.window
 		}
@@ -172,7 +138,6 @@ func gptossSpec(r *rawConfig, c *Config) error {
 			MoE: &MoESpec{Experts: ext.experts, TopK: ext.topK, Intermediate: c.IntermediateSize,
 				Order: TopKThenSoftmax, RouterBias: true, ExpertBias: true}}
 	}
-	c.OutputBias = c.AttentionBias
 	c.Arch = a
 	return nil
 }
@@ -180,27 +145,16 @@ func gptossSpec(r *rawConfig, c *Config) error {
 // gptossLayer binds one gpt-oss layer in any of the three layouts.
 func gptossLayer(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error {
 	at, moe := &spec.Attn, spec.FFN.MoE
-	qDim, kvDim := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
-	l.Spec = spec
-	l.Attn, l.MoE = &Attention{}, &MoE{}
-	var err error
-	steps := []func() error{
-		func() (err error) { l.AttnIn, err = b.vector(p+"input_layernorm.weight", hidden); return },
-		func() (err error) { l.FFNIn, err = b.vector(p+"post_attention_layernorm.weight", hidden); return },
-		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qDim, hidden, at.QBias); return },
-		func() (err error) { l.Attn.K, err = b.linear(p+"self_attn.k_proj", kvDim, hidden, at.KBias); return },
-		func() (err error) { l.Attn.V, err = b.linear(p+"self_attn.v_proj", kvDim, hidden, at.VBias); return },
-		func() (err error) { l.Attn.O, err = b.linear(p+"self_attn.o_proj", hidden, qDim, at.OBias); return },
+	l.MoE = &MoE{}
+	err := b.layerSteps(l, spec, p, hidden, []func() error{
 		func() (err error) { l.Attn.Sinks, err = b.vector(p+"self_attn.sinks", at.Heads); return },
 		func() (err error) {
 			l.MoE.Router, err = b.linear(p+"mlp.router", moe.Experts, hidden, moe.RouterBias)
 			return
 		},
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return err
-		}
+	})
+	if err != nil {
+		return err
 	}
 	E, I := moe.Experts, moe.Intermediate
 	ex := p + "mlp.experts."

@@ -28,19 +28,13 @@ func (g *generator) gemma3Prefix() string {
 func (g *generator) gemma3Weights() []matrix {
 	o := &g.o
 	h, qDim, kvDim := o.HiddenSize, o.NumHeads*o.HeadDim, o.NumKVHeads*o.HeadDim
-	inv := func(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
 	resid := float32(o.ResidualScale)
 	var ms []matrix
 	pre := g.gemma3Prefix()
 	// Values are seeded by the gemma3_text name, so every layout of a seed holds the same model.
 	seed := func(name string) string { return "model." + strings.TrimPrefix(name, pre) }
-	lin := func(module string, out, in int, std float32) {
-		ms = append(ms, matrix{module: module, out: out, in: in, linear: true, suffix: ".weight", values: g.normal(seed(module)+".weight", std, 0)})
-	}
 	// Gemma's norms multiply by 1+w: weights around 0 are multipliers around 1.
-	vec := func(name string, n int, mean, std float32) {
-		ms = append(ms, matrix{module: name, out: n, values: g.normal(seed(name), std, mean)})
-	}
+	lin, vec := g.fillers(&ms, seed)
 	ms = append(ms, matrix{module: pre + "embed_tokens", out: o.VocabSize, in: h, linear: true, suffix: ".weight", values: g.embedding})
 	for i := 0; i < o.NumLayers; i++ {
 		p := fmt.Sprintf("%slayers.%d.", pre, i)
@@ -48,15 +42,15 @@ func (g *generator) gemma3Weights() []matrix {
 		vec(p+"post_attention_layernorm.weight", h, 0, 0.1)
 		vec(p+"pre_feedforward_layernorm.weight", h, 0, 0.1)
 		vec(p+"post_feedforward_layernorm.weight", h, 0, 0.1)
-		lin(p+"self_attn.q_proj", qDim, h, inv(h))
-		lin(p+"self_attn.k_proj", kvDim, h, inv(h))
-		lin(p+"self_attn.v_proj", kvDim, h, inv(h))
-		lin(p+"self_attn.o_proj", h, qDim, resid*inv(qDim))
+		lin(p+"self_attn.q_proj", qDim, h, invSqrt(h))
+		lin(p+"self_attn.k_proj", kvDim, h, invSqrt(h))
+		lin(p+"self_attn.v_proj", kvDim, h, invSqrt(h))
+		lin(p+"self_attn.o_proj", h, qDim, resid*invSqrt(qDim))
 		vec(p+"self_attn.q_norm.weight", o.HeadDim, 0, 0.1)
 		vec(p+"self_attn.k_norm.weight", o.HeadDim, 0, 0.1)
-		lin(p+"mlp.gate_proj", o.IntermediateSize, h, inv(h))
-		lin(p+"mlp.up_proj", o.IntermediateSize, h, inv(h))
-		lin(p+"mlp.down_proj", h, o.IntermediateSize, resid*inv(o.IntermediateSize))
+		lin(p+"mlp.gate_proj", o.IntermediateSize, h, invSqrt(h))
+		lin(p+"mlp.up_proj", o.IntermediateSize, h, invSqrt(h))
+		lin(p+"mlp.down_proj", h, o.IntermediateSize, resid*invSqrt(o.IntermediateSize))
 	}
 	// The head is the embedding: a final norm of zero-mean multipliers (1+w around 0) keeps the model from
 	// predicting its current token again (see weights).
@@ -67,7 +61,7 @@ func (g *generator) gemma3Weights() []matrix {
 		if o.Layout == LayoutHF {
 			v = "model."
 		}
-		lin(v+"vision_tower.vision_model.encoder.layers.0.self_attn.q_proj", 32, h, inv(h))
+		lin(v+"vision_tower.vision_model.encoder.layers.0.self_attn.q_proj", 32, h, invSqrt(h))
 		vec(v+"vision_tower.vision_model.post_layernorm.weight", 32, 1, 0.1)
 		vec(v+"multi_modal_projector.mm_soft_emb_norm.weight", 32, 0, 0.1)
 	}
@@ -78,15 +72,9 @@ func (g *generator) gptossWeights() []matrix {
 	o := &g.o
 	h, qDim, kvDim := o.HiddenSize, o.NumHeads*o.HeadDim, o.NumKVHeads*o.HeadDim
 	E := o.NumExperts
-	inv := func(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
 	resid := float32(o.ResidualScale)
 	var ms []matrix
-	lin := func(module string, out, in int, std float32) {
-		ms = append(ms, matrix{module: module, out: out, in: in, linear: true, suffix: ".weight", values: g.normal(module+".weight", std, 0)})
-	}
-	vec := func(name string, n int, mean, std float32) {
-		ms = append(ms, matrix{module: name, out: n, values: g.normal(name, std, mean)})
-	}
+	lin, vec := g.fillers(&ms, nil)
 	ms = append(ms, matrix{module: "model.embed_tokens", out: o.VocabSize, in: h, linear: true, suffix: ".weight", values: g.embedding})
 	for i := 0; i < o.NumLayers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
@@ -96,13 +84,13 @@ func (g *generator) gptossWeights() []matrix {
 			n       string
 			out, in int
 			std     float32
-		}{{"q_proj", qDim, h, inv(h)}, {"k_proj", kvDim, h, inv(h)}, {"v_proj", kvDim, h, inv(h)}, {"o_proj", h, qDim, resid * inv(qDim)}} {
+		}{{"q_proj", qDim, h, invSqrt(h)}, {"k_proj", kvDim, h, invSqrt(h)}, {"v_proj", kvDim, h, invSqrt(h)}, {"o_proj", h, qDim, resid * invSqrt(qDim)}} {
 			lin(p+"self_attn."+a.n, a.out, a.in, a.std)
 			vec(p+"self_attn."+a.n+".bias", a.out, 0, 0.1)
 		}
 		vec(p+"self_attn.sinks", o.NumHeads, 0, float32(o.SinkStd))
 		router := p + "mlp.router"
-		ms = append(ms, matrix{module: router, out: E, in: h, linear: true, suffix: ".weight", values: g.tied(g.normal(router+".weight", inv(h), 0), h)})
+		ms = append(ms, matrix{module: router, out: E, in: h, linear: true, suffix: ".weight", values: g.tied(g.normal(router+".weight", invSqrt(h), 0), h)})
 		ms = append(ms, matrix{module: router + ".bias", out: E, values: g.tied(g.normal(router+".bias", 0.5, 0), 1)})
 		ms = append(ms, g.gptossExperts(p+"mlp.experts.")...)
 	}

@@ -35,24 +35,18 @@ func (g *generator) weights() []matrix {
 	}
 	o := &g.o
 	h, qDim, kvDim := o.HiddenSize, o.NumHeads*o.HeadDim, o.NumKVHeads*o.HeadDim
-	inv := func(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
 	resid := float32(o.ResidualScale)
 	var ms []matrix
-	lin := func(module string, out, in int, std float32) {
-		ms = append(ms, matrix{module: module, out: out, in: in, linear: true, suffix: ".weight", values: g.normal(module+".weight", std, 0)})
-	}
-	vec := func(name string, n int, mean, std float32) {
-		ms = append(ms, matrix{module: name, out: n, values: g.normal(name, std, mean)})
-	}
+	lin, vec := g.fillers(&ms, nil)
 	ms = append(ms, matrix{module: "model.embed_tokens", out: o.VocabSize, in: h, linear: true, suffix: ".weight", values: g.embedding})
 	for i := 0; i < o.NumLayers; i++ {
 		p := fmt.Sprintf("model.layers.%d.", i)
 		vec(p+"input_layernorm.weight", h, 1, 0.1)
 		vec(p+"post_attention_layernorm.weight", h, 1, 0.1)
-		lin(p+"self_attn.q_proj", qDim, h, inv(h))
-		lin(p+"self_attn.k_proj", kvDim, h, inv(h))
-		lin(p+"self_attn.v_proj", kvDim, h, inv(h))
-		lin(p+"self_attn.o_proj", h, qDim, resid*inv(qDim))
+		lin(p+"self_attn.q_proj", qDim, h, invSqrt(h))
+		lin(p+"self_attn.k_proj", kvDim, h, invSqrt(h))
+		lin(p+"self_attn.v_proj", kvDim, h, invSqrt(h))
+		lin(p+"self_attn.o_proj", h, qDim, resid*invSqrt(qDim))
 		base := baseFamily(o.Family)
 		if base == model.Qwen2 {
 			for _, n := range []string{"q_proj", "k_proj", "v_proj"} {
@@ -68,9 +62,9 @@ func (g *generator) weights() []matrix {
 			vec(p+"self_attn.k_norm.weight", o.HeadDim, 1, 0.1)
 		}
 		if !o.sparse(i) {
-			lin(p+"mlp.gate_proj", o.IntermediateSize, h, inv(h))
-			lin(p+"mlp.up_proj", o.IntermediateSize, h, inv(h))
-			lin(p+"mlp.down_proj", h, o.IntermediateSize, resid*inv(o.IntermediateSize))
+			lin(p+"mlp.gate_proj", o.IntermediateSize, h, invSqrt(h))
+			lin(p+"mlp.up_proj", o.IntermediateSize, h, invSqrt(h))
+			lin(p+"mlp.down_proj", h, o.IntermediateSize, resid*invSqrt(o.IntermediateSize))
 			continue
 		}
 		ms = append(ms, g.moeWeights(p, resid)...)
@@ -86,12 +80,29 @@ func (g *generator) weights() []matrix {
 	return ms
 }
 
+// invSqrt is 1/√n: the standard deviation of a weight that keeps a sum over n unit inputs at unit scale.
+func invSqrt(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
+
+// fillers are the two ways a weights list adds a tensor, appending to *ms: lin, a linear module's .weight
+// (normal, mean 0); vec, a named vector. Values are seeded by the name, or by seed(name) when seed is given.
+func (g *generator) fillers(ms *[]matrix, seed func(string) string) (lin func(module string, out, in int, std float32), vec func(name string, n int, mean, std float32)) {
+	if seed == nil {
+		seed = func(name string) string { return name }
+	}
+	lin = func(module string, out, in int, std float32) {
+		*ms = append(*ms, matrix{module: module, out: out, in: in, linear: true, suffix: ".weight", values: g.normal(seed(module)+".weight", std, 0)})
+	}
+	vec = func(name string, n int, mean, std float32) {
+		*ms = append(*ms, matrix{module: name, out: n, values: g.normal(seed(name), std, mean)})
+	}
+	return lin, vec
+}
+
 // moeWeights are the router, experts and shared expert of the sparse layer at module path p. An expert's
 // values are seeded by its Hugging Face name whatever the layout, so both layouts of a seed hold the same model.
 func (g *generator) moeWeights(p string, resid float32) []matrix {
 	o := &g.o
 	h, inter, e := o.HiddenSize, o.MoEIntermediate, o.NumExperts
-	inv := func(n int) float32 { return float32(1 / math.Sqrt(float64(n))) }
 	moe, each := p+"mlp.", "experts"
 	names := [3]string{"gate_proj", "up_proj", "down_proj"}
 	if o.Family == model.Mixtral {
@@ -102,13 +113,13 @@ func (g *generator) moeWeights(p string, resid float32) []matrix {
 	// Router logits of about unit spread, so that the top k changes from token to token.
 	var ms []matrix
 	ms = append(ms, matrix{module: router, out: e, in: h, linear: true, suffix: ".weight", values: func(dst []float32) {
-		g.normal(router+".weight", inv(h), 0)(dst)
+		g.normal(router+".weight", invSqrt(h), 0)(dst)
 		if o.RouterTies {
 			copy(dst[h:2*h], dst[:h])
 		}
 	}})
 	shapes := [3][2]int{{inter, h}, {inter, h}, {h, inter}}
-	stds := [3]float32{inv(h), inv(h), resid * inv(inter)}
+	stds := [3]float32{invSqrt(h), invSqrt(h), resid * invSqrt(inter)}
 	for i, stacked := range [3]string{"gate_proj", "up_proj", "down_proj"} {
 		out, in, std := shapes[i][0], shapes[i][1], stds[i]
 		hf := func(x int) string { return fmt.Sprintf("%s%s.%d.%s", moe, each, x, names[i]) }
@@ -131,11 +142,11 @@ func (g *generator) moeWeights(p string, resid float32) []matrix {
 			name    string
 			out, in int
 			std     float32
-		}{{"gate_proj", si, h, inv(h)}, {"up_proj", si, h, inv(h)}, {"down_proj", h, si, resid * inv(si)}} {
+		}{{"gate_proj", si, h, invSqrt(h)}, {"up_proj", si, h, invSqrt(h)}, {"down_proj", h, si, resid * invSqrt(si)}} {
 			ms = append(ms, matrix{module: sh + l.name, out: l.out, in: l.in, linear: true, suffix: ".weight", values: g.normal(sh+l.name+".weight", l.std, 0)})
 		}
 		ms = append(ms, matrix{module: moe + "shared_expert_gate", out: 1, in: h, linear: true, suffix: ".weight",
-			values: g.normal(moe+"shared_expert_gate.weight", inv(h), 0)})
+			values: g.normal(moe+"shared_expert_gate.weight", invSqrt(h), 0)})
 	}
 	return ms
 }

@@ -116,16 +116,7 @@ func TestGptOSSLayoutsAgree(t *testing.T) {
 			if hf.Layers[0].MoE.GateUp == nil || mlx.Layers[0].MoE.GateUp != nil {
 				t.Fatal("the layouts did not load as fused and separate")
 			}
-			p := backendtest.Prompt(24, hf.Config.VocabSize, 2)
-			for _, w := range []backend.Weights{backend.WeightsFloat32, backend.WeightsStored} {
-				a, b := load(t, hf, backend.Options{Weights: w}), load(t, mlx, backend.Options{Weights: w})
-				la, lb := backendtest.Forward(t, a, backendtest.NewCache(t, a), p...), backendtest.Forward(t, b, backendtest.NewCache(t, b), p...)
-				for i := range la {
-					if math.Float32bits(la[i]) != math.Float32bits(lb[i]) {
-						t.Fatalf("%s: logit %d: fused %v, separate %v", w, i, la[i], lb[i])
-					}
-				}
-			}
+			sameBits(t, hf, mlx, "fused", "separate")
 		})
 	}
 }

@@ -118,17 +118,24 @@ func TestMoELayoutsAgree(t *testing.T) {
 				if hf.NumParams() != mlx.NumParams() || hf.WeightBytes() != mlx.WeightBytes() || hf.ActiveParams() != mlx.ActiveParams() {
 					t.Errorf("params %d/%d, bytes %d/%d, active %d/%d", hf.NumParams(), mlx.NumParams(), hf.WeightBytes(), mlx.WeightBytes(), hf.ActiveParams(), mlx.ActiveParams())
 				}
-				p := backendtest.Prompt(24, hf.Config.VocabSize, 2)
-				for _, w := range []backend.Weights{backend.WeightsFloat32, backend.WeightsStored} {
-					a, b := load(t, hf, backend.Options{Weights: w}), load(t, mlx, backend.Options{Weights: w})
-					la, lb := backendtest.Forward(t, a, backendtest.NewCache(t, a), p...), backendtest.Forward(t, b, backendtest.NewCache(t, b), p...)
-					for i := range la {
-						if math.Float32bits(la[i]) != math.Float32bits(lb[i]) {
-							t.Fatalf("%s: logit %d: per-expert %v, stacked %v", w, i, la[i], lb[i])
-						}
-					}
-				}
+				sameBits(t, hf, mlx, "per-expert", "stacked")
 			})
+		}
+	}
+}
+
+// sameBits fails t unless models a and b (layouts named an and bn) give the same logits, bit for bit, for a
+// 24-token prompt, with the weights expanded and as stored.
+func sameBits(t *testing.T, a, b *model.Model, an, bn string) {
+	t.Helper()
+	p := backendtest.Prompt(24, a.Config.VocabSize, 2)
+	for _, w := range []backend.Weights{backend.WeightsFloat32, backend.WeightsStored} {
+		ba, bb := load(t, a, backend.Options{Weights: w}), load(t, b, backend.Options{Weights: w})
+		la, lb := backendtest.Forward(t, ba, backendtest.NewCache(t, ba), p...), backendtest.Forward(t, bb, backendtest.NewCache(t, bb), p...)
+		for i := range la {
+			if math.Float32bits(la[i]) != math.Float32bits(lb[i]) {
+				t.Fatalf("%s: logit %d: %s %v, %s %v", w, i, an, la[i], bn, lb[i])
+			}
 		}
 	}
 }

@@ -77,6 +77,17 @@ func (g *graph) track(op string, rc C.int, r C.mlx_array) C.mlx_array {
 	return r
 }
 
+// op runs one mlx-c call that writes its result through r, unless an earlier call of the graph failed, and
+// takes ownership of the result.
+func (g *graph) op(name string, call func(r *C.mlx_array) C.int) C.mlx_array {
+	if g.err != nil {
+		return C.duet_null_array()
+	}
+	g.clock()
+	var r C.mlx_array
+	return g.track(name, call(&r), r)
+}
+
 // keep hands a to the caller, who becomes responsible for freeing it.
 func (g *graph) keep(a C.mlx_array) C.mlx_array {
 	for i := len(g.tmp) - 1; i >= 0; i-- {
@@ -132,83 +143,59 @@ func (g *graph) int32s(v []int32) C.mlx_array {
 }
 
 func (g *graph) zeros(shape []int, d C.mlx_dtype) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	var cs [8]C.int
 	sh := cints(cs[:], shape)
-	g.clock()
-	var r C.mlx_array
-	return g.track("zeros", C.mlx_zeros(&r, &sh[0], C.size_t(len(sh)), d, g.s), r)
+	return g.op("zeros", func(r *C.mlx_array) C.int {
+		return C.mlx_zeros(r, &sh[0], C.size_t(len(sh)), d, g.s)
+	})
 }
 
 func (g *graph) add(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("add", C.mlx_add(&r, a, b, g.s), r)
+	return g.op("add", func(r *C.mlx_array) C.int {
+		return C.mlx_add(r, a, b, g.s)
+	})
 }
 
 func (g *graph) multiply(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("multiply", C.mlx_multiply(&r, a, b, g.s), r)
+	return g.op("multiply", func(r *C.mlx_array) C.int {
+		return C.mlx_multiply(r, a, b, g.s)
+	})
 }
 
 func (g *graph) sigmoid(a C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("sigmoid", C.mlx_sigmoid(&r, a, g.s), r)
+	return g.op("sigmoid", func(r *C.mlx_array) C.int {
+		return C.mlx_sigmoid(r, a, g.s)
+	})
 }
 
 // matmul is a·b.
 func (g *graph) matmul(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("matmul", C.mlx_matmul(&r, a, b, g.s), r)
+	return g.op("matmul", func(r *C.mlx_array) C.int {
+		return C.mlx_matmul(r, a, b, g.s)
+	})
 }
 
 // addmm is c + a·b.
 func (g *graph) addmm(c, a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("addmm", C.mlx_addmm(&r, c, a, b, 1, 1, g.s), r)
+	return g.op("addmm", func(r *C.mlx_array) C.int {
+		return C.mlx_addmm(r, c, a, b, 1, 1, g.s)
+	})
 }
 
 // quantizedMatmul is x·dequantize(w)ᵀ for MLX-quantized w (affine, or mxfp4 with uint8 scales and no biases).
 func (g *graph) quantizedMatmul(x, w, scales, biases C.mlx_array, q *model.QuantParams) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("quantized_matmul", C.mlx_quantized_matmul(&r, x, w, scales, biases, true,
-		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), g.s), r)
+	return g.op("quantized_matmul", func(r *C.mlx_array) C.int {
+		return C.mlx_quantized_matmul(r, x, w, scales, biases, true,
+			C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), g.s)
+	})
 }
 
 // dequantize expands MLX-quantized w (affine or mxfp4) to dtype d.
 func (g *graph) dequantize(w, scales, biases C.mlx_array, q *model.QuantParams, d C.mlx_dtype) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("dequantize", C.mlx_dequantize(&r, w, scales, biases, C.duet_some_int(C.int(q.GroupSize)),
-		C.duet_some_int(C.int(q.Bits)), quantMode(q), C.duet_null_array(), C.duet_some_dtype(d), g.s), r)
+	return g.op("dequantize", func(r *C.mlx_array) C.int {
+		return C.mlx_dequantize(r, w, scales, biases, C.duet_some_int(C.int(q.GroupSize)),
+			C.duet_some_int(C.int(q.Bits)), quantMode(q), C.duet_null_array(), C.duet_some_dtype(d), g.s)
+	})
 }
 
 // quantMode is q's mode as MLX names it.
@@ -221,136 +208,100 @@ func quantMode(q *model.QuantParams) *C.char {
 
 // rightShift is a >> b elementwise (unsigned for uint32).
 func (g *graph) rightShift(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("right_shift", C.mlx_right_shift(&r, a, b, g.s), r)
+	return g.op("right_shift", func(r *C.mlx_array) C.int {
+		return C.mlx_right_shift(r, a, b, g.s)
+	})
 }
 
 func (g *graph) bitwiseAnd(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("bitwise_and", C.mlx_bitwise_and(&r, a, b, g.s), r)
+	return g.op("bitwise_and", func(r *C.mlx_array) C.int {
+		return C.mlx_bitwise_and(r, a, b, g.s)
+	})
 }
 
 // take gathers the rows of a (axis 0) named by the int32 indices.
 func (g *graph) take(a, indices C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("take", C.mlx_take_axis(&r, a, indices, 0, g.s), r)
+	return g.op("take", func(r *C.mlx_array) C.int {
+		return C.mlx_take_axis(r, a, indices, 0, g.s)
+	})
 }
 
 func (g *graph) reshape(a C.mlx_array, shape ...int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	var cs [8]C.int
 	sh := cints(cs[:], shape)
-	g.clock()
-	var r C.mlx_array
-	return g.track("reshape", C.mlx_reshape(&r, a, &sh[0], C.size_t(len(sh)), g.s), r)
+	return g.op("reshape", func(r *C.mlx_array) C.int {
+		return C.mlx_reshape(r, a, &sh[0], C.size_t(len(sh)), g.s)
+	})
 }
 
 func (g *graph) transpose(a C.mlx_array, axes ...int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	var cs [8]C.int
 	ax := cints(cs[:], axes)
-	g.clock()
-	var r C.mlx_array
-	return g.track("transpose", C.mlx_transpose_axes(&r, a, &ax[0], C.size_t(len(ax)), g.s), r)
+	return g.op("transpose", func(r *C.mlx_array) C.int {
+		return C.mlx_transpose_axes(r, a, &ax[0], C.size_t(len(ax)), g.s)
+	})
 }
 
 var ones = [8]C.int{1, 1, 1, 1, 1, 1, 1, 1}
 
 // slice is a[start:stop] with unit strides.
 func (g *graph) slice(a C.mlx_array, start, stop []int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	var c0, c1 [8]C.int
 	s0, s1 := cints(c0[:], start), cints(c1[:], stop)
-	g.clock()
-	var r C.mlx_array
-	return g.track("slice", C.mlx_slice(&r, a, &s0[0], C.size_t(len(s0)), &s1[0], C.size_t(len(s1)),
-		&ones[0], C.size_t(len(s0)), g.s), r)
+	return g.op("slice", func(r *C.mlx_array) C.int {
+		return C.mlx_slice(r, a, &s0[0], C.size_t(len(s0)), &s1[0], C.size_t(len(s1)),
+			&ones[0], C.size_t(len(s0)), g.s)
+	})
 }
 
 // sliceUpdate is a copy of src with src[start:stop] = update. MLX writes in place when src is referenced by
 // nothing but this operation, which is why caches drop their handle to the old buffer before evaluating.
 func (g *graph) sliceUpdate(src, update C.mlx_array, start, stop []int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	var c0, c1 [8]C.int
 	s0, s1 := cints(c0[:], start), cints(c1[:], stop)
-	g.clock()
-	var r C.mlx_array
-	return g.track("slice_update", C.mlx_slice_update(&r, src, update, &s0[0], C.size_t(len(s0)), &s1[0],
-		C.size_t(len(s1)), &ones[0], C.size_t(len(s0)), g.s), r)
+	return g.op("slice_update", func(r *C.mlx_array) C.int {
+		return C.mlx_slice_update(r, src, update, &s0[0], C.size_t(len(s0)), &s1[0],
+			C.size_t(len(s1)), &ones[0], C.size_t(len(s0)), g.s)
+	})
 }
 
 func (g *graph) astype(a C.mlx_array, d C.mlx_dtype) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	if C.mlx_array_dtype(a) == d {
+	if g.err == nil && C.mlx_array_dtype(a) == d {
 		return a
 	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("astype", C.mlx_astype(&r, a, d, g.s), r)
+	return g.op("astype", func(r *C.mlx_array) C.int {
+		return C.mlx_astype(r, a, d, g.s)
+	})
 }
 
 func (g *graph) contiguous(a C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("contiguous", C.mlx_contiguous(&r, a, false, g.s), r)
+	return g.op("contiguous", func(r *C.mlx_array) C.int {
+		return C.mlx_contiguous(r, a, false, g.s)
+	})
 }
 
 // concat joins arrays along axis.
 func (g *graph) concat(axis int, as ...C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	v := C.mlx_vector_array_new_data(&as[0], C.size_t(len(as)))
-	defer C.mlx_vector_array_free(v)
-	var r C.mlx_array
-	return g.track("concatenate", C.mlx_concatenate_axis(&r, v, C.int(axis), g.s), r)
+	return g.op("concatenate", func(r *C.mlx_array) C.int {
+		v := C.mlx_vector_array_new_data(&as[0], C.size_t(len(as)))
+		defer C.mlx_vector_array_free(v)
+		return C.mlx_concatenate_axis(r, v, C.int(axis), g.s)
+	})
 }
 
 // rmsNorm normalises the last axis of x and scales it by w.
 func (g *graph) rmsNorm(x, w C.mlx_array, eps float32) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("fast_rms_norm", C.mlx_fast_rms_norm(&r, x, w, C.float(eps), g.s), r)
+	return g.op("fast_rms_norm", func(r *C.mlx_array) C.int {
+		return C.mlx_fast_rms_norm(r, x, w, C.float(eps), g.s)
+	})
 }
 
 // rope rotates x [B, heads, T, head_dim] for positions offset..offset+T-1 in the Hugging Face layout (element i
 // pairs with i+head_dim/2), with the given per-pair periods (1/θ_i).
 func (g *graph) rope(x C.mlx_array, dims, offset int, freqs C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("fast_rope", C.mlx_fast_rope(&r, x, C.int(dims), false, C.duet_no_float(), 1, C.int(offset), freqs, g.s), r)
+	return g.op("fast_rope", func(r *C.mlx_array) C.int {
+		return C.mlx_fast_rope(r, x, C.int(dims), false, C.duet_no_float(), 1, C.int(offset), freqs, g.s)
+	})
 }
 
 // attention is softmax(q·kᵀ·scale)·v with as many KV heads as k and v have (GQA): q holds the last T of the S
@@ -358,9 +309,6 @@ func (g *graph) rope(x C.mlx_array, dims, offset int, freqs C.mlx_array) C.mlx_a
 // causal rule when given (sliding windows). sinks ([heads], may be a zero handle) join each head's softmax as
 // one more logit whose probability is dropped.
 func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool, mask, sinks C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	mode := cNoMask
 	switch {
 	case mask.ctx != nil:
@@ -368,226 +316,160 @@ func (g *graph) attention(q, k, v C.mlx_array, scale float32, causal bool, mask,
 	case causal:
 		mode = cCausal
 	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("fast_scaled_dot_product_attention", C.mlx_fast_scaled_dot_product_attention(&r, q, k, v,
-		C.float(scale), mode, mask, sinks, g.s), r)
+	return g.op("fast_scaled_dot_product_attention", func(r *C.mlx_array) C.int {
+		return C.mlx_fast_scaled_dot_product_attention(r, q, k, v,
+			C.float(scale), mode, mask, sinks, g.s)
+	})
 }
 
 func (g *graph) tanh(a C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("tanh", C.mlx_tanh(&r, a, g.s), r)
+	return g.op("tanh", func(r *C.mlx_array) C.int {
+		return C.mlx_tanh(r, a, g.s)
+	})
 }
 
 func (g *graph) minimum(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("minimum", C.mlx_minimum(&r, a, b, g.s), r)
+	return g.op("minimum", func(r *C.mlx_array) C.int {
+		return C.mlx_minimum(r, a, b, g.s)
+	})
 }
 
 // clip is a clamped to [lo, hi].
 func (g *graph) clip(a, lo, hi C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("clip", C.mlx_clip(&r, a, lo, hi, g.s), r)
+	return g.op("clip", func(r *C.mlx_array) C.int {
+		return C.mlx_clip(r, a, lo, hi, g.s)
+	})
 }
 
 func (g *graph) negative(a C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("negative", C.mlx_negative(&r, a, g.s), r)
+	return g.op("negative", func(r *C.mlx_array) C.int {
+		return C.mlx_negative(r, a, g.s)
+	})
 }
 
 // Elementwise binary operations (with broadcasting).
 
 func (g *graph) greater(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("greater", C.mlx_greater(&r, a, b, g.s), r)
+	return g.op("greater", func(r *C.mlx_array) C.int {
+		return C.mlx_greater(r, a, b, g.s)
+	})
 }
 
 func (g *graph) equal(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("equal", C.mlx_equal(&r, a, b, g.s), r)
+	return g.op("equal", func(r *C.mlx_array) C.int {
+		return C.mlx_equal(r, a, b, g.s)
+	})
 }
 
 func (g *graph) subtract(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("subtract", C.mlx_subtract(&r, a, b, g.s), r)
+	return g.op("subtract", func(r *C.mlx_array) C.int {
+		return C.mlx_subtract(r, a, b, g.s)
+	})
 }
 
 func (g *graph) lessEqual(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("less_equal", C.mlx_less_equal(&r, a, b, g.s), r)
+	return g.op("less_equal", func(r *C.mlx_array) C.int {
+		return C.mlx_less_equal(r, a, b, g.s)
+	})
 }
 
 func (g *graph) logicalOr(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("logical_or", C.mlx_logical_or(&r, a, b, g.s), r)
+	return g.op("logical_or", func(r *C.mlx_array) C.int {
+		return C.mlx_logical_or(r, a, b, g.s)
+	})
 }
 
 func (g *graph) logicalAnd(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("logical_and", C.mlx_logical_and(&r, a, b, g.s), r)
+	return g.op("logical_and", func(r *C.mlx_array) C.int {
+		return C.mlx_logical_and(r, a, b, g.s)
+	})
 }
 
 func (g *graph) divide(a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("divide", C.mlx_divide(&r, a, b, g.s), r)
+	return g.op("divide", func(r *C.mlx_array) C.int {
+		return C.mlx_divide(r, a, b, g.s)
+	})
 }
 
 // broadcastTo is a broadcast to shape.
 func (g *graph) broadcastTo(a C.mlx_array, shape ...int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
 	var cs [8]C.int
 	sh := cints(cs[:], shape)
-	g.clock()
-	var r C.mlx_array
-	return g.track("broadcast_to", C.mlx_broadcast_to(&r, a, &sh[0], C.size_t(len(sh)), g.s), r)
+	return g.op("broadcast_to", func(r *C.mlx_array) C.int {
+		return C.mlx_broadcast_to(r, a, &sh[0], C.size_t(len(sh)), g.s)
+	})
 }
 
 // where is cond ? a : b elementwise.
 func (g *graph) where(cond, a, b C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("where", C.mlx_where(&r, cond, a, b, g.s), r)
+	return g.op("where", func(r *C.mlx_array) C.int {
+		return C.mlx_where(r, cond, a, b, g.s)
+	})
 }
 
 // softmax is the softmax over the last axis, computed in float32 whatever a's dtype (precise).
 func (g *graph) softmax(a C.mlx_array) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("softmax", C.mlx_softmax_axis(&r, a, -1, true, g.s), r)
+	return g.op("softmax", func(r *C.mlx_array) C.int {
+		return C.mlx_softmax_axis(r, a, -1, true, g.s)
+	})
 }
 
 // topk is the k largest values along the last axis, in no particular order.
 func (g *graph) topk(a C.mlx_array, k int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("topk", C.mlx_topk_axis(&r, a, C.int(k), -1, g.s), r)
+	return g.op("topk", func(r *C.mlx_array) C.int {
+		return C.mlx_topk_axis(r, a, C.int(k), -1, g.s)
+	})
 }
 
 // minAxis is the minimum along axis, kept as a dimension of 1.
 func (g *graph) minAxis(a C.mlx_array, axis int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("min", C.mlx_min_axis(&r, a, C.int(axis), true, g.s), r)
+	return g.op("min", func(r *C.mlx_array) C.int {
+		return C.mlx_min_axis(r, a, C.int(axis), true, g.s)
+	})
 }
 
 // sumAxis is the sum along axis, kept as a dimension of 1.
 func (g *graph) sumAxis(a C.mlx_array, axis int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("sum", C.mlx_sum_axis(&r, a, C.int(axis), true, g.s), r)
+	return g.op("sum", func(r *C.mlx_array) C.int {
+		return C.mlx_sum_axis(r, a, C.int(axis), true, g.s)
+	})
 }
 
 // cumsum is the inclusive running sum along axis.
 func (g *graph) cumsum(a C.mlx_array, axis int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("cumsum", C.mlx_cumsum(&r, a, C.int(axis), false, true, g.s), r)
+	return g.op("cumsum", func(r *C.mlx_array) C.int {
+		return C.mlx_cumsum(r, a, C.int(axis), false, true, g.s)
+	})
 }
 
 // argsort is the indices (uint32) that sort a along axis.
 func (g *graph) argsort(a C.mlx_array, axis int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("argsort", C.mlx_argsort_axis(&r, a, C.int(axis), g.s), r)
+	return g.op("argsort", func(r *C.mlx_array) C.int {
+		return C.mlx_argsort_axis(r, a, C.int(axis), g.s)
+	})
 }
 
 // takeAlong gathers a's elements along axis at indices (of a's rank).
 func (g *graph) takeAlong(a, indices C.mlx_array, axis int) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("take_along_axis", C.mlx_take_along_axis(&r, a, indices, C.int(axis), g.s), r)
+	return g.op("take_along_axis", func(r *C.mlx_array) C.int {
+		return C.mlx_take_along_axis(r, a, indices, C.int(axis), g.s)
+	})
 }
 
 // gatherMM is a·b[ids] batched: a [..., M, K] broadcast against ids' shape, b [E, K, N]; sorted says that ids
 // are in ascending order.
 func (g *graph) gatherMM(a, b, ids C.mlx_array, sorted bool) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("gather_mm", C.mlx_gather_mm(&r, a, b, C.duet_null_array(), ids, C.bool(sorted), g.s), r)
+	return g.op("gather_mm", func(r *C.mlx_array) C.int {
+		return C.mlx_gather_mm(r, a, b, C.duet_null_array(), ids, C.bool(sorted), g.s)
+	})
 }
 
 // gatherQMM is x·dequantize(w[ids])ᵀ for MLX-quantized stacked w [E, N, K*bits/32] (affine or mxfp4).
 func (g *graph) gatherQMM(x, w, scales, biases, ids C.mlx_array, q *model.QuantParams, sorted bool) C.mlx_array {
-	if g.err != nil {
-		return C.duet_null_array()
-	}
-	g.clock()
-	var r C.mlx_array
-	return g.track("gather_qmm", C.mlx_gather_qmm(&r, x, w, scales, biases, C.duet_null_array(), ids, true,
-		C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), C.bool(sorted), g.s), r)
+	return g.op("gather_qmm", func(r *C.mlx_array) C.int {
+		return C.mlx_gather_qmm(r, x, w, scales, biases, C.duet_null_array(), ids, true,
+			C.duet_some_int(C.int(q.GroupSize)), C.duet_some_int(C.int(q.Bits)), quantMode(q), C.bool(sorted), g.s)
+	})
 }
 
 // Constant C strings, allocated once.
