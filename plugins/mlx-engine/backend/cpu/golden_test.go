@@ -32,6 +32,11 @@ func TestDenseGolden(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skip("the golden hashes are amd64's (other architectures may round the Go path's math differently)")
 	}
+	if fusedBuild {
+		// The compiler fuses the Go code's multiply-adds here, which rounds once where the recorded build rounds
+		// twice: other bits, as exact across batching and kernel paths as before (the other tests check that).
+		t.Skip("the golden hashes are GOAMD64=v1's, whose Go code rounds every multiply and add")
+	}
 	t.Parallel()
 	want := readGolden(t)
 	var mu sync.Mutex
