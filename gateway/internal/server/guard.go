@@ -117,13 +117,13 @@ type pendingHop struct {
 	sum   [sha256.Size]byte
 }
 
-// authOrHop authenticates a request before its body is read (readBody comes after it, so no body holds the
-// body budget before its sender is known). A hop from another gateway is let through on the cluster
+// authOrHop authenticates a request before its body is read (the bodyReader comes after it, so no body holds
+// the body budget before its sender is known). A hop from another gateway is let through on the cluster
 // credential: the proof's HMAC covers the body's SHA-256, which it carries, so it is checked here, and the
 // body's hash once read (verifyHop). Everything else goes through auth. In a cluster without a secret nothing
 // tells a hop from a client's request, so a hop is one: it needs the client's API key like any other, its
-// route may pin only what a client could choose anyway (an instance of this node, prefill instances the
-// owner resolves from its own state: see fromPinned), and it has no admin rights of its own.
+// route may pin only what a client could choose anyway (an instance of this node, prefill instances the owner
+// resolves from its own state: see fromPinned), and it has no admin rights of its own.
 func (g *guard) authOrHop(c *fiber.Ctx) error {
 	h := c.Get(forward.HeaderHop)
 	if h == "" {
