@@ -6,18 +6,54 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/sdk/engine"
 )
 
-// The cluster API's writes and the admin endpoints beside the instances (clusterapi.go): exo's instance
-// links, feature flags and state, the router in use and its swap, the gossip keyring.
+// adminAPI is the admin API beside the instances (those are the clusterAPI's): exo's instance links, feature
+// flags and state, this node's status, the router in use and its swap, the model aliases (aliases.go), and the
+// gossip keyring. Reads need an API key when keys are set; writes an admin key when those are, and loopback
+// without one (protected mode).
+type adminAPI struct {
+	agent   *cluster.Agent
+	reg     *node.Registry
+	engines node.EngineProvider
+	swap    node.RouterSwapper // nil: the router cannot be swapped
+	aliases *alias.Table
+	// limiter is the request path's admission control, whose figures the status shows.
+	limiter *limiter
+	status  StatusFunc // nil: no plugin status
+	// exposure is what the gateway leaves open (guard.exposure), for GET /state.
+	exposure func() []string
+	log      *slog.Logger
+}
+
+// routes registers the admin API: exo's paths under /v1 and /state, the rest under /admin/v1. Writes pass the
+// guard's admin checks; GET /state takes an API key.
+func (a *adminAPI) routes(app, v1, admin fiber.Router, g *guard) {
+	v1.Get("/instance-links", a.listLinks)
+	v1.Post("/instance-links", g.adminOnly, g.localAdminOnly, a.createLink)
+	v1.Put("/instance-links/:id", g.adminOnly, g.localAdminOnly, a.updateLink)
+	v1.Delete("/instance-links/:id", g.adminOnly, g.localAdminOnly, a.deleteLink)
+	v1.Get("/feature-flags", a.featureFlags)
+	app.Get("/state", g.auth, a.state)
+	admin.Get("/status", a.adminStatus)
+	admin.Put("/router", g.adminOnly, g.localAdminOnly, a.putRouter)
+	admin.Get("/router", a.getRouter)
+	admin.Get("/model-aliases", a.getModelAliases)
+	admin.Put("/model-aliases", g.adminOnly, g.localAdminOnly, a.putModelAliases)
+	admin.Get("/cluster/keys", g.adminOnly, g.localAdminOnly, a.listKeys)
+	admin.Post("/cluster/keys", g.adminOnly, g.localAdminOnly, a.changeKeys)
+}
 
 // linkView is an instance link as exo's API shows it, with whether its pairs are exact.
 type linkView struct {
@@ -32,8 +68,8 @@ type linkBody struct {
 	DecodeInstances  []string `json:"decode_instances"`
 }
 
-func (s *Server) listLinks(c *fiber.Ctx) error {
-	snap := s.agent.Snapshot()
+func (a *adminAPI) listLinks(c *fiber.Ctx) error {
+	snap := a.agent.Snapshot()
 	out := make([]linkView, 0, len(snap.Links))
 	for _, l := range snap.Links {
 		check, err := cluster.CheckLink(snap, l.PrefillInstances, l.DecodeInstances)
@@ -43,14 +79,14 @@ func (s *Server) listLinks(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-func (s *Server) createLink(c *fiber.Ctx) error { return s.writeLink(c, cluster.NewLinkID(), false) }
+func (a *adminAPI) createLink(c *fiber.Ctx) error { return a.writeLink(c, cluster.NewLinkID(), false) }
 
-func (s *Server) updateLink(c *fiber.Ctx) error {
+func (a *adminAPI) updateLink(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if _, ok := s.agent.Snapshot().Link(id); !ok {
+	if _, ok := a.agent.Snapshot().Link(id); !ok {
 		return linkNotFound(id)
 	}
-	return s.writeLink(c, id, true)
+	return a.writeLink(c, id, true)
 }
 
 func linkNotFound(id string) error {
@@ -59,12 +95,12 @@ func linkNotFound(id string) error {
 }
 
 // writeLink validates and writes a link: serfcluster replicates it to every node (any node may write).
-func (s *Server) writeLink(c *fiber.Ctx, id string, update bool) error {
+func (a *adminAPI) writeLink(c *fiber.Ctx, id string, update bool) error {
 	var b linkBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
 		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
 	}
-	check, err := cluster.CheckLink(s.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
+	check, err := cluster.CheckLink(a.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
 	if err != nil {
 		param := "prefill_instances"
 		if strings.Contains(err.Error(), "decode_instances") {
@@ -72,7 +108,7 @@ func (s *Server) writeLink(c *fiber.Ctx, id string, update bool) error {
 		}
 		return openai.BadRequest(param, "%v", err)
 	}
-	if err := s.agent.Cluster().PutInstanceLink(cluster.InstanceLink{
+	if err := a.agent.Cluster().PutInstanceLink(cluster.InstanceLink{
 		LinkID: id, PrefillInstances: b.PrefillInstances, DecodeInstances: b.DecodeInstances,
 	}); err != nil {
 		return openai.BadRequest("", "%v", err)
@@ -84,9 +120,9 @@ func (s *Server) writeLink(c *fiber.Ctx, id string, update bool) error {
 	return c.JSON(fiber.Map{"message": "instance link " + verb, "command_id": commandID(), "link_id": id, "exact": check.Exact})
 }
 
-func (s *Server) deleteLink(c *fiber.Ctx) error {
+func (a *adminAPI) deleteLink(c *fiber.Ctx) error {
 	id := c.Params("id")
-	err := s.agent.Cluster().DeleteInstanceLink(id)
+	err := a.agent.Cluster().DeleteInstanceLink(id)
 	if errors.Is(err, cluster.ErrNotFound) {
 		return linkNotFound(id)
 	}
@@ -100,31 +136,31 @@ func (s *Server) deleteLink(c *fiber.Ctx) error {
 // names it in logs.
 func commandID() string { return strings.TrimPrefix(cluster.NewLinkID(), "link-") }
 
-func (s *Server) featureFlags(c *fiber.Ctx) error {
+func (a *adminAPI) featureFlags(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"disaggregation": true})
 }
 
 // state is the cluster snapshot, as exo's /state is its whole state.
-func (s *Server) state(c *fiber.Ctx) error {
+func (a *adminAPI) state(c *fiber.Ctx) error {
 	return c.JSON(struct {
 		*cluster.Snapshot
-		// Exposure is what this gateway leaves open to the network (Exposure), for the dashboard's banner.
+		// Exposure is what this gateway leaves open to the network (Server.Exposure), for the dashboard's banner.
 		Exposure []string `json:"exposure,omitempty"`
-	}{s.agent.Snapshot(), s.Exposure()})
+	}{a.agent.Snapshot(), a.exposure()})
 }
 
-func (s *Server) getRouter(c *fiber.Ctx) error {
+func (a *adminAPI) getRouter(c *fiber.Ctx) error {
 	name, available := "", []string{}
-	if s.swap != nil {
-		name, available = s.swap.Current(), s.swap.Available()
+	if a.swap != nil {
+		name, available = a.swap.Current(), a.swap.Available()
 	}
 	return c.JSON(fiber.Map{"router": name, "available": available})
 }
 
 // putRouter starts another router and routes new requests to it once it is ready; the old one is stopped
 // after its calls returned. A router that fails to start leaves the old one in place.
-func (s *Server) putRouter(c *fiber.Ctx) error {
-	if s.swap == nil {
+func (a *adminAPI) putRouter(c *fiber.Ctx) error {
+	if a.swap == nil {
 		return &openai.Error{Status: fiber.StatusNotImplemented, Type: openai.TypeServer, Message: "this gateway cannot swap its router"}
 	}
 	var b struct {
@@ -143,16 +179,16 @@ func (s *Server) putRouter(c *fiber.Ctx) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := s.swap.SwapRouter(ctx, b.Router, sum); err != nil {
+	if err := a.swap.SwapRouter(ctx, b.Router, sum); err != nil {
 		if errors.Is(err, node.ErrRouterRefused) {
 			return openai.BadRequest("router", "the router was not swapped: %s", strings.TrimPrefix(err.Error(), node.ErrRouterRefused.Error()+": "))
 		}
 		// What a plugin printed (its stderr, a handshake line on its stdout) is for the operator's log only.
-		s.log.Warn("router swap failed", "request_id", requestIDOf(c), "router", b.Router, "error", err)
+		a.log.Warn("router swap failed", "request_id", requestIDOf(c), "router", b.Router, "error", err)
 		return openai.BadRequest("router", "the router was not swapped: router %q did not start; the gateway's log says why (request id %s)", b.Router, requestIDOf(c))
 	}
-	s.log.Info("router swapped", "router", s.swap.Current())
-	return c.JSON(fiber.Map{"router": s.swap.Current(), "message": "new requests use this router"})
+	a.log.Info("router swapped", "router", a.swap.Current())
+	return c.JSON(fiber.Map{"router": a.swap.Current(), "message": "new requests use this router"})
 }
 
 func decodeHex32(s string) ([]byte, error) {
@@ -181,8 +217,8 @@ func decodeHex32(s string) ([]byte, error) {
 }
 
 // listKeys reports the gossip keyring across the cluster (how many nodes hold each key, and use it).
-func (s *Server) listKeys(c *fiber.Ctx) error {
-	st, err := s.agent.Cluster().ListKeys()
+func (a *adminAPI) listKeys(c *fiber.Ctx) error {
+	st, err := a.agent.Cluster().ListKeys()
 	if err != nil {
 		return openai.BadRequest("", "%v", err)
 	}
@@ -191,7 +227,7 @@ func (s *Server) listKeys(c *fiber.Ctx) error {
 
 // changeKeys rotates the gossip key online, cluster-wide: install the new key, use it, remove the old one
 // (serf rewrites every node's keyring file). The KV and hop keys rotate through the secret file.
-func (s *Server) changeKeys(c *fiber.Ctx) error {
+func (a *adminAPI) changeKeys(c *fiber.Ctx) error {
 	var b struct {
 		Op  string `json:"op"`
 		Key string `json:"key"`
@@ -203,7 +239,7 @@ func (s *Server) changeKeys(c *fiber.Ctx) error {
 	if err != nil {
 		return openai.BadRequest("key", "key is not base64: %v", err)
 	}
-	cl := s.agent.Cluster()
+	cl := a.agent.Cluster()
 	switch b.Op {
 	case "install":
 		err = cl.InstallKey(key)
@@ -218,4 +254,31 @@ func (s *Server) changeKeys(c *fiber.Ctx) error {
 		return openai.BadRequest("", "%v", err)
 	}
 	return c.JSON(fiber.Map{"message": "keyring " + b.Op + " done"})
+}
+
+// adminStatus is GET /admin/v1/status: this node's admission figures, its instances, its engine's figures
+// (peers read them for the dashboard's cluster stats) and its plugins.
+func (a *adminAPI) adminStatus(c *fiber.Ctx) error {
+	type instance struct {
+		engine.Description
+		InFlight int64     `json:"in_flight"`
+		LoadedAt time.Time `json:"loaded_at"`
+	}
+	out := fiber.Map{"in_flight": a.limiter.inFlight(), "queued": a.limiter.queued.Load()}
+	var ins []instance
+	for _, in := range a.reg.All() {
+		ins = append(ins, instance{Description: in.Desc, InFlight: in.InFlight(), LoadedAt: in.LoadedAt})
+	}
+	out["instances"] = ins
+	if e, _, err := a.engines.Get(); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		if st, err := e.Stats(ctx); err == nil {
+			out["engine_stats"] = st
+		}
+		cancel()
+	}
+	if a.status != nil {
+		out["plugins"] = a.status()
+	}
+	return c.JSON(out)
 }

@@ -18,20 +18,20 @@ type aliasesBody struct {
 	Aliases map[string]string `json:"aliases"`
 }
 
-func (s *Server) getModelAliases(c *fiber.Ctx) error {
-	return c.JSON(aliasesBody{Aliases: s.aliases.All()})
+func (a *adminAPI) getModelAliases(c *fiber.Ctx) error {
+	return c.JSON(aliasesBody{Aliases: a.aliases.All()})
 }
 
 // putModelAliases replaces every alias of this node. A target need not be served yet: an alias may wait for
 // its model to load.
-func (s *Server) putModelAliases(c *fiber.Ctx) error {
+func (a *adminAPI) putModelAliases(c *fiber.Ctx) error {
 	var b aliasesBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Aliases == nil {
 		return openai.BadRequest("aliases", `the body must be {"aliases": {"NAME": "MODEL", ...}}`)
 	}
-	if err := s.aliases.Set(b.Aliases); err != nil {
+	if err := a.aliases.Set(b.Aliases); err != nil {
 		return openai.BadRequest("aliases", "%v", err)
 	}
-	s.log.Info("model aliases set", "aliases", b.Aliases)
-	return c.JSON(aliasesBody{Aliases: s.aliases.All()})
+	a.log.Info("model aliases set", "aliases", b.Aliases)
+	return c.JSON(aliasesBody{Aliases: a.aliases.All()})
 }

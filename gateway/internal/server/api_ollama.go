@@ -93,7 +93,7 @@ func (s *Server) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 // it: this node's own description when it has an instance, else another node's published facts.
 func (s *Server) ollamaModels() map[string]ollama.Model {
 	out := map[string]ollama.Model{}
-	for id, t := range s.clusterModels() {
+	for id, t := range s.catalog.clusterModels() {
 		out[id] = ollama.Model{ID: id, ModifiedAt: t}
 	}
 	for _, in := range s.agent.Snapshot().Instances {

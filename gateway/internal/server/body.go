@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -24,32 +25,46 @@ const smallBody = 8 << 10
 
 const bodyReleaseKey = "duet.body.release"
 
-// readBody is the middleware that reads the body under the budget.
-func (s *Server) readBody(c *fiber.Ctx) error {
+// bodyReader is the middleware that reads request bodies under the byte budget (Config.BodyLimit,
+// MaxBodyBytesInFlight, QueueTimeout).
+type bodyReader struct {
+	limit        int
+	queueTimeout time.Duration
+	budget       *byteBudget
+	bufs         *bufferPool
+}
+
+func newBodyReader(cfg Config) *bodyReader {
+	return &bodyReader{limit: cfg.BodyLimit, queueTimeout: cfg.QueueTimeout, budget: newByteBudget(cfg.MaxBodyBytesInFlight),
+		bufs: &bufferPool{max: cfg.MaxBodyBytesInFlight}}
+}
+
+// read reads the body under the budget, and gives it back when the handler is done (or calls releaseBody).
+func (b *bodyReader) read(c *fiber.Ctx) error {
 	req := c.Request()
 	if !req.IsBodyStream() {
 		return c.Next()
 	}
 	n := req.Header.ContentLength() // -1: chunked, size unknown
-	if n > s.cfg.BodyLimit {
+	if n > b.limit {
 		c.Context().SetConnectionClose() // do not read megabytes to throw them away
 		return fiber.ErrRequestEntityTooLarge
 	}
 	weight := int64(n)
 	if n < 0 {
-		weight = int64(s.cfg.BodyLimit)
+		weight = int64(b.limit)
 	}
 	release := func() {}
 	if n < 0 || n > smallBody {
-		ctx, cancel := context.WithTimeout(c.Context(), s.cfg.QueueTimeout)
-		err := s.bodies.acquire(ctx, weight)
+		ctx, cancel := context.WithTimeout(c.Context(), b.queueTimeout)
+		err := b.budget.acquire(ctx, weight)
 		cancel()
 		if err != nil {
 			c.Context().SetConnectionClose()
 			return openai.TooManyRequests("the server holds as many request bytes as it may; retry later")
 		}
 		var once sync.Once
-		release = func() { once.Do(func() { s.bodies.release(weight) }) }
+		release = func() { once.Do(func() { b.budget.release(weight) }) }
 	}
 	defer release()
 	var body []byte
@@ -57,16 +72,16 @@ func (s *Server) readBody(c *fiber.Ctx) error {
 	if n > smallBody {
 		// Large bodies are read into buffers that come back when the request is done with them: a burst of them
 		// then costs the budget, not the budget again in garbage waiting for the collector.
-		buf := s.bodyBufs.get(n)
+		buf := b.bufs.get(n)
 		body = buf[:n]
 		if k, rerr := io.ReadFull(req.BodyStream(), body); rerr != nil {
 			err = fmt.Errorf("after %d of %d bytes: %w", k, n, rerr)
-			s.bodyBufs.put(buf)
+			b.bufs.put(buf)
 		} else {
-			release = giveBack(s.bodyBufs, buf, release)
+			release = giveBack(b.bufs, buf, release)
 		}
 	} else {
-		body, err = readAllLimit(req.BodyStream(), n, s.cfg.BodyLimit)
+		body, err = readAllLimit(req.BodyStream(), n, b.limit)
 	}
 	if errors.Is(err, errBodyTooLarge) {
 		c.Context().SetConnectionClose()

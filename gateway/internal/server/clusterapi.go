@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/url"
 	"sort"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
@@ -21,13 +23,34 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-// The cluster API: the models and instances of every node, exo's instance-links API (same paths and
-// bodies), feature flags, the whole state, and the admin writes (loading instances on any node, swapping the
-// router, the gossip keyring). Reads need an API key when keys are set; writes an admin key when those are.
+// clusterAPI is the cluster API of models and instances: the models the whole cluster serves, every node's
+// instances, and loading and unloading an instance on any node (a write for another node is forwarded to
+// that node's gateway). Reads need an API key when keys are set; writes an admin key when those are, and
+// loopback without one (protected mode). Instance links, the router and the keyring are the adminAPI's.
+type clusterAPI struct {
+	agent   *cluster.Agent
+	reg     *node.Registry
+	engines node.EngineProvider
+	fwd     *forward.Client
+	catalog *modelCatalog
+	load    *loadPolicy
+	// requestTimeout bounds a load and a forwarded write (Config.RequestTimeout).
+	requestTimeout time.Duration
+	log            *slog.Logger
+}
+
+// routes registers the cluster API on /v1; its writes pass the guard's admin checks.
+func (a *clusterAPI) routes(v1 fiber.Router, g *guard) {
+	v1.Get("/models", a.listModels)
+	v1.Get("/models/+", a.getModel)
+	v1.Get("/instances", a.listInstances)
+	v1.Post("/instances", g.adminOnly, g.localAdminOnly, a.createInstance)
+	v1.Delete("/instances/+", g.adminOnly, g.localAdminOnly, a.deleteInstance)
+}
 
 // listModels lists the models the whole cluster serves, and this node's aliases of them.
-func (s *Server) listModels(c *fiber.Ctx) error {
-	models := s.usableModels()
+func (a *clusterAPI) listModels(c *fiber.Ctx) error {
+	models := a.catalog.usableModels()
 	out := make([]openai.Model, 0, len(models))
 	for _, id := range sortedKeys(models) {
 		out = append(out, openai.Model{ID: id, Created: models[id].Unix(), OwnedBy: "duet"})
@@ -36,12 +59,12 @@ func (s *Server) listModels(c *fiber.Ctx) error {
 	return c.Send(openai.AppendModelList(nil, out))
 }
 
-func (s *Server) getModel(c *fiber.Ctx) error {
+func (a *clusterAPI) getModel(c *fiber.Ctx) error {
 	id, err := url.PathUnescape(c.Params("+"))
 	if err != nil {
 		return openai.ModelNotFound(c.Params("+"))
 	}
-	created, ok := s.usableModels()[id]
+	created, ok := a.catalog.usableModels()[id]
 	if !ok {
 		return openai.ModelNotFound(id)
 	}
@@ -49,11 +72,21 @@ func (s *Server) getModel(c *fiber.Ctx) error {
 	return c.Send(openai.AppendModel(nil, openai.Model{ID: id, Created: created.Unix(), OwnedBy: "duet"}))
 }
 
+// modelCatalog is what models the cluster serves, by every name a client may ask for: GET /v1/models here,
+// and Ollama's /api/tags.
+type modelCatalog struct {
+	agent   *cluster.Agent
+	reg     *node.Registry
+	aliases *alias.Table
+	// started is when this gateway started: a model first seen in the cluster's state is as old as that.
+	started time.Time
+}
+
 // usableModels is clusterModels with this node's aliases of the models in it, each as old as its model: every
 // name a request may ask for.
-func (s *Server) usableModels() map[string]time.Time {
-	out := s.clusterModels()
-	for name, to := range s.aliases.All() {
+func (m *modelCatalog) usableModels() map[string]time.Time {
+	out := m.clusterModels()
+	for name, to := range m.aliases.All() {
 		if t, ok := out[to]; ok {
 			out[name] = t
 		}
@@ -63,17 +96,17 @@ func (s *Server) usableModels() map[string]time.Time {
 
 // clusterModels maps each model some instance of the cluster serves (or is loading) to when this node first
 // saw one, by the name the cluster routes by (an instance's model as it was loaded).
-func (s *Server) clusterModels() map[string]time.Time {
+func (m *modelCatalog) clusterModels() map[string]time.Time {
 	out := map[string]time.Time{}
-	for _, in := range s.agent.Snapshot().Instances {
+	for _, in := range m.agent.Snapshot().Instances {
 		if in.Status == cluster.InstanceUnavailable {
 			continue
 		}
 		if _, ok := out[in.Model]; !ok {
-			out[in.Model] = s.started
+			out[in.Model] = m.started
 		}
 	}
-	for _, in := range s.reg.All() {
+	for _, in := range m.reg.All() {
 		if t, ok := out[in.Spec.Model]; !ok || in.LoadedAt.Before(t) {
 			out[in.Spec.Model] = in.LoadedAt
 		}
@@ -223,22 +256,22 @@ func viewOf(in cluster.Record) instanceView {
 	return v
 }
 
-func (s *Server) listInstances(c *fiber.Ctx) error {
-	snap := s.agent.Snapshot()
-	local := s.reg.LocalLoads()
+func (a *clusterAPI) listInstances(c *fiber.Ctx) error {
+	snap := a.agent.Snapshot()
+	local := a.reg.LocalLoads()
 	out := make([]instanceView, 0, len(snap.Instances))
 	for _, in := range snap.Instances {
 		v := viewOf(in)
-		if n, ok := local[in.ID]; ok && string(in.Node) == s.reg.Node() {
+		if n, ok := local[in.ID]; ok && string(in.Node) == a.reg.Node() {
 			v.Load.InFlight = n // exact here; gossip lags
-			if sp, ok := s.agent.Speeds().Speed(in.ID); ok {
+			if sp, ok := a.agent.Speeds().Speed(in.ID); ok {
 				v.Speed = speedViewOf(&sp) // newest here; gossip carries it at a bounded rate
 			}
 		}
 		out = append(out, v)
 	}
 	// How far this gateway's estimates (PD auto) were from what happened, by placement.
-	return c.JSON(fiber.Map{"instances": out, "estimate_errors": s.agent.Speeds().EstimateErrors()})
+	return c.JSON(fiber.Map{"instances": out, "estimate_errors": a.agent.Speeds().EstimateErrors()})
 }
 
 type createInstanceBody struct {
@@ -251,7 +284,7 @@ type createInstanceBody struct {
 
 // createInstance loads a model on a node: here, or on the node named, through that node's gateway. It answers
 // once the model is loaded (the cluster shows the instance loading meanwhile).
-func (s *Server) createInstance(c *fiber.Ctx) error {
+func (a *clusterAPI) createInstance(c *fiber.Ctx) error {
 	var b createInstanceBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
 		return openai.BadRequest("", "the body must be a JSON object {model, node?, id?, role?, options?}: %v", err)
@@ -271,7 +304,7 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 		if err := cluster.CheckNodeID(b.ID); err != nil {
 			return openai.BadRequest("id", "instance id: %v", err)
 		}
-		if _, taken := s.agent.Snapshot().Instance(b.ID); taken {
+		if _, taken := a.agent.Snapshot().Instance(b.ID); taken {
 			return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "conflict",
 				Message: fmt.Sprintf("instance %q exists already", b.ID)}
 		}
@@ -279,25 +312,25 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 	if err := checkLoadOptions(b.Options); err != nil {
 		return err
 	}
-	if b.Node != "" && b.Node != s.reg.Node() {
-		return s.forwardAdmin(c, b.Node)
+	if b.Node != "" && b.Node != a.reg.Node() {
+		return a.forwardAdmin(c, b.Node)
 	}
 	// The node that loads decides what it loads: its --models-dir, its memory, its limit.
-	model, size, err := s.resolveAPIModel(b.Model)
+	model, size, err := a.load.resolveAPIModel(b.Model)
 	if err != nil {
 		return err
 	}
 	if err := checkFits(b.Model, size); err != nil {
 		return err
 	}
-	e, _, err := s.engines.Get()
+	e, _, err := a.engines.Get()
 	if err != nil {
-		s.log.Warn("engine unavailable", "error", err)
+		a.log.Warn("engine unavailable", "error", err)
 		return openai.Unavailable("the engine plugin is not running now; retry shortly")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.requestTimeout)
 	defer cancel()
-	in, err := s.reg.Add(ctx, e, node.InstanceSpec{ID: b.ID, Model: model, Options: b.Options, Role: role})
+	in, err := a.reg.Add(ctx, e, node.InstanceSpec{ID: b.ID, Model: model, Options: b.Options, Role: role})
 	if errors.Is(err, node.ErrTooManyInstances) {
 		return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "too_many_instances", Message: err.Error()[len(node.ErrTooManyInstances.Error())+2:]}
 	}
@@ -308,27 +341,27 @@ func (s *Server) createInstance(c *fiber.Ctx) error {
 		}
 		return openai.BadRequest("", "%v", err)
 	}
-	rec, ok := s.agent.Snapshot().Instance(in.Desc.InstanceID)
+	rec, ok := a.agent.Snapshot().Instance(in.Desc.InstanceID)
 	if !ok {
-		return c.JSON(fiber.Map{"id": in.Desc.InstanceID, "node": s.reg.Node(), "model": in.Desc.ModelID})
+		return c.JSON(fiber.Map{"id": in.Desc.InstanceID, "node": a.reg.Node(), "model": in.Desc.ModelID})
 	}
 	return c.Status(fiber.StatusCreated).JSON(viewOf(rec))
 }
 
 // deleteInstance unloads an instance, on whichever node serves it.
-func (s *Server) deleteInstance(c *fiber.Ctx) error {
+func (a *clusterAPI) deleteInstance(c *fiber.Ctx) error {
 	id, err := url.PathUnescape(c.Params("+"))
 	if err != nil {
 		return openai.BadRequest("", "bad instance id")
 	}
-	rec, ok := s.agent.Snapshot().Instance(id)
-	if ok && string(rec.Node) != s.reg.Node() {
-		return s.forwardAdmin(c, string(rec.Node))
+	rec, ok := a.agent.Snapshot().Instance(id)
+	if ok && string(rec.Node) != a.reg.Node() {
+		return a.forwardAdmin(c, string(rec.Node))
 	}
-	e, _, _ := s.engines.Get()
+	e, _, _ := a.engines.Get()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := s.reg.Remove(ctx, e, id); errors.Is(err, node.ErrNoInstance) {
+	if err := a.reg.Remove(ctx, e, id); errors.Is(err, node.ErrNoInstance) {
 		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no instance %q in the cluster", id)}
 	} else if err != nil {
@@ -339,25 +372,25 @@ func (s *Server) deleteInstance(c *fiber.Ctx) error {
 
 // forwardAdmin carries an admin write to the node it concerns, authenticated as a hop, and passes its answer
 // back.
-func (s *Server) forwardAdmin(c *fiber.Ctx, node string) error {
+func (a *clusterAPI) forwardAdmin(c *fiber.Ctx, node string) error {
 	if c.Locals(hopRouteKey) != nil {
 		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
-			Message: fmt.Sprintf("node %s was asked to forward a forwarded request", s.reg.Node())}
+			Message: fmt.Sprintf("node %s was asked to forward a forwarded request", a.reg.Node())}
 	}
-	hostPort, tls, ok := cluster.APIEndpoint(s.agent.Snapshot(), s.reg.Node(), node)
+	hostPort, tls, ok := cluster.APIEndpoint(a.agent.Snapshot(), a.reg.Node(), node)
 	if !ok {
 		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
 	}
 	header := requestHeader(c)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), a.requestTimeout)
 	defer cancel()
-	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
+	resp, err := a.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
 		Method: c.Method(), Path: string(c.Request().URI().PathOriginal()), Body: c.Body(), RequestID: requestIDOf(c),
-		Route: forward.Route{EntryNode: s.reg.Node(), DecodeNode: node}, Header: header,
+		Route: forward.Route{EntryNode: a.reg.Node(), DecodeNode: node}, Header: header,
 	})
 	if err != nil {
-		s.log.Warn("forward: admin write", "node", node, "error", err)
+		a.log.Warn("forward: admin write", "node", node, "error", err)
 		return openai.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestIDOf(c)))
 	}
 	defer resp.Body.Close()

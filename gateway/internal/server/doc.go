@@ -1,16 +1,49 @@
-// Package server is the gateway's HTTP side: the OpenAI-compatible API, health and admin endpoints on gofiber
-// v2, with API keys, request ids, body limits, timeouts, admission control, and the glue from a request to a
-// routing decision and an engine generation.
+// Package server is the gateway's HTTP side on gofiber v2: the client APIs (OpenAI's chat and completions,
+// OpenAI's Responses, Anthropic's Messages, Ollama's), the cluster and admin APIs, the dashboard, health and
+// metrics. What a gateway runs besides requests (the instances, the cluster membership, the engine and router
+// plugins, the hop client to other gateways) is the gateway's node (package node), which the server reaches
+// through the Node interface; the server itself joins no cluster and starts no plugin.
 //
-// A request comes from a client (or from another gateway, as a hop proved with the cluster secret) through
-// the middleware of server.go (request id, access log, authentication, the body budget). Its handler parses
-// it in its dialect (openai, responses, anthropic, ollama), asks the router where it runs (route.go, with the
-// node's snapshot of the cluster), and then either forwards it to the owner's gateway (proxy.go, package
-// forward) or runs it on the local engine plugin (generate.go, run.go); the events that come back are
-// rendered in the client's dialect, streamed or whole. What the server runs on besides its own parts (the
-// instances, the cluster, the engine, the router, the hop client) it gets from the gateway's node (package
-// node) through the Node interface.
+// # Who owns what
 //
-// Client disconnects cancel generations: a watcher reads the connection while a request runs, so even a long
-// prefill learns at once that nobody is waiting.
+// Each job has one owner type, with the dependencies it uses and the routes it registers; server.go builds
+// them in New and wires their routes behind the middleware:
+//
+//   - Server (server.go): construction, App/Serve/Shutdown, the wiring of routes, the error handler that
+//     renders every error as the client's dialect's envelope, /healthz, and the request path below.
+//   - guard (guard.go, protect.go): who may do what. API keys on every read and generation, admin keys on the
+//     writes that change the cluster, protected mode (no admin key: writes from loopback only), and the proof
+//     of a hop from another gateway (the cluster secret's HMAC over the request and its body). It also says
+//     what the gateway leaves open (Server.Exposure).
+//   - bodyReader (body.go): reads request bodies itself, within a byte budget for all bodies in flight.
+//   - clusterAPI (clusterapi.go, loadpolicy.go): the models the cluster serves (GET /v1/models, through the
+//     modelCatalog that Ollama's /api/tags shares), every node's instances, and loading or unloading an
+//     instance on any node; a write for another node is forwarded to its gateway.
+//   - adminAPI (admin.go, aliases.go): exo's instance links, feature flags and /state, this node's status,
+//     the router and its swap, the model aliases, the gossip keyring.
+//   - dashboard (ui.go): the page's files and its reads: recent requests (this node's or a peer's), the paths
+//     between nodes, every node's engine figures, a dry run of an instance link.
+//   - linkProbes (linkprobe.go): the serving side of the node's link probes, one at a time.
+//
+// Request ids, the access log, the framing check and a hop's keep-alives are plain middleware functions
+// (middleware.go).
+//
+// # Where a request comes from and where it goes
+//
+// A request comes from a client, or from another gateway as a hop. It passes the middleware in order: request
+// id, access log and framing check for every path; then, on /v1, /api and /admin/v1, the guard's
+// authentication (authOrHop: a key, or a hop's proof checked before its body is read), the bodyReader, the
+// guard's check of a hop's body against its proof, and a hop's keep-alives. The guard's admin checks stand in
+// front of each write.
+//
+// A generation's handler (api_*.go, generate.go) parses the request in its dialect (parse.go, dialect.go),
+// asks the router where it runs (route.go, with the node's snapshot of the cluster), and then either forwards
+// it to the owning gateway (proxy.go, package forward) or runs it on the local engine plugin (run.go,
+// stream.go); the events that come back are rendered in the client's dialect, streamed or whole. What watches
+// a request sees it as it runs: the dashboard's recent list (recent.go, recent_forward.go), metrics and traces
+// (observe.go), and the speeds and estimate errors that routers deciding by time read (pdauto.go). Client disconnects cancel generations: a watcher reads the
+// connection while a request runs (watch.go), so even a long prefill learns at once that nobody is waiting.
+//
+// The cluster and admin APIs answer from the node's state and write to it; the dashboard reads the same and
+// fans out to peers' gateways as hops for what is not gossiped.
 package server

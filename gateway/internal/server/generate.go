@@ -237,7 +237,7 @@ func (s *Server) serve(c *fiber.Ctx, g *generation) error {
 	handedOver = true
 	sw := &streamWriter{
 		s: s, enc: rec.encoder(g.dialect.encoder(meta, g.request.N)), run: r, first: first, evs: evs, next: 1, closed: closed, ctx: ctx, conn: conn,
-		done: func() { watch.stop(); cancel(); rec.streamEnded() }, heartbeat: s.heartbeatFor(c),
+		done: func() { watch.stop(); cancel(); rec.streamEnded() }, heartbeat: heartbeatFor(c, s.cfg.Heartbeat),
 	}
 	c.Context().Response.SetBodyStream(sw, -1)
 	return nil

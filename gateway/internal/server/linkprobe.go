@@ -2,6 +2,7 @@ package server
 
 import (
 	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,29 +21,36 @@ import (
 // for the whole download in it still gets a figure from what arrived.
 const linkProbeWriteTimeout = 5 * time.Second
 
-// linkProbes is whether a probe is being served: one at a time.
+// linkProbes serves the probes (GET node.LinkProbePath and node.LinkPingPath); serving is whether a probe is
+// being served: one at a time.
 type linkProbes struct {
 	serving atomic.Bool
 }
 
-// linkProbe serves a probe: node.LinkProbeBytes of zeros, streamed, one probe at a time (503 while one is
+// routes registers the probe endpoints on the admin group (behind the API key or a hop's proof).
+func (p *linkProbes) routes(admin fiber.Router) {
+	admin.Get(strings.TrimPrefix(node.LinkProbePath, "/admin/v1"), p.probe)
+	admin.Get(strings.TrimPrefix(node.LinkPingPath, "/admin/v1"), p.ping)
+}
+
+// probe serves a probe: node.LinkProbeBytes of zeros, streamed, one probe at a time (503 while one is
 // served), within linkProbeWriteTimeout.
-func (s *Server) linkProbe(c *fiber.Ctx) error {
-	if !s.probes.serving.CompareAndSwap(false, true) {
+func (p *linkProbes) probe(c *fiber.Ctx) error {
+	if !p.serving.CompareAndSwap(false, true) {
 		return openai.Unavailable("another link probe is being served; retry later")
 	}
 	if err := c.Context().SetWriteDeadline(time.Now().Add(linkProbeWriteTimeout)); err != nil {
-		s.probes.serving.Store(false)
+		p.serving.Store(false)
 		return openai.Unavailable("the link probe cannot be served on this connection")
 	}
 	c.Set(fiber.HeaderContentType, "application/octet-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
-	c.Context().SetBodyStream(&probeBody{left: node.LinkProbeBytes, done: func() { s.probes.serving.Store(false) }}, node.LinkProbeBytes)
+	c.Context().SetBodyStream(&probeBody{left: node.LinkProbeBytes, done: func() { p.serving.Store(false) }}, node.LinkProbeBytes)
 	return nil
 }
 
-// linkPing answers a probe's round-trip request with nothing.
-func (s *Server) linkPing(c *fiber.Ctx) error {
+// ping answers a probe's round-trip request with nothing.
+func (p *linkProbes) ping(c *fiber.Ctx) error {
 	return c.SendStatus(fiber.StatusOK)
 }
 

@@ -20,9 +20,10 @@ func TestLinkProbeServe(t *testing.T) {
 	// The handlers alone on a fiber app (the whole server needs a cluster agent; the gateway's cluster tests
 	// run them behind the hop's credential).
 	s := &Server{log: slog.New(slog.DiscardHandler)}
+	p := &linkProbes{}
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: s.handleError})
-	app.Get(node.LinkProbePath, s.linkProbe)
-	app.Get(node.LinkPingPath, s.linkPing)
+	app.Get(node.LinkProbePath, p.probe)
+	app.Get(node.LinkPingPath, p.ping)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +34,7 @@ func TestLinkProbeServe(t *testing.T) {
 	client := &http.Client{Timeout: 30 * time.Second}
 
 	// While a probe is being served, another is refused.
-	s.probes.serving.Store(true)
+	p.serving.Store(true)
 	busy, err := client.Get(url + node.LinkProbePath)
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +43,11 @@ func TestLinkProbeServe(t *testing.T) {
 	if busy.StatusCode != http.StatusServiceUnavailable {
 		t.Errorf("a probe while one is served: %d, want 503", busy.StatusCode)
 	}
-	s.probes.serving.Store(false)
+	p.serving.Store(false)
 
 	for i := range 2 { // the second shows the first released the slot once written
 		deadline := time.Now().Add(20 * time.Second)
-		for s.probes.serving.Load() {
+		for p.serving.Load() {
 			if time.Now().After(deadline) {
 				t.Fatal("the probe's slot was not released after its body was written")
 			}

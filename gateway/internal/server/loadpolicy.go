@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -66,14 +67,35 @@ func modelUnavailable(model string) error {
 		Message: fmt.Sprintf("model %q is not one this node loads over the API: give a Hugging Face id (org/name), \"embedded\", a model the node serves with --model, or a model directory under the node's --models-dir", model)}
 }
 
+// loadPolicy is what models a load over the API may name on this node: the operator's (--model), and local
+// directories under --models-dir.
+type loadPolicy struct {
+	operatorModels []string
+	// root is --models-dir with its symbolic links evaluated ("" when unset or unreadable).
+	root string
+}
+
+func newLoadPolicy(cfg Config, log *slog.Logger) *loadPolicy {
+	p := &loadPolicy{operatorModels: cfg.OperatorModels}
+	if cfg.ModelsDir != "" {
+		root, err := filepath.EvalSymlinks(cfg.ModelsDir)
+		if abs, aerr := filepath.Abs(root); err == nil && aerr == nil {
+			p.root = abs
+		} else {
+			log.Warn("--models-dir cannot be read: no local model loads over the API", "dir", cfg.ModelsDir, "error", err)
+		}
+	}
+	return p
+}
+
 // resolveAPIModel returns what the engine is asked to load for a model named over the API, and the model's
 // size on disk when it is a local directory (0 otherwise).
-func (s *Server) resolveAPIModel(model string) (string, int64, error) {
-	if model == "embedded" || slices.Contains(s.cfg.OperatorModels, model) {
+func (p *loadPolicy) resolveAPIModel(model string) (string, int64, error) {
+	if model == "embedded" || slices.Contains(p.operatorModels, model) {
 		return model, dirSize(model), nil
 	}
 	if isHubID(model) {
-		if dir, ok := s.underModelsDir(model); ok {
+		if dir, ok := p.underModelsDir(model); ok {
 			return dir, dirSize(dir), nil
 		}
 		// The engine would serve a directory of that name under its working directory before the hub's.
@@ -82,7 +104,7 @@ func (s *Server) resolveAPIModel(model string) (string, int64, error) {
 		}
 		return model, 0, nil
 	}
-	if dir, ok := s.underModelsDir(model); ok {
+	if dir, ok := p.underModelsDir(model); ok {
 		return dir, dirSize(dir), nil
 	}
 	return "", 0, modelUnavailable(model)
@@ -93,16 +115,16 @@ func (s *Server) resolveAPIModel(model string) (string, int64, error) {
 // (made absolute), not the link's target, so that the engine names the model after what was asked for (the
 // MLX engine names a local model by its directory's name); whoever can change links inside --models-dir
 // between this check and the load could point elsewhere, but that is the operator.
-func (s *Server) underModelsDir(model string) (string, bool) {
-	root := s.modelsRoot
+func (p *loadPolicy) underModelsDir(model string) (string, bool) {
+	root := p.root
 	if root == "" {
 		return "", false
 	}
-	p := model
-	if !filepath.IsAbs(p) {
-		p = filepath.Join(root, p)
+	named := model
+	if !filepath.IsAbs(named) {
+		named = filepath.Join(root, named)
 	}
-	real, err := filepath.EvalSymlinks(p)
+	real, err := filepath.EvalSymlinks(named)
 	if err != nil {
 		return "", false
 	}
@@ -121,7 +143,7 @@ func (s *Server) underModelsDir(model string) (string, bool) {
 	if _, err := f.Readdirnames(1); err != nil {
 		return "", false
 	}
-	return filepath.Clean(p), true
+	return filepath.Clean(named), true
 }
 
 // dirSize is the bytes of the regular files under dir (0 for what is not a directory), the estimate of what

@@ -56,11 +56,11 @@ func TestResolveAPIModel(t *testing.T) {
 	if err := os.Symlink(filepath.Join(models, "good"), filepath.Join(models, "alias")); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{cfg: Config{OperatorModels: []string{"/srv/operator-model"}}, modelsRoot: models}
-	none := &Server{cfg: Config{}}
+	s := &loadPolicy{operatorModels: []string{"/srv/operator-model"}, root: models}
+	none := &loadPolicy{}
 	for _, tc := range []struct {
 		name, model string
-		srv         *Server
+		srv         *loadPolicy
 		want        string // "" : refused with the one answer
 	}{
 		{"embedded", "embedded", s, "embedded"},

@@ -4,25 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
-	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
-// The middleware every request passes before its handler (routes in server.go): request ids, the access log,
-// API keys, admin keys, and the proof, body and keep-alives of a hop from another gateway.
+// The middleware every request passes before its handler (routes in server.go) that needs no owner of its own:
+// request ids, the access log, the framing check, and the keep-alives of a hop. Who may do what is the guard's
+// (guard.go); the body budget is the bodyReader's (body.go).
 
 const requestIDHeader = "X-Request-Id"
 
@@ -54,7 +49,7 @@ func rejectAmbiguousFraming(c *fiber.Ctx) error {
 }
 
 // requestID takes a sane client-supplied request id or makes one, and echoes it in the response.
-func (s *Server) requestID(c *fiber.Ctx) error {
+func requestID(c *fiber.Ctx) error {
 	id := c.Get(requestIDHeader)
 	if !validRequestID(id) {
 		var b [12]byte
@@ -83,154 +78,31 @@ func requestIDOf(c *fiber.Ctx) string {
 	return id
 }
 
-func (s *Server) accessLog(c *fiber.Ctx) error {
-	start := time.Now()
-	err := c.Next()
-	status := c.Response().StatusCode()
-	var apiErr *openai.Error
-	if errors.As(err, &apiErr) {
-		status = apiErr.Status
-	} else if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
-		status = fe.Code
+// accessLog logs every request once it is answered, and tells finished its status (the request path's
+// observers: the dashboard's recent list, the metrics of a request refused before it was served).
+func accessLog(log *slog.Logger, finished func(c *fiber.Ctx, status int, err error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		start := time.Now()
+		err := c.Next()
+		status := c.Response().StatusCode()
+		var apiErr *openai.Error
+		if errors.As(err, &apiErr) {
+			status = apiErr.Status
+		} else if fe := (*fiber.Error)(nil); errors.As(err, &fe) {
+			status = fe.Code
+		}
+		level := slog.LevelInfo
+		if status >= 500 {
+			level = slog.LevelWarn
+		}
+		if ctx := context.Background(); log.Enabled(ctx, level) { // its arguments cost allocations even when dropped
+			log.Log(ctx, level, "request",
+				"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
+				"duration", time.Since(start), "remote", c.IP())
+		}
+		finished(c, status, err)
+		return err
 	}
-	level := slog.LevelInfo
-	if status >= 500 {
-		level = slog.LevelWarn
-	}
-	if ctx := context.Background(); s.log.Enabled(ctx, level) { // its arguments cost allocations even when dropped
-		s.log.Log(ctx, level, "request",
-			"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
-			"duration", time.Since(start), "remote", c.IP())
-	}
-	if !s.recent.finish(c, status, err) && s.metrics != nil {
-		s.countUnserved(c, status)
-	}
-	return err
-}
-
-// auth requires one of the configured API keys, compared in constant time (through their hashes, so key
-// lengths do not leak either). An admin key is an API key too. Anthropic's clients send theirs as x-api-key.
-func (s *Server) auth(c *fiber.Ctx) error {
-	if len(s.keys) == 0 && len(s.adminKeys) == 0 {
-		return c.Next()
-	}
-	token, ok := bearer(c)
-	if !ok {
-		return openai.Unauthorized("You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.")
-	}
-	if !matchKey(token, s.keys) && !matchKey(token, s.adminKeys) {
-		return openai.Unauthorized("Incorrect API key provided.")
-	}
-	return c.Next()
-}
-
-// stateAuth guards the cluster state: sealed with a secret, behind the API key without one.
-func (s *Server) stateAuth(c *fiber.Ctx) error {
-	if s.hops != nil {
-		return c.Next()
-	}
-	return s.auth(c)
-}
-
-func bearer(c *fiber.Ctx) (string, bool) {
-	if token, ok := strings.CutPrefix(c.Get(fiber.HeaderAuthorization), "Bearer "); ok && strings.TrimSpace(token) != "" {
-		return strings.TrimSpace(token), true
-	}
-	if k := c.Get("X-Api-Key"); k != "" {
-		return strings.TrimSpace(k), true
-	}
-	return "", false
-}
-
-func matchKey(token string, keys [][sha256.Size]byte) bool {
-	sum := sha256.Sum256([]byte(token))
-	match := 0
-	for _, k := range keys {
-		match |= subtle.ConstantTimeCompare(sum[:], k[:])
-	}
-	return match == 1
-}
-
-// adminOnly guards the writes of the cluster API: with admin keys configured, one of them is required, or a
-// hop proved with the cluster secret (the entry gateway checked the client's admin key before it forwarded
-// the write to the node it concerns). The hop headers alone count for nothing: without a secret a forwarded
-// write carries the client's own key, which is checked here like any.
-func (s *Server) adminOnly(c *fiber.Ctx) error {
-	if len(s.adminKeys) == 0 || c.Locals(hopProvedKey) == true {
-		return c.Next()
-	}
-	if token, ok := bearer(c); ok && matchKey(token, s.adminKeys) {
-		return c.Next()
-	}
-	return &openai.Error{Status: fiber.StatusForbidden, Type: openai.TypeAuthentication, Code: "admin_key_required",
-		Message: "This changes the cluster: it needs an admin key (--admin-key)."}
-}
-
-const (
-	hopRouteKey   = "duet.hop.route"   // a hop's pinned route (proved with the secret, or a client's in an open cluster)
-	hopPendingKey = "duet.hop.pending" // a hop whose proof's head checked out, and whose body is checked once read
-	hopProvedKey  = "duet.hop.proved"  // true: the hop carries a valid proof from the cluster secret
-)
-
-// pendingHop is a hop whose proof checked out before its body was read: the body must hash to sum.
-type pendingHop struct {
-	route forward.Route
-	sum   [sha256.Size]byte
-}
-
-// authOrHop authenticates a request before its body is read (readBody comes after it, so no body holds the
-// body budget before its sender is known). A hop from another gateway is let through on the cluster
-// credential: the proof's HMAC covers the body's SHA-256, which it carries, so it is checked here, and the
-// body's hash once read (verifyHop). Everything else goes through auth. In a cluster without a secret nothing
-// tells a hop from a client's request, so a hop is one: it needs the client's API key like any other, its
-// route may pin only what a client could choose anyway (an instance of this node, prefill instances the
-// owner resolves from its own state: see fromPinned), and it has no admin rights of its own.
-func (s *Server) authOrHop(c *fiber.Ctx) error {
-	h := c.Get(forward.HeaderHop)
-	if h == "" {
-		return s.auth(c)
-	}
-	if n, err := strconv.Atoi(h); err != nil || n < 1 || n > forward.MaxHops {
-		s.metrics.HopReceived(metrics.HopRefused)
-		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
-			Message: fmt.Sprintf("The request has been forwarded %q times; a gateway forwards a request at most once.", h)}
-	}
-	route, err := forward.DecodeRoute(c.Get(forward.HeaderRoute))
-	if err != nil {
-		s.metrics.HopReceived(metrics.HopRefused)
-		return openai.BadRequest("", "a forwarded request with a bad route: %v", err)
-	}
-	if s.hops == nil {
-		c.Locals(hopRouteKey, route)
-		return s.auth(c)
-	}
-	sum, err := s.hops.VerifyHead(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader), c.Get(forward.HeaderRoute))
-	if err != nil {
-		return s.refuseHop(c, err)
-	}
-	c.Locals(hopPendingKey, pendingHop{route: route, sum: sum})
-	return c.Next()
-}
-
-func (s *Server) refuseHop(c *fiber.Ctx, err error) error {
-	s.metrics.HopReceived(metrics.HopRefused)
-	s.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
-	c.Context().SetConnectionClose() // a body that may follow is not read
-	return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
-}
-
-// verifyHop checks that a hop's body is the one its proof covers.
-func (s *Server) verifyHop(c *fiber.Ctx) error {
-	p, ok := c.Locals(hopPendingKey).(pendingHop)
-	if !ok {
-		return c.Next()
-	}
-	if err := forward.CheckBody(p.sum, c.Body()); err != nil {
-		return s.refuseHop(c, err)
-	}
-	c.Locals(hopRouteKey, p.route)
-	c.Locals(hopProvedKey, true)
-	return c.Next()
 }
 
 const hopKeepaliveKey = "duet.hop.keepalive" // the interval of a hop's signs of life (time.Duration)
@@ -245,7 +117,7 @@ var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
 // without cutting a long prefill or a long non-streamed generation. A stream keeps it up with its heartbeat
 // (serve shortens it to the interval). fasthttp writes nothing on the connection while the handler runs, so
 // the 102s come before the response; the writer stops before the handler returns.
-func (s *Server) hopKeepalive(c *fiber.Ctx) error {
+func hopKeepalive(c *fiber.Ctx) error {
 	if c.Locals(hopRouteKey) == nil {
 		return c.Next()
 	}
@@ -279,10 +151,11 @@ func (s *Server) hopKeepalive(c *fiber.Ctx) error {
 	return err
 }
 
-// heartbeatFor is the interval of a stream's heartbeat: shorter on a hop that asked for signs of life.
-func (s *Server) heartbeatFor(c *fiber.Ctx) time.Duration {
-	if every, ok := c.Locals(hopKeepaliveKey).(time.Duration); ok && every < s.cfg.Heartbeat {
+// heartbeatFor is the interval of a stream's heartbeat (Config.Heartbeat): shorter on a hop that asked for
+// signs of life.
+func heartbeatFor(c *fiber.Ctx, heartbeat time.Duration) time.Duration {
+	if every, ok := c.Locals(hopKeepaliveKey).(time.Duration); ok && every < heartbeat {
 		return every
 	}
-	return s.cfg.Heartbeat
+	return heartbeat
 }

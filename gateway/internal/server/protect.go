@@ -18,8 +18,8 @@ import (
 // localAdminOnly guards the admin routes: it refuses a client that is not on loopback when the gateway has
 // no admin key and admin writes were not opened to the network. It depends on nothing but the client's
 // address and the configuration.
-func (s *Server) localAdminOnly(c *fiber.Ctx) error {
-	if !protectedRefuses(len(s.adminKeys) > 0, s.cfg.AllowRemoteAdmin, c.Context().RemoteIP()) {
+func (g *guard) localAdminOnly(c *fiber.Ctx) error {
+	if !protectedRefuses(len(g.adminKeys) > 0, g.allowRemoteAdmin, c.Context().RemoteIP()) {
 		return c.Next()
 	}
 	return &openai.Error{Status: fiber.StatusForbidden, Type: openai.TypeAuthentication, Code: "protected_mode",
@@ -32,24 +32,25 @@ func protectedRefuses(haveAdminKey, allowRemote bool, remote net.IP) bool {
 	return !haveAdminKey && !allowRemote && !remote.IsLoopback()
 }
 
-// Exposure says, in words, what this gateway leaves open to whoever reaches its API: nothing when it listens
-// on loopback only. duet logs it at start and the dashboard shows it (GET /state's "exposure").
-func (s *Server) Exposure() []string {
-	if !s.cfg.ListensBeyondLoopback {
+// exposure says, in words, what this gateway leaves open to whoever reaches its API: nothing when it listens
+// on loopback only. duet logs it at start (Server.Exposure) and the dashboard shows it (GET /state's
+// "exposure").
+func (g *guard) exposure() []string {
+	if !g.listensBeyondLoopback {
 		return nil
 	}
 	var out []string
-	if len(s.keys) == 0 && len(s.adminKeys) == 0 {
+	if len(g.keys) == 0 && len(g.adminKeys) == 0 {
 		out = append(out, "No --api-key: the API (chat, models, the cluster's state, the dashboard) is open to anyone who can reach this gateway.")
 	}
 	switch {
-	case len(s.adminKeys) > 0:
-	case s.cfg.AllowRemoteAdmin:
+	case len(g.adminKeys) > 0:
+	case g.allowRemoteAdmin:
 		out = append(out, "No --admin-key and --allow-remote-admin: anyone who can reach this gateway may load and unload models, change instance links, swap the router among the registered ones, and rotate the gossip keys.")
 	default:
 		out = append(out, "No --admin-key: writes that change the cluster (models, instance links, the router, the gossip keys) are taken from this machine's loopback only (protected mode); set --admin-key to make them over the network.")
 	}
-	if s.hops == nil {
+	if g.hops == nil {
 		out = append(out, "No cluster secret: gossip is not encrypted, KV requests are not authenticated, and forwarded requests carry API keys; set --cluster-secret-file on every node.")
 	}
 	return out

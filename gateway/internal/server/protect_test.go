@@ -34,12 +34,13 @@ func TestProtectedMode(t *testing.T) {
 		{"a LAN client, admin key set", "192.168.1.20", true, false, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Server{cfg: Config{AllowRemoteAdmin: tc.allowRemote}, log: slog.New(slog.DiscardHandler)}
+			s := &Server{log: slog.New(slog.DiscardHandler)}
+			g := &guard{allowRemoteAdmin: tc.allowRemote}
 			if tc.adminKey {
-				s.adminKeys = [][sha256.Size]byte{sha256.Sum256([]byte("a"))}
+				g.adminKeys = [][sha256.Size]byte{sha256.Sum256([]byte("a"))}
 			}
 			app := fiber.New(fiber.Config{ErrorHandler: s.handleError})
-			app.Put("/admin/v1/router", s.localAdminOnly, func(c *fiber.Ctx) error { return c.SendString("swapped") })
+			app.Put("/admin/v1/router", g.localAdminOnly, func(c *fiber.Ctx) error { return c.SendString("swapped") })
 			var req fasthttp.Request
 			req.Header.SetMethod("PUT")
 			req.SetRequestURI("/admin/v1/router")
@@ -74,12 +75,12 @@ func TestExposure(t *testing.T) {
 		{"keys", Config{ListensBeyondLoopback: true}, true, true, []string{"No cluster secret"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &Server{cfg: tc.cfg}
+			s := &Server{guard: newGuard(tc.cfg, nil, nil)}
 			if tc.keys {
-				s.keys = [][sha256.Size]byte{{1}}
+				s.guard.keys = [][sha256.Size]byte{{1}}
 			}
 			if tc.adminKeys {
-				s.adminKeys = [][sha256.Size]byte{{2}}
+				s.guard.adminKeys = [][sha256.Size]byte{{2}}
 			}
 			got := s.Exposure()
 			if len(got) != len(tc.want) {

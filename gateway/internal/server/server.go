@@ -2,13 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -122,7 +119,9 @@ const DefaultHopIdleTimeout = 15 * time.Second
 // StatusFunc reports extra state for GET /admin/v1/status (plugin supervisors).
 type StatusFunc func() any
 
-// Server is the gateway's HTTP server.
+// Server is the gateway's HTTP server: it builds the owners of the jobs beside the request path (the guard,
+// the body reader, the cluster and admin APIs, the dashboard, the link probes), wires their routes, and holds
+// what the request path runs on.
 type Server struct {
 	cfg       Config
 	app       *fiber.App
@@ -131,25 +130,23 @@ type Server struct {
 	view      *cluster.LocalView
 	engines   node.EngineProvider
 	routers   node.RouterProvider
-	swap      node.RouterSwapper
 	fwd       *forward.Client
-	hops      *forward.Verifier // nil: no cluster secret
 	limiter   *limiter
-	bodies    *byteBudget
-	bodyBufs  *bufferPool
-	keys      [][sha256.Size]byte
-	adminKeys [][sha256.Size]byte
-	status    StatusFunc
 	log       *slog.Logger
-	started   time.Time
 	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
 	reasoning *responses.Sealer
-	probes    linkProbes
-	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
-	modelsRoot string
-	aliases    *alias.Table
+	aliases   *alias.Table
+	catalog   *modelCatalog
+
+	// The owners of the jobs beside the request path, each with its own routes.
+	guard      *guard
+	bodies     *bodyReader
+	clusterAPI *clusterAPI
+	adminAPI   *adminAPI
+	dashboard  *dashboard
+	probes     *linkProbes
 }
 
 // Node is what the server runs on besides its own parts: the gateway's node (node.Node), which owns the
@@ -187,38 +184,27 @@ func New(cfg Config, d Deps) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	n := d.Node
 	s := &Server{
-		cfg: cfg, reg: d.Node.Registry(), agent: d.Node.Agent(), view: d.Node.View(), engines: d.Node.Engines(),
-		routers: d.Node.Routers(), swap: d.Node.Swapper(), fwd: d.Node.Forward(),
-		status: d.Status, log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer, reasoning: d.Reasoning,
-		limiter:  newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
-		bodies:   newByteBudget(cfg.MaxBodyBytesInFlight),
-		bodyBufs: &bufferPool{max: cfg.MaxBodyBytesInFlight},
-		started:  time.Now(),
-		aliases:  alias.New(cfg.ModelAliases),
+		cfg: cfg, reg: n.Registry(), agent: n.Agent(), view: n.View(), engines: n.Engines(), routers: n.Routers(),
+		fwd: n.Forward(), log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer, reasoning: d.Reasoning,
+		limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
+		aliases: alias.New(cfg.ModelAliases),
+		guard:   newGuard(cfg, d.HopKeys, d.Metrics),
+		bodies:  newBodyReader(cfg),
+		probes:  &linkProbes{},
 	}
-	if len(d.HopKeys) > 0 {
-		s.hops = forward.NewVerifier(d.HopKeys)
-	}
-	if cfg.ModelsDir != "" {
-		root, err := filepath.EvalSymlinks(cfg.ModelsDir)
-		if abs, aerr := filepath.Abs(root); err == nil && aerr == nil {
-			s.modelsRoot = abs
-		} else {
-			s.log.Warn("--models-dir cannot be read: no local model loads over the API", "dir", cfg.ModelsDir, "error", err)
-		}
-	}
-	for _, k := range cfg.APIKeys {
-		s.keys = append(s.keys, sha256.Sum256([]byte(k)))
-	}
-	for _, k := range cfg.AdminKeys {
-		s.adminKeys = append(s.adminKeys, sha256.Sum256([]byte(k)))
-	}
+	s.catalog = &modelCatalog{agent: s.agent, reg: s.reg, aliases: s.aliases, started: time.Now()}
+	s.clusterAPI = &clusterAPI{agent: s.agent, reg: s.reg, engines: s.engines, fwd: s.fwd, catalog: s.catalog,
+		load: newLoadPolicy(cfg, s.log), requestTimeout: cfg.RequestTimeout, log: s.log}
+	s.adminAPI = &adminAPI{agent: s.agent, reg: s.reg, engines: s.engines, swap: n.Swapper(), aliases: s.aliases,
+		limiter: s.limiter, status: d.Status, exposure: s.guard.exposure, log: s.log}
+	s.dashboard = &dashboard{agent: s.agent, reg: s.reg, engines: s.engines, fwd: s.fwd, recent: &s.recent}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "duet",
 		BodyLimit:             cfg.BodyLimit,
 		ReadBufferSize:        cfg.MaxHeaderBytes,
-		StreamRequestBody:     true, // readBody reads bodies, within MaxBodyBytesInFlight
+		StreamRequestBody:     true, // bodyReader reads bodies, within MaxBodyBytesInFlight
 		ReadTimeout:           cfg.ReadTimeout,
 		WriteTimeout:          cfg.WriteTimeout,
 		IdleTimeout:           cfg.IdleTimeout,
@@ -245,46 +231,41 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// Exposure says, in words, what this gateway leaves open to whoever reaches its API (the guard's answer):
+// nothing when it listens on loopback only.
+func (s *Server) Exposure() []string { return s.guard.exposure() }
+
+// routes wires every owner's routes behind the middleware. Each group authenticates (guard) before it reads a
+// body (bodyReader), and checks a hop's body against its proof after.
 func (s *Server) routes() {
-	s.app.Use(s.requestID, s.accessLog, rejectAmbiguousFraming)
+	g := s.guard
+	finished := func(c *fiber.Ctx, status int, err error) {
+		if !s.recent.finish(c, status, err) && s.metrics != nil {
+			s.countUnserved(c, status)
+		}
+	}
+	s.app.Use(requestID, accessLog(s.log, finished), rejectAmbiguousFraming)
 	s.app.Get("/healthz", s.healthz)
 	// Peers pull this node's cluster tables here; in an encrypted cluster the answer is sealed with the gossip
 	// key, so it needs no API key. Without a secret it is plain JSON (every node, instance and address): it
 	// takes an API key when the gateway has keys, and peers pull it with theirs.
-	s.app.Get(cluster.StatePath, s.stateAuth, adaptor.HTTPHandler(s.agent.StateHandler()))
+	s.app.Get(cluster.StatePath, g.stateAuth, adaptor.HTTPHandler(s.agent.StateHandler()))
 	if s.metrics != nil {
 		// Prometheus scrapes with a bearer token (scrape_config's authorization), so /metrics takes an API key
 		// like every read; a --metrics-listen listener serves it without one, for a private network.
-		s.app.Get("/metrics", s.auth, adaptor.HTTPHandler(s.metrics.Handler()))
+		s.app.Get("/metrics", g.auth, adaptor.HTTPHandler(s.metrics.Handler()))
 	}
-	v1 := s.app.Group("/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
+	v1 := s.app.Group("/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
 	v1.Post("/chat/completions", s.chatCompletions)
 	v1.Post("/completions", s.completions)
-	v1.Get("/models", s.listModels)
-	v1.Get("/models/+", s.getModel)
-	v1.Get("/instances", s.listInstances)
-	v1.Post("/instances", s.adminOnly, s.localAdminOnly, s.createInstance)
-	v1.Delete("/instances/+", s.adminOnly, s.localAdminOnly, s.deleteInstance)
-	v1.Get("/instance-links", s.listLinks)
-	v1.Post("/instance-links", s.adminOnly, s.localAdminOnly, s.createLink)
-	v1.Put("/instance-links/:id", s.adminOnly, s.localAdminOnly, s.updateLink)
-	v1.Delete("/instance-links/:id", s.adminOnly, s.localAdminOnly, s.deleteLink)
-	v1.Get("/feature-flags", s.featureFlags)
+	s.clusterAPI.routes(v1, g)
 	s.responsesRoutes(v1)
 	s.anthropicRoutes(v1)
-	s.ollamaRoutes(s.app.Group("/api", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive))
-	s.app.Get("/state", s.auth, s.state)
-	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
-	admin.Get("/status", s.adminStatus)
-	admin.Get(strings.TrimPrefix(node.LinkProbePath, "/admin/v1"), s.linkProbe)
-	admin.Get(strings.TrimPrefix(node.LinkPingPath, "/admin/v1"), s.linkPing)
-	admin.Put("/router", s.adminOnly, s.localAdminOnly, s.putRouter)
-	admin.Get("/router", s.getRouter)
-	admin.Get("/model-aliases", s.getModelAliases)
-	admin.Put("/model-aliases", s.adminOnly, s.localAdminOnly, s.putModelAliases)
-	admin.Get("/cluster/keys", s.adminOnly, s.localAdminOnly, s.listKeys)
-	admin.Post("/cluster/keys", s.adminOnly, s.localAdminOnly, s.changeKeys)
-	s.dashboardRoutes(admin)
+	s.ollamaRoutes(s.app.Group("/api", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive))
+	admin := s.app.Group("/admin/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
+	s.adminAPI.routes(s.app, v1, admin, g)
+	s.probes.routes(admin)
+	s.dashboard.routes(s.app, admin)
 	s.app.Use(func(c *fiber.Ctx) error {
 		return &openai.Error{
 			Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
@@ -352,29 +333,4 @@ func (s *Server) healthz(c *fiber.Ctx) error {
 		return c.Status(fiber.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "error": "the engine plugin is not ready"})
 	}
 	return c.JSON(fiber.Map{"status": "ok", "instances": len(s.reg.All())})
-}
-
-func (s *Server) adminStatus(c *fiber.Ctx) error {
-	type instance struct {
-		engine.Description
-		InFlight int64     `json:"in_flight"`
-		LoadedAt time.Time `json:"loaded_at"`
-	}
-	out := fiber.Map{"in_flight": s.limiter.inFlight(), "queued": s.limiter.queued.Load()}
-	var ins []instance
-	for _, in := range s.reg.All() {
-		ins = append(ins, instance{Description: in.Desc, InFlight: in.InFlight(), LoadedAt: in.LoadedAt})
-	}
-	out["instances"] = ins
-	if e, _, err := s.engines.Get(); err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		if st, err := e.Stats(ctx); err == nil {
-			out["engine_stats"] = st
-		}
-		cancel()
-	}
-	if s.status != nil {
-		out["plugins"] = s.status()
-	}
-	return c.JSON(out)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/ui"
@@ -33,13 +34,25 @@ import (
 const dashboardPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; font-src 'self'; " +
 	"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
-func (s *Server) dashboardRoutes(admin fiber.Router) {
-	s.app.Get("/", func(c *fiber.Ctx) error { return serveAsset(c, "index.html") })
-	s.app.Get("/ui/*", func(c *fiber.Ctx) error { return serveAsset(c, c.Params("*")) })
-	admin.Get("/requests", s.listRequests)
-	admin.Get("/paths", s.listPaths)
-	admin.Get("/cluster/stats", s.clusterStats)
-	admin.Post("/instance-links/check", s.checkLink)
+// dashboard serves the page and the reads it needs beyond the cluster and admin APIs. A fan-out to other
+// nodes (their recent requests, their engine figures) goes to their gateways as hops.
+type dashboard struct {
+	agent   *cluster.Agent
+	reg     *node.Registry
+	engines node.EngineProvider
+	fwd     *forward.Client // nil: no peer is asked
+	// recent is the request path's ring of recent requests, which the dashboard lists.
+	recent *recentRequests
+}
+
+// routes registers the page's files on app (no key) and its reads on the admin group.
+func (d *dashboard) routes(app, admin fiber.Router) {
+	app.Get("/", func(c *fiber.Ctx) error { return serveAsset(c, "index.html") })
+	app.Get("/ui/*", func(c *fiber.Ctx) error { return serveAsset(c, c.Params("*")) })
+	admin.Get("/requests", d.listRequests)
+	admin.Get("/paths", d.listPaths)
+	admin.Get("/cluster/stats", d.clusterStats)
+	admin.Post("/instance-links/check", d.checkLink)
 }
 
 type asset struct {
@@ -116,8 +129,8 @@ type pathView struct {
 
 // listPaths is GET /admin/v1/paths: the path between every ordered pair of eligible nodes, as this node
 // sees them (addresses, link kinds and speeds from tags; RTT from Vivaldi coordinates).
-func (s *Server) listPaths(c *fiber.Ctx) error {
-	snap := s.agent.Snapshot()
+func (d *dashboard) listPaths(c *fiber.Ctx) error {
+	snap := d.agent.Snapshot()
 	var ids []cluster.NodeID
 	for _, n := range snap.Nodes {
 		if n.Eligible() {
@@ -145,7 +158,7 @@ func (s *Server) listPaths(c *fiber.Ctx) error {
 			out = append(out, v)
 		}
 	}
-	return c.JSON(fiber.Map{"from": s.reg.Node(), "paths": out})
+	return c.JSON(fiber.Map{"from": d.reg.Node(), "paths": out})
 }
 
 // instanceFigures are one instance's engine figures as GET /admin/v1/cluster/stats shows them.
@@ -176,8 +189,8 @@ const (
 // clusterStats is GET /admin/v1/cluster/stats: every alive node's engine figures (KV memory, prefix cache),
 // which are not gossiped: this node asks each gateway for its /admin/v1/status. A node that does not answer
 // in time is listed with an error.
-func (s *Server) clusterStats(c *fiber.Ctx) error {
-	snap := s.agent.Snapshot()
+func (d *dashboard) clusterStats(c *fiber.Ctx) error {
+	snap := d.agent.Snapshot()
 	var nodes []string
 	for _, n := range snap.Nodes {
 		if n.Eligible() && (n.Status == cluster.StatusAlive || n.Status == cluster.StatusSuspect) {
@@ -185,7 +198,7 @@ func (s *Server) clusterStats(c *fiber.Ctx) error {
 		}
 	}
 	if len(nodes) == 0 {
-		nodes = []string{s.reg.Node()}
+		nodes = []string{d.reg.Node()}
 	}
 	out := make([]nodeFigures, len(nodes))
 	pr := peerRequestOf(c)
@@ -198,7 +211,7 @@ func (s *Server) clusterStats(c *fiber.Ctx) error {
 			defer func() { <-sem }()
 			ctx, cancel := context.WithTimeout(context.Background(), peerStatsTimeout)
 			defer cancel()
-			st, err := s.nodeStats(ctx, pr, id)
+			st, err := d.nodeStats(ctx, pr, id)
 			if err != nil {
 				out[i].Error = err.Error()
 				return
@@ -232,15 +245,15 @@ func peerRequestOf(c *fiber.Ctx) peerRequest {
 }
 
 // nodeStats is a node's engine figures: this one's from its engine, another's from its gateway.
-func (s *Server) nodeStats(ctx context.Context, pr peerRequest, node string) (engine.Stats, error) {
-	if node == s.reg.Node() {
-		e, _, err := s.engines.Get()
+func (d *dashboard) nodeStats(ctx context.Context, pr peerRequest, node string) (engine.Stats, error) {
+	if node == d.reg.Node() {
+		e, _, err := d.engines.Get()
 		if err != nil {
 			return engine.Stats{}, errors.New("the engine plugin is not running now")
 		}
 		return e.Stats(ctx)
 	}
-	body, err := s.peerFetch(ctx, pr, node, "/admin/v1/status")
+	body, err := d.peerFetch(ctx, pr, node, "/admin/v1/status")
 	if err != nil {
 		return engine.Stats{}, err
 	}
@@ -257,10 +270,10 @@ func (s *Server) nodeStats(ctx context.Context, pr peerRequest, node string) (en
 }
 
 // peerGet reads one of another gateway's admin endpoints for the client, as an API error on failure.
-func (s *Server) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
+func (d *dashboard) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), peerStatsTimeout)
 	defer cancel()
-	body, err := s.peerFetch(ctx, peerRequestOf(c), node, p)
+	body, err := d.peerFetch(ctx, peerRequestOf(c), node, p)
 	if err != nil {
 		var apiErr *openai.Error
 		if errors.As(err, &apiErr) {
@@ -272,16 +285,16 @@ func (s *Server) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
 }
 
 // peerFetch GETs path (no query: a hop's proof covers the path alone) from node's gateway as a hop.
-func (s *Server) peerFetch(ctx context.Context, pr peerRequest, node, p string) ([]byte, error) {
-	snap := s.agent.Snapshot()
-	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), node)
-	if !ok || s.fwd == nil {
+func (d *dashboard) peerFetch(ctx context.Context, pr peerRequest, node, p string) ([]byte, error) {
+	snap := d.agent.Snapshot()
+	hostPort, tls, ok := cluster.APIEndpoint(snap, d.reg.Node(), node)
+	if !ok || d.fwd == nil {
 		return nil, &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
 	}
-	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
+	resp, err := d.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
 		Method: fiber.MethodGet, Path: p, RequestID: pr.requestID, Header: pr.header,
-		Route: forward.Route{EntryNode: s.reg.Node(), DecodeNode: node},
+		Route: forward.Route{EntryNode: d.reg.Node(), DecodeNode: node},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("node %s did not answer", node)
@@ -306,12 +319,12 @@ func (s *Server) peerFetch(ctx context.Context, pr peerRequest, node, p string) 
 // checkLink is POST /admin/v1/instance-links/check: the checks a write of the link would make, without
 // writing it, so the dashboard can say why a pair cannot work before it is saved. The message is the one the
 // write's 400 would carry.
-func (s *Server) checkLink(c *fiber.Ctx) error {
+func (d *dashboard) checkLink(c *fiber.Ctx) error {
 	var b linkBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
 		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
 	}
-	check, err := cluster.CheckLink(s.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
+	check, err := cluster.CheckLink(d.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
 	if err != nil {
 		return c.JSON(fiber.Map{"ok": false, "message": err.Error()})
 	}
@@ -320,7 +333,7 @@ func (s *Server) checkLink(c *fiber.Ctx) error {
 
 // listRequests is GET /admin/v1/requests: the recent requests after ?since= (a seq from an earlier answer's
 // "last", or an RFC 3339 time), oldest first.
-func (s *Server) listRequests(c *fiber.Ctx) error {
+func (d *dashboard) listRequests(c *fiber.Ctx) error {
 	var seq uint64
 	var t time.Time
 	if v := c.Query("since"); v != "" {
@@ -331,17 +344,17 @@ func (s *Server) listRequests(c *fiber.Ctx) error {
 			}
 		}
 	}
-	if node := c.Query("node"); node != "" && node != s.reg.Node() {
-		return s.peerRequests(c, node, seq, t)
+	if node := c.Query("node"); node != "" && node != d.reg.Node() {
+		return d.peerRequests(c, node, seq, t)
 	}
-	recs, last := s.recent.since(seq, t)
-	return c.JSON(fiber.Map{"node": s.reg.Node(), "capacity": recentCapacity, "last": last, "requests": recs})
+	recs, last := d.recent.since(seq, t)
+	return c.JSON(fiber.Map{"node": d.reg.Node(), "capacity": recentCapacity, "last": last, "requests": recs})
 }
 
 // peerRequests answers GET /admin/v1/requests?node= from that node's gateway: its whole ring, filtered here
 // (a hop carries no query).
-func (s *Server) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.Time) error {
-	body, err := s.peerGet(c, node, "/admin/v1/requests")
+func (d *dashboard) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.Time) error {
+	body, err := d.peerGet(c, node, "/admin/v1/requests")
 	if err != nil {
 		return err
 	}
