@@ -17,8 +17,12 @@ import (
 // state in cache the whole time); every output is computed by one task in a fixed order, so the thread count
 // never changes a bit.
 //
-// Rounding follows the Go kernels' rule (kernels.go): every product is rounded before it is added, so that no
-// compiler fusion makes two builds or two call sites differ.
+// Kernel paths as for the matrix products (simd.go): the Go path rounds every product before adding it
+// (kernels.go's rule, so no compiler fusion makes two builds differ) and takes math.Exp for SiLU; a vector path
+// runs the delta rule with f32DeltaRows4/1 (internal/kernelgen: fused multiply-adds, the package's 8-lane
+// reduction tree) and SiLU with its vector exponential. Each path is exact across splits and thread counts;
+// paths differ at the rounding scale. On a vector path the rule takes about a seventh of a whole linear layer's
+// prefill time at Qwen3-Next-80B's sizes, the Go row pass about half (BenchmarkLinearLayer, BenchmarkDeltaRule).
 
 // deltaDims are the sizes of one linear block: Nk key heads (shared by the queries) and Nv value heads (a
 // multiple of Nk; value head h reads key head h/(Nv/Nk)) of Dk and Dv dims, K conv taps, and the gated norm's
@@ -117,14 +121,15 @@ func linearPrefill(p *pool, k kernelPath, d deltaDims, w *linearWeights, st *lin
 	project(z, w.Z, h, vd, x)
 	project(b, w.B, h, d.Nv, x)
 	project(a, w.A, h, d.Nv, x)
-	linearRule(p, d, w, st, qkv, z, b, a, o, T)
+	linearRule(p, k, d, w, st, qkv, z, b, a, o, T)
 	project(y, w.Out, vd, h, o)
 }
 
 // linearRule is the block between its projections for T tokens: qkv ([T][convDim], the pre-conv rows in
 // [Q|K|V] order), z ([T][valueDim]), b and a ([T][Nv]) in; the gated norm's output, the out projection's input,
-// into out ([T][valueDim]). It advances st. qkv is overwritten (rounded, then replaced by the conv's output).
-func linearRule(p *pool, d deltaDims, w *linearWeights, st *linearState, qkv, z, b, a, out []float32, T int) {
+// into out ([T][valueDim]). It advances st. qkv is overwritten (rounded, then replaced by the conv's output),
+// and z by silu(z). Kernel path kp chooses the delta rule's kernel and SiLU's exponential.
+func linearRule(p *pool, kp kernelPath, d deltaDims, w *linearWeights, st *linearState, qkv, z, b, a, out []float32, T int) {
 	if T <= 0 {
 		return
 	}
@@ -133,7 +138,7 @@ func linearRule(p *pool, d deltaDims, w *linearWeights, st *linearState, qkv, z,
 	st.next = grow(st.next, (d.K-1)*cd)
 	const convChunk = 256 // channels per task
 	p.run(cd, convChunk, func(_, c0, c1 int) {
-		linearConv(qkv, st.Conv, st.next, w.Conv, w.Round, d.K, cd, T, c0, c1)
+		linearConv(kp, qkv, st.Conv, st.next, w.Conv, w.Round, d.K, cd, T, c0, c1)
 	})
 	copy(st.Conv, st.next)
 	// q and k per (token, key head): q scaled by Dk^-½ too (the attention scale HF applies inside the rule).
@@ -159,21 +164,21 @@ func linearRule(p *pool, d deltaDims, w *linearWeights, st *linearState, qkv, z,
 				v := row[2*kd+h*d.Dv : 2*kd+(h+1)*d.Dv]
 				alpha, beta := deltaGates(a[t*d.Nv+h], b[t*d.Nv+h], w.DtBias[h], w.ALog[h])
 				o := out[t*vd+h*d.Dv : t*vd+(h+1)*d.Dv]
-				for dv := range o {
-					o[dv] = deltaRow(S[dv*d.Dk:(dv+1)*d.Dk], k, q, alpha, beta, v[dv])
-				}
-				gatedNorm(o, o, z[t*vd+h*d.Dv:t*vd+(h+1)*d.Dv], w.Norm, d.Eps)
+				deltaRows(kp, S, k, q, v, o, alpha, beta)
+				gate := z[t*vd+h*d.Dv : t*vd+(h+1)*d.Dv]
+				silu(kp, gate)
+				gatedNorm(o, o, gate, w.Norm, d.Eps)
 			}
 		}
 	})
 }
 
-// linearConv is the causal depthwise conv with SiLU over channels [c0, c1) of T rows, in place: x
+// linearConv is the causal depthwise conv with SiLU (on path kp) over channels [c0, c1) of T rows, in place: x
 // ([T][C] pre-conv rows) becomes y, y_t[c] = silu(Σ_τ w[τ][c]·row_{t−K+1+τ}[c]) with the rows before x taken
 // from win ([K-1][C]). It rounds the channels' inputs first (round nil: none) and writes the channels' new
 // window, the last K-1 rows of [win; x], into next. Taps are summed in order, so the channel range (the thread
 // split) never changes a result.
-func linearConv(x, win, next, w []float32, round func(float32) float32, K, C, T, c0, c1 int) {
+func linearConv(kp kernelPath, x, win, next, w []float32, round func(float32) float32, K, C, T, c0, c1 int) {
 	if round != nil {
 		for t := range T {
 			r := x[t*C+c0 : t*C+c1]
@@ -195,12 +200,14 @@ func linearConv(x, win, next, w []float32, round func(float32) float32, K, C, T,
 	}
 	// Last position first: y_t overwrites x_t, which no earlier position reads.
 	for t := T - 1; t >= 0; t-- {
-		convTaps(x[t*C+c0:t*C+c1], row, w, K, C, t, c0, c1)
+		y := x[t*C+c0 : t*C+c1]
+		convTaps(y, row, w, K, C, t, c0, c1)
+		silu(kp, y)
 	}
 }
 
-// convTaps computes y[c] = silu(Σ_{τ<K} w[τ][c]·row(t+τ)[c]) for the channels of y, where row(t+K-1) is y
-// itself (read before it is written, channel by channel).
+// convTaps computes y[c] = Σ_{τ<K} w[τ][c]·row(t+τ)[c] for the channels of y, where row(t+K-1) is y itself
+// (read before it is written, channel by channel).
 func convTaps(y []float32, row func(int) []float32, w []float32, K, C, t, c0, c1 int) {
 	n := c1 - c0
 	var rows, taps [8][]float32 // K ≤ 8 (4 in every released model): the rows and taps as slices, checked once
@@ -213,7 +220,7 @@ func convTaps(y []float32, row func(int) []float32, w []float32, K, C, t, c0, c1
 			for tau := 1; tau < K; tau++ {
 				s += float32(taps[tau][c] * rows[tau][c])
 			}
-			y[c] = s / (1 + float32(math.Exp(float64(-s))))
+			y[c] = s
 		}
 		return
 	}
@@ -222,7 +229,26 @@ func convTaps(y []float32, row func(int) []float32, w []float32, K, C, t, c0, c1
 		for tau := 1; tau < K; tau++ {
 			s += float32(w[tau*C+c0+c] * row(t + tau)[c])
 		}
-		y[c] = s / (1 + float32(math.Exp(float64(-s))))
+		y[c] = s
+	}
+}
+
+// ones is siluMul's other operand when silu alone is wanted (x·1 is exact).
+var ones = func() []float32 {
+	o := make([]float32, 1024)
+	for i := range o {
+		o[i] = 1
+	}
+	return o
+}()
+
+// silu sets x[i] = x[i]/(1+exp(−x[i])) with path kp's exponential (siluMul). Which exponential an element gets
+// depends only on its index in x, so callers keep their slices' bounds fixed (a head, a task's channels).
+func silu(kp kernelPath, x []float32) {
+	for len(x) > 0 {
+		n := min(len(x), len(ones))
+		siluMul(kp, x[:n], ones)
+		x = x[n:]
 	}
 }
 
@@ -256,6 +282,29 @@ func deltaGates(a, b, dtBias, aLog float32) (alpha, beta float32) {
 		alpha = 0
 	}
 	return alpha, float32(1 / (1 + math.Exp(-float64(b))))
+}
+
+// deltaRows runs the delta rule of one token on a value head's state S ([len(o)][len(k)]): row dv reads v[dv]
+// and writes o[dv]. A vector path runs its kernel when the rows are a multiple of 8 long (every released
+// model's 128), the Go path and other lengths deltaRow; either way each row is computed alone, the same way
+// whichever rows share a call.
+func deltaRows(kp kernelPath, S, k, q, v, o []float32, alpha, beta float32) {
+	n, rows := len(k), len(o)
+	if s := &simdKernels[kp]; kp != pathGo && s.delta4 != nil && n%8 == 0 && rows > 0 {
+		// The kernels read and write through pointers: check the extent of every operand once.
+		_, _, _ = S[rows*n-1], q[n-1], v[rows-1]
+		j := 0
+		for ; j+4 <= rows; j += 4 {
+			s.delta4(&S[j*n], &k[0], &q[0], &v[j], &o[j], n, alpha, beta)
+		}
+		for ; j < rows; j++ {
+			s.delta1(&S[j*n], &k[0], &q[0], &v[j], &o[j], n, alpha, beta)
+		}
+		return
+	}
+	for dv := range o {
+		o[dv] = deltaRow(S[dv*n:(dv+1)*n], k, q, alpha, beta, v[dv])
+	}
 }
 
 // deltaRow is the delta rule of one token on one row of a value head's state (row dv, Dk long): it decays the
@@ -302,18 +351,17 @@ func deltaRow(row, k, q []float32, alpha, beta, v float32) float32 {
 	return (o0 + o1) + (o2 + o3)
 }
 
-// gatedNorm writes w ⊙ (o / sqrt(mean(o²) + eps)) ⊙ silu(z) into dst (dst may be o): Qwen3NextRMSNormGated,
-// with its plain weight.
-func gatedNorm(dst, o, z, w []float32, eps float32) {
+// gatedNorm writes w ⊙ (o / sqrt(mean(o²) + eps)) ⊙ gate into dst (dst may be o), gate being silu(z):
+// Qwen3NextRMSNormGated, with its plain weight.
+func gatedNorm(dst, o, gate, w []float32, eps float32) {
 	n := len(o)
-	z, w, dst = z[:n], w[:n], dst[:n]
+	gate, w, dst = gate[:n], w[:n], dst[:n]
 	var ss float64
 	for _, v := range o {
 		ss += float64(v) * float64(v)
 	}
 	inv := float32(1 / math.Sqrt(ss/float64(n)+float64(eps)))
 	for i, v := range o {
-		g := z[i]
-		dst[i] = w[i] * (v * inv) * (g / (1 + float32(math.Exp(float64(-g)))))
+		dst[i] = w[i] * (v * inv) * gate[i]
 	}
 }

@@ -16,11 +16,11 @@ var benchLinearDims = backendtest.LinearDims{Hidden: 64, Nk: 16, Nv: 32, Dk: 128
 
 // BenchmarkDeltaRule measures one linear layer's work between its projections (conv, norms, gates, the delta
 // rule token by token, gated norm) over a sequence of 512, 2048 and 8192 tokens, fed in calls of 512 with the
-// state carried, on GOMAXPROCS threads. Its time per token must stay flat across the lengths: the rule's cost
+// state carried, on GOMAXPROCS threads, on each kernel path. Its time per token must stay flat across the lengths: the rule's cost
 // is linear in the sequence. cpu-ns/token (the process's CPU time per token, all threads) is the figure to
 // read on a shared machine; ns/token is the wall clock's.
 //
-//	flock /tmp/duet-heavy.lock go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench DeltaRule -benchtime 2x
+//	flock /tmp/duet-heavy.lock go test ./plugins/mlx-engine/backend/cpu -run '^$' -bench DeltaRule -benchtime 1x
 func BenchmarkDeltaRule(b *testing.B) {
 	bd := benchLinearDims
 	rw := backendtest.RandomLinear(31, bd)
@@ -46,18 +46,20 @@ func BenchmarkDeltaRule(b *testing.B) {
 	qkv, out := make([]float32, call*cd), make([]float32, call*vd)
 	p := newPool(runtime.GOMAXPROCS(0))
 	defer p.close()
-	for _, n := range []int{512, 2048, 8192} {
-		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
-			cpu0 := processCPUTime()
-			for b.Loop() {
-				st := newLinearState(d)
-				for at := 0; at < n; at += call {
-					copy(qkv, qkv0)
-					linearRule(p, d, c.w, st, qkv, z, bb, a, out, call)
+	for _, kp := range kernelPaths() {
+		for _, n := range []int{512, 2048, 8192} {
+			b.Run(fmt.Sprintf("%s/tokens=%d", kp, n), func(b *testing.B) {
+				cpu0 := processCPUTime()
+				for b.Loop() {
+					st := newLinearState(d)
+					for at := 0; at < n; at += call {
+						copy(qkv, qkv0)
+						linearRule(p, kp, d, c.w, st, qkv, z, bb, a, out, call)
+					}
 				}
-			}
-			reportPerToken(b, n, cpu0)
-		})
+				reportPerToken(b, n, cpu0)
+			})
+		}
 	}
 }
 
@@ -102,7 +104,7 @@ func BenchmarkLinearLayer(b *testing.B) {
 		}
 		reportPerToken(b, n, cpu0)
 	})
-	b.Run("rule", func(b *testing.B) {
+	b.Run("rule/"+k.String(), func(b *testing.B) {
 		cd, vd := d.convDim(), d.valueDim()
 		qkv, z, o := make([]float32, n*cd), make([]float32, n*vd), make([]float32, n*vd)
 		ab := make([]float32, 2*n*d.Nv)
@@ -119,7 +121,7 @@ func BenchmarkLinearLayer(b *testing.B) {
 		cpu0 := processCPUTime()
 		for b.Loop() {
 			copy(work, qkv)
-			linearRule(p, d, c.w, newLinearState(d), work, z, ab[:n*d.Nv], ab[n*d.Nv:], o, n)
+			linearRule(p, k, d, c.w, newLinearState(d), work, z, ab[:n*d.Nv], ab[n*d.Nv:], o, n)
 		}
 		reportPerToken(b, n, cpu0)
 	})

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -195,6 +196,46 @@ func TestDeltaRow(t *testing.T) {
 		}
 		if e := maxAbsDiff(row, want); e > 1e-6 {
 			t.Errorf("n=%d: row differs from the definition by %g", n, e)
+		}
+	}
+}
+
+// TestDeltaRowsKernels checks each vector path's delta-rule kernel against the Go row pass (to rounding: the
+// kernels fuse their multiply-adds) and checks that a row's bits do not depend on how many rows share the call.
+func TestDeltaRowsKernels(t *testing.T) {
+	t.Parallel()
+	const n, rows = 128, 7 // one call of four rows, then three of one
+	r := rand.New(rand.NewPCG(51, 0))
+	vec := func(m int, scale float64) []float32 {
+		v := make([]float32, m)
+		for i := range v {
+			v[i] = float32(r.NormFloat64() * scale)
+		}
+		return v
+	}
+	S0, k, q, v := vec(rows*n, 0.3), vec(n, 1/math.Sqrt(n)), vec(n, 1/math.Sqrt(n)), vec(rows, 1)
+	wantS, want := slices.Clone(S0), make([]float32, rows)
+	deltaRows(pathGo, wantS, k, q, v, want, 0.9, 0.4)
+	for _, kp := range kernelPaths()[1:] {
+		S, o := slices.Clone(S0), make([]float32, rows)
+		deltaRows(kp, S, k, q, v, o, 0.9, 0.4)
+		for j := range rows {
+			if d := math.Abs(float64(o[j] - want[j])); d > 1e-5 {
+				t.Errorf("%s: row %d reads %g, the Go pass %g", kp, j, o[j], want[j])
+			}
+		}
+		for i := range S {
+			if d := math.Abs(float64(S[i] - wantS[i])); d > 1e-5 {
+				t.Fatalf("%s: state element %d is %g, the Go pass's %g", kp, i, S[i], wantS[i])
+			}
+		}
+		// Row by row, one kernel call each: the same bits.
+		S1, o1 := slices.Clone(S0), make([]float32, rows)
+		for j := range rows {
+			deltaRows(kp, S1[j*n:(j+1)*n], k, q, v[j:j+1], o1[j:j+1], 0.9, 0.4)
+		}
+		if !slices.Equal(S1, S) || !slices.Equal(o1, o) {
+			t.Errorf("%s: rows computed one per call differ from rows computed four per call", kp)
 		}
 	}
 }
