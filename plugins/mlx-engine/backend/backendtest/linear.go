@@ -75,6 +75,30 @@ func (s *LinearState) Clone() *LinearState {
 	return &LinearState{Conv: append([]float64(nil), s.Conv...), S: append([]float64(nil), s.S...)}
 }
 
+// Float32 returns the state as a backend holds it: the conv window and the recurrent state as float32, in the
+// same layouts ([K-1][ConvDim] and [Nv][Dv][Dk]), rounded to nearest.
+func (s *LinearState) Float32() (conv, state []float32) {
+	return f32(s.Conv), f32(s.S)
+}
+
+// LinearStateFrom is the state a backend's float32 conv window and recurrent state describe (the layouts of
+// LinearState), e.g. to continue the reference from a backend's exported state. It copies both.
+func LinearStateFrom(d LinearDims, conv, state []float32) (*LinearState, error) {
+	if len(conv) != (d.K-1)*d.ConvDim() || len(state) != d.Nv*d.Dv*d.Dk {
+		return nil, fmt.Errorf("linear state of %d and %d values, want %d ([K-1][ConvDim]) and %d ([Nv][Dv][Dk])",
+			len(conv), len(state), (d.K-1)*d.ConvDim(), d.Nv*d.Dv*d.Dk)
+	}
+	return &LinearState{Conv: f64(conv), S: f64(state)}, nil
+}
+
+func f32(v []float64) []float32 {
+	out := make([]float32, len(v))
+	for i, x := range v {
+		out[i] = float32(x)
+	}
+	return out
+}
+
 // LinearReference computes one block in float64.
 type LinearReference struct {
 	d                  LinearDims

@@ -169,6 +169,28 @@ func TestLinearConvWindow(t *testing.T) {
 	}
 }
 
+// TestLinearStateFloat32 checks the state's float32 form: a round trip keeps float32 values exactly, and
+// lengths that do not fit the sizes are refused.
+func TestLinearStateFloat32(t *testing.T) {
+	t.Parallel()
+	d := linearShapes[0].d
+	st := RandomLinearState(7, d, nil)
+	conv, state := st.Float32()
+	back, err := LinearStateFrom(d, conv, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(back.Conv, st.Conv) || !slices.Equal(back.S, st.S) {
+		t.Fatal("float32 round trip changed the state")
+	}
+	if _, err := LinearStateFrom(d, conv[1:], state); err == nil {
+		t.Error("a short conv window was accepted")
+	}
+	if _, err := LinearStateFrom(d, conv, state[1:]); err == nil {
+		t.Error("a short recurrent state was accepted")
+	}
+}
+
 // TestLinearReferenceRejects checks the sizes and weights a reference refuses.
 func TestLinearReferenceRejects(t *testing.T) {
 	t.Parallel()

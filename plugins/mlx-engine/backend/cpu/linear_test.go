@@ -41,14 +41,8 @@ func newLinearCase(t testing.TB, bd backendtest.LinearDims, rw *backendtest.Line
 	if err := w.check(d, true); err != nil {
 		t.Fatal(err)
 	}
-	s := newLinearState(d)
-	for i, v := range st.Conv {
-		s.Conv[i] = float32(v)
-	}
-	for i, v := range st.S {
-		s.S[i] = float32(v)
-	}
-	return linearCase{d: d, w: w, st: s}
+	conv, state := st.Float32()
+	return linearCase{d: d, w: w, st: &linearState{Conv: conv, S: state}}
 }
 
 // relErr is max |a−b| / max |b|.
