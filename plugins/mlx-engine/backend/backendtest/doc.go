@@ -18,7 +18,9 @@
 // matrix kernels may sum in another order for another number of rows) give a tolerance instead.
 //
 // Reference (reference.go) is the float64 model of every block of model.Arch (docs/models-design.md §1.2) that
-// backends check their logits and greedy tokens against.
+// backends check their logits and greedy tokens against. LinearReference (linear.go) is the same for the Gated
+// DeltaNet block of hybrid models (docs/hybrid-design.md §1), on plain slices: both forms of its delta rule, the
+// recurrence and the chunked form, each checked against the other.
 //
 // The helpers the suite uses (Generate, Load, Forward, Greedy, ExportAll, ...) are exported for a backend's own
 // tests, and Bench* helpers give every backend's benchmarks the same models, workloads and metric names.

@@ -41,6 +41,8 @@
 //     rows by expert so every chosen expert's matrices are read once per step and unchosen ones not at all,
 //     run each expert with the kernels of a dense product, and sum a row's experts in ascending order: the
 //     exactness rules above hold for them too.
+//   - The Gated DeltaNet block of hybrid models (linear.go) runs its delta rule token by token, prefill
+//     included, parallel over value heads, so its results too are the same for any split and thread count.
 //   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),
 //     rounded when written, and attention always reads them back from the cache (cache.span, in ascending
 //     position order, whatever the cache's storage). KV exported and imported

@@ -10569,6 +10569,213 @@ f32Axpy16Z_done:
 	VZEROUPPER
 	RET
 
+// func f32DeltaRows4(s *float32, k *float32, q *float32, v *float32, o *float32, n int, alpha float32, beta float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·f32DeltaRows4(SB), NOSPLIT, $0-56
+	MOVQ         n+40(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         s+0(FP), CX
+	LEAQ         (CX)(AX*1), DX
+	LEAQ         (DX)(AX*1), BX
+	LEAQ         (BX)(AX*1), SI
+	MOVQ         k+8(FP), DI
+	MOVSS        alpha+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VXORPS       Y1, Y1, Y1
+	VXORPS       Y2, Y2, Y2
+	VXORPS       Y3, Y3, Y3
+	VXORPS       Y4, Y4, Y4
+	XORQ         R8, R8
+
+f32DeltaRows4_decay:
+	CMPQ        R8, AX
+	JGE         f32DeltaRows4_decayed
+	VMOVUPS     (DI)(R8*1), Y5
+	VMULPS      (CX)(R8*1), Y0, Y6
+	VMOVUPS     Y6, (CX)(R8*1)
+	VFMADD231PS Y5, Y6, Y1
+	VMULPS      (DX)(R8*1), Y0, Y6
+	VMOVUPS     Y6, (DX)(R8*1)
+	VFMADD231PS Y5, Y6, Y2
+	VMULPS      (BX)(R8*1), Y0, Y6
+	VMOVUPS     Y6, (BX)(R8*1)
+	VFMADD231PS Y5, Y6, Y3
+	VMULPS      (SI)(R8*1), Y0, Y6
+	VMOVUPS     Y6, (SI)(R8*1)
+	VFMADD231PS Y5, Y6, Y4
+	ADDQ        $0x20, R8
+	JMP         f32DeltaRows4_decay
+
+f32DeltaRows4_decayed:
+	MOVQ         v+24(FP), R8
+	MOVSS        beta+52(FP), X0
+	VEXTRACTF128 $0x01, Y1, X5
+	VADDPS       X5, X1, X5
+	VMOVHLPS     X5, X5, X1
+	VADDPS       X1, X5, X5
+	VMOVSHDUP    X5, X1
+	VADDSS       X1, X5, X5
+	VMOVSS       (R8), X1
+	VSUBSS       X5, X1, X1
+	VMULSS       X0, X1, X1
+	VBROADCASTSS X1, Y5
+	VXORPS       Y1, Y1, Y1
+	VEXTRACTF128 $0x01, Y2, X6
+	VADDPS       X6, X2, X6
+	VMOVHLPS     X6, X6, X2
+	VADDPS       X2, X6, X6
+	VMOVSHDUP    X6, X2
+	VADDSS       X2, X6, X6
+	VMOVSS       4(R8), X2
+	VSUBSS       X6, X2, X2
+	VMULSS       X0, X2, X2
+	VBROADCASTSS X2, Y6
+	VXORPS       Y2, Y2, Y2
+	VEXTRACTF128 $0x01, Y3, X7
+	VADDPS       X7, X3, X7
+	VMOVHLPS     X7, X7, X3
+	VADDPS       X3, X7, X7
+	VMOVSHDUP    X7, X3
+	VADDSS       X3, X7, X7
+	VMOVSS       8(R8), X3
+	VSUBSS       X7, X3, X3
+	VMULSS       X0, X3, X3
+	VBROADCASTSS X3, Y7
+	VXORPS       Y3, Y3, Y3
+	VEXTRACTF128 $0x01, Y4, X8
+	VADDPS       X8, X4, X8
+	VMOVHLPS     X8, X8, X4
+	VADDPS       X4, X8, X8
+	VMOVSHDUP    X8, X4
+	VADDSS       X4, X8, X8
+	VMOVSS       12(R8), X4
+	VSUBSS       X8, X4, X4
+	VMULSS       X0, X4, X4
+	VBROADCASTSS X4, Y0
+	VXORPS       Y4, Y4, Y4
+	MOVQ         q+16(FP), R9
+	XORQ         R8, R8
+
+f32DeltaRows4_write:
+	CMPQ        R8, AX
+	JGE         f32DeltaRows4_done
+	VMOVUPS     (DI)(R8*1), Y8
+	VMOVUPS     (R9)(R8*1), Y9
+	VMOVUPS     (CX)(R8*1), Y10
+	VFMADD231PS Y8, Y5, Y10
+	VMOVUPS     Y10, (CX)(R8*1)
+	VFMADD231PS Y9, Y10, Y1
+	VMOVUPS     (DX)(R8*1), Y10
+	VFMADD231PS Y8, Y6, Y10
+	VMOVUPS     Y10, (DX)(R8*1)
+	VFMADD231PS Y9, Y10, Y2
+	VMOVUPS     (BX)(R8*1), Y10
+	VFMADD231PS Y8, Y7, Y10
+	VMOVUPS     Y10, (BX)(R8*1)
+	VFMADD231PS Y9, Y10, Y3
+	VMOVUPS     (SI)(R8*1), Y10
+	VFMADD231PS Y8, Y0, Y10
+	VMOVUPS     Y10, (SI)(R8*1)
+	VFMADD231PS Y9, Y10, Y4
+	ADDQ        $0x20, R8
+	JMP         f32DeltaRows4_write
+
+f32DeltaRows4_done:
+	MOVQ         o+32(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VEXTRACTF128 $0x01, Y2, X0
+	VADDPS       X0, X2, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 4(AX)
+	VEXTRACTF128 $0x01, Y3, X0
+	VADDPS       X0, X3, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 8(AX)
+	VEXTRACTF128 $0x01, Y4, X0
+	VADDPS       X0, X4, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, 12(AX)
+	VZEROUPPER
+	RET
+
+// func f32DeltaRows1(s *float32, k *float32, q *float32, v *float32, o *float32, n int, alpha float32, beta float32)
+// Requires: AVX, AVX2, FMA3, SSE
+TEXT ·f32DeltaRows1(SB), NOSPLIT, $0-56
+	MOVQ         n+40(FP), AX
+	SHLQ         $0x02, AX
+	MOVQ         s+0(FP), CX
+	MOVQ         k+8(FP), DX
+	MOVSS        alpha+48(FP), X0
+	VBROADCASTSS X0, Y0
+	VXORPS       Y1, Y1, Y1
+	XORQ         BX, BX
+
+f32DeltaRows1_decay:
+	CMPQ        BX, AX
+	JGE         f32DeltaRows1_decayed
+	VMOVUPS     (DX)(BX*1), Y2
+	VMULPS      (CX)(BX*1), Y0, Y3
+	VMOVUPS     Y3, (CX)(BX*1)
+	VFMADD231PS Y2, Y3, Y1
+	ADDQ        $0x20, BX
+	JMP         f32DeltaRows1_decay
+
+f32DeltaRows1_decayed:
+	MOVQ         v+24(FP), BX
+	MOVSS        beta+52(FP), X0
+	VEXTRACTF128 $0x01, Y1, X2
+	VADDPS       X2, X1, X2
+	VMOVHLPS     X2, X2, X1
+	VADDPS       X1, X2, X2
+	VMOVSHDUP    X2, X1
+	VADDSS       X1, X2, X2
+	VMOVSS       (BX), X1
+	VSUBSS       X2, X1, X1
+	VMULSS       X0, X1, X1
+	VBROADCASTSS X1, Y0
+	VXORPS       Y1, Y1, Y1
+	MOVQ         q+16(FP), SI
+	XORQ         BX, BX
+
+f32DeltaRows1_write:
+	CMPQ        BX, AX
+	JGE         f32DeltaRows1_done
+	VMOVUPS     (DX)(BX*1), Y2
+	VMOVUPS     (SI)(BX*1), Y3
+	VMOVUPS     (CX)(BX*1), Y4
+	VFMADD231PS Y2, Y0, Y4
+	VMOVUPS     Y4, (CX)(BX*1)
+	VFMADD231PS Y3, Y4, Y1
+	ADDQ        $0x20, BX
+	JMP         f32DeltaRows1_write
+
+f32DeltaRows1_done:
+	MOVQ         o+32(FP), AX
+	VEXTRACTF128 $0x01, Y1, X0
+	VADDPS       X0, X1, X0
+	VMOVHLPS     X0, X0, X1
+	VADDPS       X1, X0, X0
+	VMOVSHDUP    X0, X1
+	VADDSS       X1, X0, X0
+	VMOVSS       X0, (AX)
+	VZEROUPPER
+	RET
+
 // func readBytes(p *byte, n int) uint64
 // Requires: AVX, AVX2
 TEXT ·readBytes(SB), NOSPLIT, $0-24

@@ -335,5 +335,11 @@ func f32Axpy32Z(out *float32, v *float32, vs int, w *float32, n int)
 // f32Axpy16Z computes out[d] = Σ_i w[i]·v[i*vs+d] for d < 16 over n positions, in position order.
 func f32Axpy16Z(out *float32, v *float32, vs int, w *float32, n int)
 
+// f32DeltaRows4 runs the delta rule of one token on 4 state row(s) of n floats (n a multiple of 8) starting at s: r = alpha·r; u = r·k; d = beta·(v[j]-u); r += d·k; o[j] = r·q.
+func f32DeltaRows4(s *float32, k *float32, q *float32, v *float32, o *float32, n int, alpha float32, beta float32)
+
+// f32DeltaRows1 runs the delta rule of one token on 1 state row(s) of n floats (n a multiple of 8) starting at s: r = alpha·r; u = r·k; d = beta·(v[j]-u); r += d·k; o[j] = r·q.
+func f32DeltaRows1(s *float32, k *float32, q *float32, v *float32, o *float32, n int, alpha float32, beta float32)
+
 // readBytes reads n bytes from p (n a multiple of 128) and returns their 64-bit words xor-ed together, so the reads are needed.
 func readBytes(p *byte, n int) uint64

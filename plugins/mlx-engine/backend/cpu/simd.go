@@ -97,6 +97,9 @@ type simdSet struct {
 	// axpy: out[d] = Σ_i w[i]·v[i*vs+d] for d < axpyWide (wide) or lanes (narrow).
 	axpyWide     int
 	wide, narrow func(out *float32, v *float32, vs int, w *float32, n int)
+	// delta4 and delta1: the delta rule of one token on 4 or 1 rows of a value head's state (f32DeltaRows4,
+	// f32DeltaRows1; rows a multiple of 8 long, whatever the path's lanes).
+	delta4, delta1 func(s, k, q, v, o *float32, n int, alpha, beta float32)
 }
 
 func (k kernelPath) simd(in int) *simdSet {

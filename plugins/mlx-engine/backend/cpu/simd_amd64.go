@@ -14,6 +14,7 @@ var simdKernels = func() (k [3]simdSet) {
 		dot8:  f32Dot8x1, dot1: f32Dot1x1,
 		bf16: bf16Dot4x1, f16: f16Dot4x1, q8: q8Dot4x1, q4: q4Dot4x1,
 		axpyWide: 32, wide: f32Axpy32, narrow: f32Axpy8, silu: f32SiLU, exp: f32ExpShift,
+		delta4: f32DeltaRows4, delta1: f32DeltaRows1,
 		bf16x: []func(*float32, int, *float32, *byte, int){
 			bf16Dot1x1, bf16Dot1x2, bf16Dot1x3, bf16Dot1x4, bf16Dot1x5, bf16Dot1x6, bf16Dot1x7, bf16Dot1x8},
 		f16x: []func(*float32, int, *float32, *byte, int){
@@ -34,6 +35,9 @@ var simdKernels = func() (k [3]simdSet) {
 			dot8: f32Dot8x1Z, dot1: f32Dot1x1Z,
 			bf16: bf16Dot4x1Z, f16: f16Dot4x1Z, q8: q8Dot4x1Z, q4quads: q4Dot4x1Z,
 			axpyWide: 32, wide: f32Axpy32Z, narrow: f32Axpy16Z, silu: f32SiLUZ, exp: f32ExpShiftZ,
+			// The AVX2 kernel: a state row (Dk = 128) is 8 ymm loads, and a zmm version would only halve a
+			// loop that the reductions and the row's stores already share with.
+			delta4: f32DeltaRows4, delta1: f32DeltaRows1,
 			bf16x: []func(*float32, int, *float32, *byte, int){
 				bf16Dot1x1Z, bf16Dot1x2Z, bf16Dot1x3Z, bf16Dot1x4Z, bf16Dot1x5Z, bf16Dot1x6Z, bf16Dot1x7Z, bf16Dot1x8Z},
 			f16x: []func(*float32, int, *float32, *byte, int){

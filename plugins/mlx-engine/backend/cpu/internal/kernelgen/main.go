@@ -75,6 +75,8 @@ func main() {
 	axpy(avx2, 1)
 	axpy(avx512, 2)
 	axpy(avx512, 1)
+	deltaRows(4)
+	deltaRows(1)
 	readKernel()
 	Generate()
 }
@@ -104,6 +106,11 @@ func hsumPairs(acc VecVirtual, dst Mem) {
 // hsum8 sums the 8 lanes of y by the tree ((l0+l4)+(l2+l6))+((l1+l5)+(l3+l7)) and stores the result at dst;
 // evex where AVX-512 code may have put y in a register above Y15, which VEX cannot name.
 func hsum8(y VecVirtual, dst Mem, evex bool) {
+	VMOVSS(hsum8Reg(y, evex), dst)
+}
+
+// hsum8Reg is hsum8 leaving the sum in the low lane of the register it returns.
+func hsum8Reg(y VecVirtual, evex bool) VecVirtual {
 	t, u := XMM(), XMM()
 	if evex {
 		VEXTRACTF32X4(U8(1), y, t)
@@ -115,7 +122,7 @@ func hsum8(y VecVirtual, dst Mem, evex bool) {
 	VADDPS(u, t, t) // t_0 = t_0 + t_2, t_1 = t_1 + t_3
 	VMOVSHDUP(t, u)
 	VADDSS(u, t, t)
-	VMOVSS(t, dst)
+	return t
 }
 
 // f32Tile writes f32Dot<wr>x<xr>: y[r*ys+o] = Σ_k x[r*n+k]·w[o*n+k] for o < wr, r < xr.
@@ -1085,6 +1092,91 @@ func expShift(v vec) {
 	ADDQ(U8(v.lanes), k)
 	JMP(LabelRef(name + "_loop"))
 	Label(name + "_done")
+	VZEROUPPER()
+	RET()
+}
+
+// deltaRows writes f32DeltaRows<rows>, the delta rule of one token (Gated DeltaNet, docs/hybrid-design.md
+// §1.2) on rows consecutive rows of a value head's state, each n floats (n a multiple of 8) with k and q as
+// long: for each row j, r ← α·r (rounded), u = r·k, δ = β·(v[j] − u) (rounded twice, as Go computes it),
+// r ← r + δ·k (one fused multiply-add per element), o[j] = r·q. The dot products follow the package's rule (8
+// lanes of fused multiply-adds in index order, hsum's tree), and rows never mix, so a row has the same bits
+// whichever kernel runs it. Several rows per call share each load of k and q and give the adds independent
+// chains to overlap.
+func deltaRows(rows int) {
+	name := fmt.Sprintf("f32DeltaRows%d", rows)
+	TEXT(name, NOSPLIT, "func(s *float32, k *float32, q *float32, v *float32, o *float32, n int, alpha float32, beta float32)")
+	Doc(fmt.Sprintf("%s runs the delta rule of one token on %d state row(s) of n floats (n a multiple of 8) starting at s: r = alpha·r; u = r·k; d = beta·(v[j]-u); r += d·k; o[j] = r·q.", name, rows))
+	n := Load(Param("n"), GP64())
+	stride := GP64()
+	MOVQ(n, stride)
+	SHLQ(U8(2), stride)
+	rp := make([]GPVirtual, rows)
+	rp[0] = Load(Param("s"), GP64()).(GPVirtual)
+	for j := 1; j < rows; j++ {
+		rp[j] = GP64()
+		LEAQ(Mem{Base: rp[j-1], Index: stride, Scale: 1}, rp[j])
+	}
+	kp := Load(Param("k"), GP64())
+	alpha := YMM()
+	VBROADCASTSS(Load(Param("alpha"), XMM()), alpha)
+	acc := make([]VecVirtual, rows)
+	for j := range acc {
+		acc[j] = YMM()
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	i := GP64()
+	XORQ(i, i)
+	Label(name + "_decay")
+	CMPQ(i, stride)
+	JGE(LabelRef(name + "_decayed"))
+	kv := YMM()
+	VMOVUPS(Mem{Base: kp, Index: i, Scale: 1}, kv)
+	for j := range rows {
+		t := YMM()
+		VMULPS(Mem{Base: rp[j], Index: i, Scale: 1}, alpha, t)
+		VMOVUPS(t, Mem{Base: rp[j], Index: i, Scale: 1})
+		VFMADD231PS(kv, t, acc[j])
+	}
+	ADDQ(U8(32), i)
+	JMP(LabelRef(name + "_decay"))
+	Label(name + "_decayed")
+	// δ_j = β·(v[j] − u_j), broadcast.
+	vp := Load(Param("v"), GP64())
+	beta := Load(Param("beta"), XMM())
+	delta := make([]VecVirtual, rows)
+	for j := range rows {
+		u := hsum8Reg(acc[j], false)
+		d := XMM()
+		VMOVSS(Mem{Base: vp, Disp: 4 * j}, d)
+		VSUBSS(u, d, d)
+		VMULSS(beta, d, d)
+		delta[j] = YMM()
+		VBROADCASTSS(d, delta[j])
+		VXORPS(acc[j], acc[j], acc[j])
+	}
+	qp := Load(Param("q"), GP64())
+	XORQ(i, i)
+	Label(name + "_write")
+	CMPQ(i, stride)
+	JGE(LabelRef(name + "_done"))
+	kv, qv := YMM(), YMM()
+	VMOVUPS(Mem{Base: kp, Index: i, Scale: 1}, kv)
+	VMOVUPS(Mem{Base: qp, Index: i, Scale: 1}, qv)
+	for j := range rows {
+		t := YMM()
+		VMOVUPS(Mem{Base: rp[j], Index: i, Scale: 1}, t)
+		VFMADD231PS(kv, delta[j], t)
+		VMOVUPS(t, Mem{Base: rp[j], Index: i, Scale: 1})
+		VFMADD231PS(qv, t, acc[j])
+	}
+	ADDQ(U8(32), i)
+	JMP(LabelRef(name + "_write"))
+	Label(name + "_done")
+	op := Load(Param("o"), GP64())
+	for j := range rows {
+		hsum(acc[j], Mem{Base: op, Disp: 4 * j})
+	}
 	VZEROUPPER()
 	RET()
 }
