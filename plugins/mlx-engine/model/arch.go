@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"math"
 )
@@ -45,11 +46,70 @@ type NormSpec struct {
 //
 // The slots are named by role, not by checkpoint name: llama's "post_attention_layernorm" is the FFN's input
 // norm, Gemma's is the attention's output norm. A nil slot is the identity.
+//
+// The token mixer is Attn for an attention layer (Kind LayerAttention) and DeltaNet for a linear-attention layer
+// (Kind LayerLinear), whose Attn is the zero value.
 type LayerSpec struct {
+	// Kind is omitted from JSON when it is LayerAttention, so that fingerprints of models without linear
+	// layers stay what they were.
+	Kind                           LayerKind `json:",omitempty"`
 	AttnIn, AttnOut, FFNIn, FFNOut *NormSpec
 	Attn                           AttnSpec
+	DeltaNet                       *DeltaNetSpec `json:",omitempty"`
 	FFN                            FFNSpec
 }
+
+// LayerKind is a layer's token mixer.
+type LayerKind uint8
+
+// The layer kinds.
+const (
+	// LayerAttention mixes tokens with softmax attention (Attn) and caches keys and values per position.
+	LayerAttention LayerKind = iota
+	// LayerLinear mixes tokens with a Gated DeltaNet (DeltaNet): a causal depthwise convolution and a
+	// delta-rule recurrence, whose cache is a fixed-size state (docs/hybrid-design.md §1).
+	LayerLinear
+)
+
+func (k LayerKind) String() string {
+	switch k {
+	case LayerAttention:
+		return "attention"
+	case LayerLinear:
+		return "linear"
+	}
+	return fmt.Sprintf("LayerKind(%d)", uint8(k))
+}
+
+// DeltaNetSpec is a Gated DeltaNet ("linear attention") block as qwen3_next and qwen3_5 define it
+// (docs/hybrid-design.md §1.2): projections of the input to the conv channels [Q | K | V], the output gate z and
+// the per-value-head b and a; a causal depthwise conv of ConvKernel taps with SiLU over the channels;
+// l2-normalised q and k (q also scaled by KeyDim^-0.5); value head h reads key head h / (ValueHeads/KeyHeads);
+// α = exp(−exp(A_log)·softplus(a + dt_bias)), β = σ(b); the delta-rule update of a [ValueDim][KeyDim] state
+// per value head; a gated RMSNorm (plain weight, epsilon Eps) times silu(z); and out_proj.
+type DeltaNetSpec struct {
+	KeyHeads, ValueHeads int // Nk, Nv: ValueHeads % KeyHeads == 0
+	KeyDim, ValueDim     int // Dk, Dv: the head sizes
+	ConvKernel           int // K >= 2 taps
+	Eps                  float64
+}
+
+// QKDim is the width of the conv's Q (and of its K) channels, Nk·Dk.
+func (d *DeltaNetSpec) QKDim() int { return d.KeyHeads * d.KeyDim }
+
+// VDim is the width of the V channels, of z and of the block's output before out_proj, Nv·Dv.
+func (d *DeltaNetSpec) VDim() int { return d.ValueHeads * d.ValueDim }
+
+// ConvDim is the number of conv channels, 2·Nk·Dk + Nv·Dv, in the order [Q | K | V].
+func (d *DeltaNetSpec) ConvDim() int { return 2*d.QKDim() + d.VDim() }
+
+// ConvStateShape is the shape of a sequence's conv window, [K-1, ConvDim] pre-conv rows in the KV dtype
+// (mlx-lm's ArraysCache holds it as [1, K-1, ConvDim]).
+func (d *DeltaNetSpec) ConvStateShape() []int { return []int{d.ConvKernel - 1, d.ConvDim()} }
+
+// StateShape is the shape of a sequence's recurrent state, [Nv, Dv, Dk] float32, value-major as mlx-lm holds
+// it ([1, Nv, Dv, Dk] in its ArraysCache).
+func (d *DeltaNetSpec) StateShape() []int { return []int{d.ValueHeads, d.ValueDim, d.KeyDim} }
 
 // AttnSpec is grouped-query attention with its options.
 type AttnSpec struct {
@@ -64,6 +124,9 @@ type AttnSpec struct {
 	Window int
 	// Sinks adds a learned per-head logit to the softmax's denominator (gpt-oss); its probability is dropped.
 	Sinks bool
+	// OutputGate: q_proj gives each head [query (HeadDim) | gate (HeadDim)], and the attention output of each
+	// head is multiplied by σ(gate) before o_proj (qwen3_next, qwen3_5).
+	OutputGate bool `json:",omitempty"`
 }
 
 // RopeType is a rotary embedding's frequency rule.
@@ -174,29 +237,72 @@ func (a *Arch) Validate() error {
 	}
 	for i := range a.Layers {
 		l := &a.Layers[i]
-		at := &l.Attn
-		if at.Heads <= 0 || at.KVHeads <= 0 || at.Heads%at.KVHeads != 0 || at.HeadDim <= 0 || at.HeadDim%2 != 0 {
-			return fmt.Errorf("arch: layer %d: heads %d, kv heads %d, head dim %d", i, at.Heads, at.KVHeads, at.HeadDim)
-		}
-		if r := at.Rope.RotaryDims; r <= 0 || r%2 != 0 || r > at.HeadDim {
-			return fmt.Errorf("arch: layer %d: rotary dims %d for head dim %d", i, r, at.HeadDim)
-		}
-		if at.Window < 0 || !(at.Scale > 0) {
-			return fmt.Errorf("arch: layer %d: window %d, scale %g", i, at.Window, at.Scale)
-		}
-		switch l.FFN.Kind {
-		case FFNDense:
-			if l.FFN.Intermediate <= 0 {
-				return fmt.Errorf("arch: layer %d: intermediate size %d", i, l.FFN.Intermediate)
+		switch l.Kind {
+		case LayerAttention:
+			if l.DeltaNet != nil {
+				return fmt.Errorf("arch: layer %d: an attention layer with a DeltaNet spec", i)
 			}
-		case FFNMoE:
-			m := l.FFN.MoE
-			if m == nil || m.Experts <= 0 || m.TopK <= 0 || m.TopK > m.Experts || m.Intermediate <= 0 {
-				return fmt.Errorf("arch: layer %d: bad mixture of experts %+v", i, m)
+		case LayerLinear:
+			if err := l.DeltaNet.validate(); err != nil {
+				return fmt.Errorf("arch: layer %d: %w", i, err)
 			}
 		default:
-			return fmt.Errorf("arch: layer %d: feed-forward kind %d", i, l.FFN.Kind)
+			return fmt.Errorf("arch: layer %d: layer kind %d", i, l.Kind)
 		}
+		if l.Kind == LayerAttention {
+			if err := l.Attn.validate(); err != nil {
+				return fmt.Errorf("arch: layer %d: %w", i, err)
+			}
+		}
+		if err := l.FFN.validate(); err != nil {
+			return fmt.Errorf("arch: layer %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+func (at *AttnSpec) validate() error {
+	if at.Heads <= 0 || at.KVHeads <= 0 || at.Heads%at.KVHeads != 0 || at.HeadDim <= 0 || at.HeadDim%2 != 0 {
+		return fmt.Errorf("heads %d, kv heads %d, head dim %d", at.Heads, at.KVHeads, at.HeadDim)
+	}
+	if r := at.Rope.RotaryDims; r <= 0 || r%2 != 0 || r > at.HeadDim {
+		return fmt.Errorf("rotary dims %d for head dim %d", r, at.HeadDim)
+	}
+	if at.Window < 0 || !(at.Scale > 0) {
+		return fmt.Errorf("window %d, scale %g", at.Window, at.Scale)
+	}
+	return nil
+}
+
+func (f *FFNSpec) validate() error {
+	switch f.Kind {
+	case FFNDense:
+		if f.Intermediate <= 0 {
+			return fmt.Errorf("intermediate size %d", f.Intermediate)
+		}
+	case FFNMoE:
+		m := f.MoE
+		if m == nil || m.Experts <= 0 || m.TopK <= 0 || m.TopK > m.Experts || m.Intermediate <= 0 {
+			return fmt.Errorf("bad mixture of experts %+v", m)
+		}
+	default:
+		return fmt.Errorf("feed-forward kind %d", f.Kind)
+	}
+	return nil
+}
+
+func (d *DeltaNetSpec) validate() error {
+	switch {
+	case d == nil:
+		return errors.New("a linear-attention layer without a DeltaNet spec")
+	case d.KeyHeads <= 0 || d.ValueHeads <= 0 || d.KeyDim <= 0 || d.ValueDim <= 0:
+		return fmt.Errorf("linear attention heads %d/%d of %d/%d dims", d.KeyHeads, d.ValueHeads, d.KeyDim, d.ValueDim)
+	case d.ValueHeads%d.KeyHeads != 0:
+		return fmt.Errorf("linear attention: %d value heads are not a multiple of %d key heads", d.ValueHeads, d.KeyHeads)
+	case d.ConvKernel < 2:
+		return fmt.Errorf("linear attention: conv kernel %d (want at least 2)", d.ConvKernel)
+	case !(d.Eps > 0 && d.Eps < 1):
+		return fmt.Errorf("linear attention: norm epsilon %g", d.Eps)
 	}
 	return nil
 }
@@ -209,6 +315,9 @@ func (a *Arch) Dense() bool {
 	}
 	for i := range a.Layers {
 		l := &a.Layers[i]
+		if l.Kind != LayerAttention || l.Attn.OutputGate {
+			return false
+		}
 		if l.AttnIn == nil || l.AttnOut != nil || l.FFNIn == nil || l.FFNOut != nil ||
 			l.AttnIn.Kind != NormRMS || l.FFNIn.Kind != NormRMS {
 			return false
@@ -229,6 +338,16 @@ func (a *Arch) Dense() bool {
 func (a *Arch) HasWindows() bool {
 	for i := range a.Layers {
 		if a.Layers[i].Attn.Window > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// HasLinear reports whether any layer is a linear-attention (Gated DeltaNet) layer.
+func (a *Arch) HasLinear() bool {
+	for i := range a.Layers {
+		if a.Layers[i].Kind == LayerLinear {
 			return true
 		}
 	}

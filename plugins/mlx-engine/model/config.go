@@ -30,6 +30,12 @@ const (
 	Gemma3 Family = "gemma3"
 	// GptOSS is OpenAI's gpt-oss (20b, 120b).
 	GptOSS Family = "gpt_oss"
+	// Qwen3Next is Qwen3-Next: Gated DeltaNet and gated attention layers, MoE with a shared expert.
+	Qwen3Next Family = "qwen3_next"
+	// Qwen35 is a Qwen3.5 dense model (multimodal config), of which duet serves the text part.
+	Qwen35 Family = "qwen3_5"
+	// Qwen35MoE is a Qwen3.5 / Qwen3.6 mixture-of-experts model (multimodal config), text part.
+	Qwen35MoE Family = "qwen3_5_moe"
 )
 
 // Families lists the supported families (familyDefs): those the backends run.
@@ -150,6 +156,8 @@ type rawConfig struct {
 	raw []byte
 	// ext holds what a family's prepare read for its spec.
 	ext any
+	// family is the family model_type or architectures named, for prepare.
+	family Family
 }
 
 // maxDim bounds every size in config.json so that a hostile file cannot make a backend allocate absurdly.
@@ -193,6 +201,7 @@ func ParseConfig(b []byte) (*Config, error) {
 		return nil, err
 	}
 	def := lookupFamily(fam)
+	r.family = fam
 	if def.prepare != nil {
 		if err := def.prepare(&r); err != nil {
 			return nil, err

@@ -32,6 +32,12 @@ type familyDef struct {
 	pending bool
 	// layer binds one layer's weights, whose module path is p ("model.layers.3."). Optional: denseLayer.
 	layer func(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error
+	// begin runs before any tensor is bound, with the module prefix: it reads what the checkpoint's layout
+	// decides for the whole model (b.foldNorms). Optional.
+	begin func(b *binder, c *Config, pre string) error
+	// headFor is the module path of the output layer for the module prefix pre, when the family's checkpoints
+	// do not all keep it at "lm_head". Optional.
+	headFor func(pre string) string
 }
 
 // familyDefs are the supported families, in the order Families lists them.
@@ -49,6 +55,14 @@ var familyDefs = []familyDef{
 		prefixes: gemma3Prefixes, ignore: gemma3Ignore, layer: gemma3Layer},
 	{name: GptOSS, architectures: []string{"GptOssForCausalLM"}, prepare: gptossPrepare, spec: gptossSpec,
 		layer: gptossLayer},
+	{name: Qwen3Next, architectures: []string{"Qwen3NextForCausalLM"}, prepare: hybridPrepare, spec: hybridSpec,
+		begin: hybridBegin, ignore: hybridIgnore, layer: qwen3NextLayer, pending: true},
+	{name: Qwen35, architectures: []string{"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"}, prepare: hybridPrepare,
+		spec: hybridSpec, prefixes: qwen35Prefixes, headFor: qwen35Head, begin: hybridBegin, ignore: hybridIgnore,
+		layer: qwen35Layer, pending: true},
+	{name: Qwen35MoE, architectures: []string{"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"},
+		prepare: hybridPrepare, spec: hybridSpec, prefixes: qwen35Prefixes, headFor: qwen35Head, begin: hybridBegin,
+		ignore: hybridIgnore, layer: qwen35Layer, pending: true},
 }
 
 func lookupFamily(f Family) *familyDef {
@@ -70,6 +84,14 @@ func (d *familyDef) modulePrefix(tensors map[string]*safetensors.Tensor) string 
 		return "model."
 	}
 	return d.prefix
+}
+
+// headPath is the module path of the untied output layer of a checkpoint whose module prefix is pre.
+func (d *familyDef) headPath(pre string) string {
+	if d.headFor != nil {
+		return d.headFor(pre)
+	}
+	return "lm_head"
 }
 
 func (d *familyDef) bindLayer(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error {

@@ -43,6 +43,14 @@ func archGolden(c *Config) string {
 			normGolden(l.AttnIn), normGolden(l.AttnOut), normGolden(l.FFNIn), normGolden(l.FFNOut),
 			at.Heads, at.KVHeads, at.HeadDim, at.QBias, at.KBias, at.VBias, at.OBias, normGolden(at.QKNorm), at.Scale, at.Window, at.Sinks,
 			r.Type, r.Base, r.RotaryDims)
+		if at.OutputGate {
+			s += " output-gate"
+		}
+		if d := l.DeltaNet; l.Kind == LayerLinear && d != nil {
+			s = fmt.Sprintf("norms in %s, attn out %s, ffn in %s, ffn out %s; linear (gated deltanet) key heads %d×%d value heads %d×%d conv %d norm eps %g",
+				normGolden(l.AttnIn), normGolden(l.AttnOut), normGolden(l.FFNIn), normGolden(l.FFNOut),
+				d.KeyHeads, d.KeyDim, d.ValueHeads, d.ValueDim, d.ConvKernel, d.Eps)
+		}
 		switch r.Type {
 		case RopeLinear:
 			s += fmt.Sprintf(" factor %g", r.Factor)
@@ -81,7 +89,7 @@ func TestArchGolden(t *testing.T) {
 	t.Parallel()
 	for _, name := range []string{
 		"gemma-3-1b-it.json", "gemma-3-4b-it.json", "gemma-3-12b-it.json", "gpt-oss-20b.json",
-		"llama-3.1-8b-instruct.json", "qwen3-0.6b-mixed.json",
+		"llama-3.1-8b-instruct.json", "qwen3-0.6b-mixed.json", "qwen3-next-80b-a3b-instruct.json", "qwen3.5-35b-a3b.json",
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()

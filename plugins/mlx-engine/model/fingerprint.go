@@ -22,8 +22,9 @@ import (
 // model, against ~10 s to hash 16 GB), while any re-training, fine-tune, merge, re-quantization or dtype change,
 // which touch all of a tensor's values, changes it. A deliberate edit of a few unsampled bytes would not:
 // the fingerprint guards against mistakes, not adversaries. It does not depend on how the weights are sharded.
-// A model with sliding-window layers also hashes every layer's kind and window (layerKinds), so that it never
-// matches the same weights run with other windows; a model without them keeps the dense fingerprint.
+// A model with sliding-window or linear-attention layers also hashes every layer's kind and shapes (layerKinds), so
+// that it never matches the same weights run with other windows; a model without them keeps the dense
+// fingerprint.
 func (m *Model) Fingerprint() string {
 	kinds := m.Config.Arch.layerKinds()
 	if kinds == nil {
@@ -33,27 +34,51 @@ func (m *Model) Fingerprint() string {
 	return "fp1:" + hex.EncodeToString(sum[:16])
 }
 
-// layerKinds is the canonical encoding of what each layer's KV cache keeps, for a model with sliding-window
-// layers: per layer its kind, window and shape, under scheme 2. It is nil for a model without windows, whose
-// Fingerprint and KVCompat strings stay those of scheme 1.
+// layerKinds is the canonical encoding of what each layer's cache keeps, for a model with sliding-window or
+// linear-attention layers: per layer its kind, window and shape, under scheme 2; a hybrid model's attention
+// layers add their output gate and rotary dims, and its linear layers their DeltaNet sizes and the shapes and
+// dtypes of the state arrays a cache holds and the KV wire carries (docs/hybrid-design.md §4.3). It is nil for a
+// model with neither, whose Fingerprint and KVCompat strings stay those of scheme 1; a model with windows and no
+// linear layers encodes what it did before hybrids existed.
 func (a *Arch) layerKinds() []byte {
-	if !a.HasWindows() {
+	hybrid := a.HasLinear()
+	if !a.HasWindows() && !hybrid {
 		return nil
+	}
+	type stateArray struct {
+		DType string // "kv": the model's KV dtype
+		Shape []int
+	}
+	type linearKV struct {
+		KeyHeads, ValueHeads, KeyDim, ValueDim, ConvKernel int
+		State                                              []stateArray
 	}
 	type layerKV struct {
 		Kind                     string
 		Window, KVHeads, HeadDim int
+		Gate                     bool      `json:",omitempty"`
+		RotaryDims               int       `json:",omitempty"`
+		Linear                   *linearKV `json:",omitempty"`
 	}
 	kinds := struct {
 		Scheme int
 		Layers []layerKV
 	}{Scheme: 2}
 	for _, l := range a.Layers {
+		if d := l.DeltaNet; l.Kind == LayerLinear && d != nil {
+			kinds.Layers = append(kinds.Layers, layerKV{Kind: "linear", Linear: &linearKV{d.KeyHeads, d.ValueHeads, d.KeyDim,
+				d.ValueDim, d.ConvKernel, []stateArray{{"kv", d.ConvStateShape()}, {"float32", d.StateShape()}}}})
+			continue
+		}
 		kind := "full"
 		if l.Attn.Window > 0 {
 			kind = "sliding"
 		}
-		kinds.Layers = append(kinds.Layers, layerKV{kind, l.Attn.Window, l.Attn.KVHeads, l.Attn.HeadDim})
+		kv := layerKV{Kind: kind, Window: l.Attn.Window, KVHeads: l.Attn.KVHeads, HeadDim: l.Attn.HeadDim}
+		if hybrid {
+			kv.Gate, kv.RotaryDims = l.Attn.OutputGate, l.Attn.Rope.RotaryDims
+		}
+		kinds.Layers = append(kinds.Layers, kv)
 	}
 	b, _ := json.Marshal(kinds)
 	return b
@@ -156,8 +181,9 @@ func fingerprintQuant(q *Quantization) *fpQuant {
 // (family, sizes, heads, head_dim, RoPE base and scaling, q/k norms) and the tokenizer (tokenizerID), but not
 // the weights' quantization, their dtype or their values. The same base model at another quantization (bf16
 // and 4-bit) has the same KVCompat and another Fingerprint: its KV is exchangeable approximately, as exo
-// allows, while equal Fingerprints exchange it exactly. A model with sliding-window layers adds its layers'
-// kinds and windows (layerKinds): two models whose layers keep different positions never match.
+// allows, while equal Fingerprints exchange it exactly. A model with sliding-window or linear-attention layers
+// adds its layers' kinds, windows and state shapes (layerKinds): two models whose layers keep different things
+// never match.
 func (m *Model) KVCompat(tokenizerID string) string {
 	c := &m.Config
 	arch := struct {

@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,20 +34,137 @@ type Model struct {
 }
 
 // Layer is one decoder layer's weights, in the block structure of its Spec. A norm slot is nil where the spec
-// has none; exactly one of MLP and MoE is set.
+// has none; exactly one of Attn (Spec.Kind LayerAttention) and DeltaNet (LayerLinear) is set, and exactly one
+// of MLP and MoE.
 type Layer struct {
 	Spec                           *LayerSpec
 	AttnIn, AttnOut, FFNIn, FFNOut *safetensors.Tensor // [Hidden]
 	Attn                           *Attention
+	DeltaNet                       *DeltaNet
 	MLP                            *MLP
 	MoE                            *MoE
 }
 
 // Attention holds an attention block's weights.
 type Attention struct {
-	Q, K, V, O   *Linear
+	// Q is q_proj as stored: [Heads·HeadDim, Hidden], or with the spec's OutputGate [Heads·2·HeadDim, Hidden],
+	// each head's rows [query (HeadDim) | gate (HeadDim)].
+	Q, K, V, O *Linear
+	// Query and Gate, with the spec's OutputGate, are Q's query rows and gate rows, each [Heads·HeadDim, Hidden]
+	// head-major, as views of Q (no copy).
+	Query, Gate  *Projection
 	QNorm, KNorm *safetensors.Tensor // [HeadDim], when the spec has QKNorm
 	Sinks        *safetensors.Tensor // [Heads], when the spec has Sinks
+}
+
+// DeltaNet holds a Gated DeltaNet block's weights (LayerSpec.DeltaNet gives the sizes; docs/hybrid-design.md
+// §1.2 and §2). Both checkpoint layouts bind to the same values: the projections are regrouped into the block's
+// order by row views of the stored matrices, the conv weight is transposed to tap-major float32, and the
+// (1+w) norms of a Hugging Face layout are folded by the layer (Layer.AttnIn and FFNIn, never Norm here).
+type DeltaNet struct {
+	// QKV produces the conv's input channels [Q (Nk·Dk) | K (Nk·Dk) | V (Nv·Dv)], each head-major: [ConvDim,
+	// Hidden]. Z produces the gated norm's gate, [Nv·Dv, Hidden] head-major; B and A one value per value head
+	// ([Nv, Hidden]), for β = σ(b) and the decay's a.
+	QKV, Z, B, A *Projection
+	// Stored are the checkpoint's projection modules the four read: in_proj_qkvz and in_proj_ba (qwen3_next), or
+	// in_proj_qkv, in_proj_z, in_proj_b and in_proj_a (qwen3_5).
+	Stored []*Linear
+	// Conv is the depthwise conv weight, F32 [K, ConvDim] tap-major: the conv output of channel c at position t
+	// is Σ_τ Conv[τ][c]·x_{t−K+1+τ}[c], so tap K−1 multiplies the current position. Built at load (owned).
+	Conv *safetensors.Tensor
+	// DtBias and ALog are F32 [Nv] (converted at load when stored otherwise): g = −exp(ALog)·softplus(a+DtBias).
+	DtBias, ALog *safetensors.Tensor
+	// Norm is the gated RMSNorm's weight [Dv], a plain weight in every layout, as stored.
+	Norm *safetensors.Tensor
+	// Out is out_proj, [Hidden, Nv·Dv].
+	Out *Linear
+}
+
+// Projection is a matrix whose output rows are stored in pieces: rows [0, Parts[0].Out) are Parts[0]'s, the next
+// Parts[1].Out rows Parts[1]'s, and so on. Each part is a row view of a stored Linear (RowView: same bytes, no
+// copy), so a quantized matrix stays quantized. A backend may compute each part into its range of the output, or
+// concatenate the parts at load.
+type Projection struct {
+	Name    string
+	Out, In int
+	Parts   []Linear
+}
+
+// Row writes row r of the projection, dequantized, into dst (In values).
+func (p *Projection) Row(r int, dst []float32) {
+	if r < 0 || r >= p.Out {
+		panic(fmt.Sprintf("model: %s: row %d of %d", p.Name, r, p.Out))
+	}
+	for i := range p.Parts {
+		if r < p.Parts[i].Out {
+			p.Parts[i].Row(r, dst)
+			return
+		}
+		r -= p.Parts[i].Out
+	}
+}
+
+// Float32 writes the whole projection, [Out, In] row-major and dequantized, into dst.
+func (p *Projection) Float32(dst []float32) {
+	if len(dst) != p.Out*p.In {
+		panic(fmt.Sprintf("model: %s: %d×%d matrix into %d values", p.Name, p.Out, p.In, len(dst)))
+	}
+	off := 0
+	for i := range p.Parts {
+		n := p.Parts[i].Out * p.In
+		p.Parts[i].Float32(dst[off : off+n])
+		off += n
+	}
+}
+
+// newProjection makes a projection of the given row ranges of stored matrices, merging ranges that continue
+// each other in the same matrix.
+func newProjection(name string, in int, ranges []rowRange) *Projection {
+	p := &Projection{Name: name, In: in}
+	var merged []rowRange
+	for _, r := range ranges {
+		if n := len(merged); n > 0 && merged[n-1].src == r.src && merged[n-1].lo+merged[n-1].n == r.lo {
+			merged[n-1].n += r.n
+			continue
+		}
+		merged = append(merged, r)
+	}
+	for _, r := range merged {
+		p.Parts = append(p.Parts, r.src.RowView(r.lo, r.n))
+		p.Out += r.n
+	}
+	return p
+}
+
+// rowRange is rows [lo, lo+n) of src.
+type rowRange struct {
+	src   *Linear
+	lo, n int
+}
+
+// RowView is rows [lo, lo+n) of l as a Linear over the same bytes (weight, bias, scales and biases of a
+// quantized matrix: a row's groups run along the input, so rows split cleanly).
+func (l *Linear) RowView(lo, n int) Linear {
+	if lo < 0 || n <= 0 || lo+n > l.Out {
+		panic(fmt.Sprintf("model: %s: rows [%d, %d) of %d", l.Name, lo, lo+n, l.Out))
+	}
+	if lo == 0 && n == l.Out {
+		return *l
+	}
+	rows := func(t *safetensors.Tensor) *safetensors.Tensor {
+		if t == nil {
+			return nil
+		}
+		per := len(t.Data) / l.Out
+		shape := append([]int{n}, t.Shape[1:]...)
+		return &safetensors.Tensor{Name: fmt.Sprintf("%s[%d:%d]", t.Name, lo, lo+n), DType: t.DType, Shape: shape,
+			Data: t.Data[lo*per : (lo+n)*per : (lo+n)*per]}
+	}
+	v := Linear{Name: fmt.Sprintf("%s[%d:%d]", l.Name, lo, lo+n), Out: n, In: l.In, Weight: rows(l.Weight), Bias: rows(l.Bias)}
+	if q := l.Quant; q != nil {
+		v.Quant = &Quant{QuantParams: q.QuantParams, Scales: rows(q.Scales), Biases: rows(q.Biases)}
+	}
+	return v
 }
 
 // MLP holds a gated feed-forward block's weights.
@@ -79,11 +197,14 @@ type Experts struct {
 	Bias *safetensors.Tensor // [E, Out], optional
 }
 
-// Linears are the layer's matrices, attention first; expert matrices are counted by eachTensorUse.
+// Linears are the layer's matrices as stored, token mixer first; expert matrices are counted by eachTensorUse.
 func (l *Layer) Linears() []*Linear {
 	var out []*Linear
 	if a := l.Attn; a != nil {
 		out = append(out, a.Q, a.K, a.V, a.O)
+	}
+	if d := l.DeltaNet; d != nil {
+		out = append(append(out, d.Stored...), d.Out)
 	}
 	if m := l.MLP; m != nil {
 		out = append(out, m.Gate, m.Up, m.Down)
@@ -182,12 +303,8 @@ func (m *Model) ActiveParams() int64 {
 				n += int64(v.NumElements())
 			}
 		}
-		if a := l.Attn; a != nil {
-			for _, v := range []*safetensors.Tensor{a.QNorm, a.KNorm, a.Sinks} {
-				if v != nil {
-					n += int64(v.NumElements())
-				}
-			}
+		for _, v := range l.mixerVectors() {
+			n += int64(v.NumElements())
 		}
 		for _, x := range l.Linears() {
 			n += lin(x)
@@ -236,10 +353,7 @@ func (m *Model) eachTensorUse(fn func(*Linear, *safetensors.Tensor)) {
 	fn(m.Embed, nil)
 	for i := range m.Layers {
 		l := &m.Layers[i]
-		vs := []*safetensors.Tensor{l.AttnIn, l.AttnOut, l.FFNIn, l.FFNOut}
-		if a := l.Attn; a != nil {
-			vs = append(vs, a.QNorm, a.KNorm, a.Sinks)
-		}
+		vs := append([]*safetensors.Tensor{l.AttnIn, l.AttnOut, l.FFNIn, l.FFNOut}, l.mixerVectors()...)
 		for _, v := range vs {
 			if v != nil {
 				fn(nil, v)
@@ -275,6 +389,24 @@ func (m *Model) eachTensorUse(fn func(*Linear, *safetensors.Tensor)) {
 	if m.LMHead != m.Embed {
 		fn(m.LMHead, nil)
 	}
+}
+
+// mixerVectors are the token mixer's tensors that are not matrices.
+func (l *Layer) mixerVectors() []*safetensors.Tensor {
+	var vs []*safetensors.Tensor
+	if a := l.Attn; a != nil {
+		vs = append(vs, a.QNorm, a.KNorm, a.Sinks)
+	}
+	if d := l.DeltaNet; d != nil {
+		vs = append(vs, d.Conv, d.DtBias, d.ALog, d.Norm)
+	}
+	out := vs[:0]
+	for _, v := range vs {
+		if v != nil {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 func (l *Linear) tensors() []*safetensors.Tensor {
@@ -373,6 +505,9 @@ type binder struct {
 	tensors map[string]*safetensors.Tensor
 	used    map[string]bool
 	quant   *Quantization
+	// foldNorms: the checkpoint stores (1+w) norms as w (a Hugging Face qwen3_next/qwen3_5 layout); norm binds
+	// them as owned float32 1+w, so that every layout reaches the backends as a plain RMSNorm weight.
+	foldNorms bool
 }
 
 func (m *Model) bind() error {
@@ -390,6 +525,11 @@ func (m *Model) bind() error {
 	var err error
 	def := lookupFamily(c.Family)
 	pre := def.modulePrefix(b.tensors)
+	if def.begin != nil {
+		if err := def.begin(b, c, pre); err != nil {
+			return err
+		}
+	}
 	if m.Embed, err = b.linear(pre+"embed_tokens", c.VocabSize, c.HiddenSize, false); err != nil {
 		return err
 	}
@@ -418,18 +558,19 @@ func (m *Model) bind() error {
 			return err
 		}
 	}
-	if m.Norm, err = b.vector(pre+"norm.weight", c.HiddenSize); err != nil {
+	if m.Norm, err = b.norm(pre+"norm.weight", c.HiddenSize); err != nil {
 		return err
 	}
 	if c.TieWordEmbeddings {
 		m.LMHead = m.Embed
+		head := def.headPath(pre) + "."
 		for n := range b.tensors { // mlx-lm drops a stray lm_head of tied models; so do we
-			if strings.HasPrefix(n, "lm_head.") {
+			if strings.HasPrefix(n, "lm_head.") || strings.HasPrefix(n, head) {
 				b.used[n] = true
 			}
 		}
-	} else if m.LMHead, err = b.linear("lm_head", c.VocabSize, c.HiddenSize, false); err != nil {
-		if _, ok := b.tensors["lm_head.weight"]; !ok {
+	} else if m.LMHead, err = b.linear(def.headPath(pre), c.VocabSize, c.HiddenSize, false); err != nil {
+		if _, ok := b.tensors[def.headPath(pre)+".weight"]; !ok {
 			return fmt.Errorf("%w (and tie_word_embeddings is false)", err)
 		}
 		return err
@@ -483,12 +624,16 @@ func (b *binder) attentionLayer(l *Layer, spec *LayerSpec, p string, hidden int)
 func (b *binder) layerSteps(l *Layer, spec *LayerSpec, p string, hidden int, ffn []func() error) error {
 	at := &spec.Attn
 	qDim, kvDim := at.Heads*at.HeadDim, at.KVHeads*at.HeadDim
+	qOut := qDim
+	if at.OutputGate {
+		qOut = 2 * qDim
+	}
 	l.Spec = spec
 	l.Attn = &Attention{}
 	steps := []func() error{
-		func() (err error) { l.AttnIn, err = b.vector(p+"input_layernorm.weight", hidden); return },
-		func() (err error) { l.FFNIn, err = b.vector(p+"post_attention_layernorm.weight", hidden); return },
-		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qDim, hidden, at.QBias); return },
+		func() (err error) { l.AttnIn, err = b.norm(p+"input_layernorm.weight", hidden); return },
+		func() (err error) { l.FFNIn, err = b.norm(p+"post_attention_layernorm.weight", hidden); return },
+		func() (err error) { l.Attn.Q, err = b.linear(p+"self_attn.q_proj", qOut, hidden, at.QBias); return },
 		func() (err error) { l.Attn.K, err = b.linear(p+"self_attn.k_proj", kvDim, hidden, at.KBias); return },
 		func() (err error) { l.Attn.V, err = b.linear(p+"self_attn.v_proj", kvDim, hidden, at.VBias); return },
 		func() (err error) { l.Attn.O, err = b.linear(p+"self_attn.o_proj", hidden, qDim, at.OBias); return },
@@ -496,8 +641,8 @@ func (b *binder) layerSteps(l *Layer, spec *LayerSpec, p string, hidden int, ffn
 	steps = append(steps, ffn...)
 	if at.QKNorm != nil {
 		steps = append(steps,
-			func() (err error) { l.Attn.QNorm, err = b.vector(p+"self_attn.q_norm.weight", at.HeadDim); return },
-			func() (err error) { l.Attn.KNorm, err = b.vector(p+"self_attn.k_norm.weight", at.HeadDim); return },
+			func() (err error) { l.Attn.QNorm, err = b.norm(p+"self_attn.q_norm.weight", at.HeadDim); return },
+			func() (err error) { l.Attn.KNorm, err = b.norm(p+"self_attn.k_norm.weight", at.HeadDim); return },
 		)
 	}
 	for _, s := range steps {
@@ -505,7 +650,41 @@ func (b *binder) layerSteps(l *Layer, spec *LayerSpec, p string, hidden int, ffn
 			return err
 		}
 	}
+	if at.OutputGate {
+		var query, gate []rowRange
+		for h := 0; h < at.Heads; h++ {
+			query = append(query, rowRange{l.Attn.Q, 2 * h * at.HeadDim, at.HeadDim})
+			gate = append(gate, rowRange{l.Attn.Q, (2*h + 1) * at.HeadDim, at.HeadDim})
+		}
+		l.Attn.Query = newProjection(p+"self_attn.q_proj(query)", hidden, query)
+		l.Attn.Gate = newProjection(p+"self_attn.q_proj(gate)", hidden, gate)
+	}
 	return nil
+}
+
+// norm binds a norm weight of n values: as stored, or with foldNorms as an owned float32 1+w.
+func (b *binder) norm(name string, n int) (*safetensors.Tensor, error) {
+	t, err := b.vector(name, n)
+	if err != nil || !b.foldNorms {
+		return t, err
+	}
+	v, err := Vector(t)
+	if err != nil {
+		return nil, err
+	}
+	for i := range v {
+		v[i]++
+	}
+	return float32Tensor(t.Name, v, n), nil
+}
+
+// float32Tensor is an owned F32 tensor of the values v with the given shape.
+func float32Tensor(name string, v []float32, shape ...int) *safetensors.Tensor {
+	data := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(data[4*i:], math.Float32bits(x))
+	}
+	return &safetensors.Tensor{Name: name, DType: safetensors.F32, Shape: shape, Data: data}
 }
 
 func (b *binder) get(name string) (*safetensors.Tensor, error) {

@@ -24,7 +24,8 @@
 // Presets: Embedded (the gateway's default: ~13M parameters, bfloat16, Llama 3 style), Bench100M (~100M
 // parameters, float32, for benchmarks), PDBench (the prefill/decode benchmarks' model, which `duet bench`
 // generates too), MoE2B (a 4-bit qwen3_moe of 2.5B parameters, 0.23B active, for the mixture-of-experts
-// benchmark) and Tiny (a few hundred thousand parameters, for tests). Mixtures of experts are written in the
+// benchmark), HybridBench and HybridBenchDense (a 4-bit qwen3_next of about 0.3B active parameters and its dense
+// twin, for the linear-attention benchmarks) and Tiny (a few hundred thousand parameters, for tests). Mixtures of experts are written in the
 // Hugging Face layout (one module per expert) or mlx-community's (Options.Layout), with the same values for a
 // seed; Options.RouterTies makes two experts tie in every token.
 // cmd/duet-modelgen writes any of them to a directory.

@@ -227,6 +227,10 @@ func (g *generator) gptossExperts(p string) []matrix {
 // router at 8 bits in groups of 64, and mxfp4 experts get an entry each (the other modules keep the default).
 func (g *generator) familyOverrides() {
 	o := &g.o
+	if hybrid(o.Family) {
+		g.hybridOverrides()
+		return
+	}
 	if o.Family != model.GptOSS || o.Layout != LayoutMLX {
 		return
 	}

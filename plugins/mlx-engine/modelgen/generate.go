@@ -25,7 +25,7 @@ func Generate(dir string, o Options) error {
 	if err := o.normalize(); err != nil {
 		return err
 	}
-	tok, err := buildTokenizer(o.Tokenizer, baseFamily(o.Family), trainingText(o.Seed), o.VocabSize)
+	tok, err := buildTokenizer(o.Tokenizer, tokenizerFamily(o.Family), trainingText(o.Seed), o.VocabSize)
 	if err != nil {
 		return err
 	}
@@ -151,6 +151,8 @@ func (g *generator) configJSON() ([]byte, error) {
 		return g.gemma3ConfigJSON()
 	case model.GptOSS:
 		return g.gptossConfigJSON()
+	case model.Qwen3Next, model.Qwen35, model.Qwen35MoE:
+		return g.hybridConfigJSON()
 	}
 	o := &g.o
 	base := baseFamily(o.Family)

@@ -93,6 +93,16 @@ type Options struct {
 	// ExpertsMXFP4 stores gpt_oss's experts in mxfp4: openai's _blocks/_scales in the HF layout, MLX's packed
 	// weights with mode "mxfp4" entries in the MLX layout (beside Quantization for the other modules, if any).
 	ExpertsMXFP4 bool
+
+	// The hybrid families (qwen3_next, qwen3_5, qwen3_5_moe; hybrid.go): the Gated DeltaNet's key and value heads
+	// and head sizes and its conv kernel (default 4), a full-attention layer every FullAttentionInterval layers
+	// (default 4; LayerTypes, "linear_attention" / "full_attention", lists them instead), and the attention's
+	// rotary fraction (default 0.25). Their MoE blocks use NumExperts, TopK, MoEIntermediate, SharedIntermediate
+	// (always a shared expert), NormTopK, SparseStep and MLPOnlyLayers (qwen3_next).
+	LinearKeyHeads, LinearValueHeads, LinearKeyDim, LinearValueDim int
+	ConvKernel                                                     int
+	FullAttentionInterval                                          int
+	PartialRotary                                                  float64
 }
 
 // Layout is a checkpoint naming convention.
@@ -107,6 +117,14 @@ const (
 	// sanitize, gemma3's language_model.model. prefix.
 	LayoutMLX Layout = "mlx"
 )
+
+// tokenizerFamily is the family whose tokenizer and chat template a generated model of family f ships.
+func tokenizerFamily(f model.Family) model.Family {
+	if hybrid(f) {
+		return model.Qwen3
+	}
+	return baseFamily(f)
+}
 
 // baseFamily is the dense family whose attention, tokenizer and names an MoE family shares.
 func baseFamily(f model.Family) model.Family {
@@ -152,7 +170,8 @@ type Yarn struct {
 // crosses every sliding window several times (window 8) and exercises what is easy to get wrong: Gemma's
 // (1+w) norms, embedding scale (√128 is not a bfloat16), query_pre_attn_scalar ≠ head_dim, a RoPE base per
 // layer kind and linear scaling on full layers; gpt-oss's sinks, clamping, yarn with non-integer correction
-// dims and truncate false, and exact router ties. Other families get Tiny.
+// dims and truncate false, and exact router ties; the hybrid families' shape of docs/hybrid-design.md §6.1
+// (tinyHybrid). Other families get Tiny.
 func TinyFamily(f model.Family) Options {
 	o := Tiny()
 	o.Family = f
@@ -164,6 +183,8 @@ func TinyFamily(f model.Family) Options {
 		o.SlidingWindow, o.SlidingPattern = 8, 3
 		o.QueryPreAttnScalar, o.RopeLocalBase, o.RopeTheta = 24, 10000, 1000000
 		o.RopeScaling = &model.RopeScaling{Type: "linear", Factor: 8}
+	case model.Qwen3Next, model.Qwen35, model.Qwen35MoE:
+		tinyHybrid(&o)
 	case model.GptOSS:
 		// H ≠ I and H ≠ 2I: transformers' float experts are [E, in, out], told apart from [E, out, in] by shape.
 		// Both multiples of 64, so that every group size of MLX quantization fits.
@@ -424,6 +445,7 @@ func (o *Options) normalize() error {
 		o.ResidualScale = 0.25
 	}
 	if q := o.Quantization; q != nil {
+		checkInputs := !hybrid(o.Family) // hybrids quantize what divides into groups, as mlx-lm does
 		check := func(what string, p model.QuantParams) error {
 			if p.Mode == model.ModeMXFP4 {
 				if p.Bits != 4 || p.GroupSize != 32 {
@@ -439,7 +461,7 @@ func (o *Options) normalize() error {
 				return fmt.Errorf("modelgen: %s: group size %d is not supported (32, 64, 128)", what, p.GroupSize)
 			}
 			for _, in := range []int{o.HiddenSize, o.IntermediateSize, o.NumHeads * o.HeadDim, max(o.MoEIntermediate, p.GroupSize), max(o.SharedIntermediate, p.GroupSize)} {
-				if in%p.GroupSize != 0 {
+				if checkInputs && in%p.GroupSize != 0 {
 					return fmt.Errorf("modelgen: %s: input size %d is not a multiple of group size %d", what, in, p.GroupSize)
 				}
 			}
@@ -466,6 +488,13 @@ func (o *Options) normalizeBlocks() error {
 	}
 	if o.Layout != LayoutHF && o.Layout != LayoutMLX {
 		return fmt.Errorf("modelgen: unknown layout %q", o.Layout)
+	}
+	if hybrid(o.Family) {
+		return o.normalizeHybrid()
+	}
+	if o.LinearKeyHeads != 0 || o.LinearValueHeads != 0 || o.LinearKeyDim != 0 || o.LinearValueDim != 0 || o.ConvKernel != 0 ||
+		o.FullAttentionInterval != 0 || o.PartialRotary != 0 {
+		return fmt.Errorf("modelgen: linear attention and partial rotary options are options of the hybrid families, not of %s", o.Family)
 	}
 	gemma, oss := o.Family == model.Gemma3 || o.Family == model.Gemma3Text, o.Family == model.GptOSS
 	if !gemma && !oss {

@@ -32,6 +32,8 @@ func (g *generator) weights() []matrix {
 		return g.gemma3Weights()
 	case model.GptOSS:
 		return g.gptossWeights()
+	case model.Qwen3Next, model.Qwen35, model.Qwen35MoE:
+		return g.hybridWeights()
 	}
 	o := &g.o
 	h, qDim, kvDim := o.HiddenSize, o.NumHeads*o.HeadDim, o.NumKVHeads*o.HeadDim

@@ -160,6 +160,14 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 func implemented(c *model.Config) error {
 	for i := range c.Arch.Layers {
 		l := &c.Arch.Layers[i]
+		switch {
+		case l.Kind == model.LayerLinear:
+			return fmt.Errorf("layer %d: linear attention (Gated DeltaNet) layers are not yet supported by the cpu backend", i)
+		case l.Kind != model.LayerAttention:
+			return fmt.Errorf("layer %d: layer kind %s is not supported by the cpu backend", i, l.Kind)
+		case l.Attn.OutputGate:
+			return fmt.Errorf("layer %d: gated attention (an output gate from q_proj) is not yet supported by the cpu backend", i)
+		}
 		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
 			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}

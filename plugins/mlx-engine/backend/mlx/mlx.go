@@ -200,6 +200,14 @@ func implemented(m *model.Model) error {
 	}
 	for i := range c.Arch.Layers {
 		l := &c.Arch.Layers[i]
+		switch {
+		case l.Kind == model.LayerLinear:
+			return fmt.Errorf("layer %d: linear attention (Gated DeltaNet) layers are not yet supported by the mlx backend", i)
+		case l.Kind != model.LayerAttention:
+			return fmt.Errorf("layer %d: layer kind %s is not supported by the mlx backend", i, l.Kind)
+		case l.Attn.OutputGate:
+			return fmt.Errorf("layer %d: gated attention (an output gate from q_proj) is not yet supported by the mlx backend", i)
+		}
 		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
 			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}

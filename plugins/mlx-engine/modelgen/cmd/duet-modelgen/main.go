@@ -24,9 +24,9 @@ func main() {
 }
 
 func run() error {
-	preset := flag.String("preset", "embedded", "starting point: embedded, bench100m, moe2b, moe2b-dense or tiny")
+	preset := flag.String("preset", "embedded", "starting point: embedded, bench100m, moe2b, moe2b-dense, hybrid, hybrid-dense or tiny")
 	out := flag.String("out", "", "directory to write (required)")
-	family := flag.String("family", "", "override: llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe or mixtral")
+	family := flag.String("family", "", "override: a model family (llama, mistral, qwen2, qwen3, qwen3_moe, qwen2_moe, mixtral, gemma3_text, gemma3, gpt_oss, qwen3_next, qwen3_5, qwen3_5_moe); tiny starts from the family's tiny preset")
 	layout := flag.String("layout", "", "override: how experts are stored, hf (one module per expert) or mlx (stacked switch_mlp)")
 	dt := flag.String("dtype", "", "override: float32, float16 or bfloat16")
 	bits := flag.Int("bits", 0, "quantize linear layers and embeddings to this many bits (2, 4, 8)")
@@ -50,6 +50,10 @@ func run() error {
 		o = modelgen.MoE2B()
 	case "moe2b-dense":
 		o = modelgen.MoE2BDense()
+	case "hybrid":
+		o = modelgen.HybridBench()
+	case "hybrid-dense":
+		o = modelgen.HybridBenchDense()
 	case "tiny":
 		o = modelgen.Tiny()
 	default:
@@ -57,6 +61,9 @@ func run() error {
 	}
 	if *family != "" {
 		o.Family = model.Family(*family)
+		if *preset == "tiny" {
+			o = modelgen.TinyFamily(o.Family) // the same as Tiny for the Llama-shaped families
+		}
 	}
 	if *layout != "" {
 		o.Layout = modelgen.Layout(*layout)
