@@ -427,7 +427,7 @@ func (s *suite) slidingWindows(t *testing.T) {
 		if windows[i] > 0 {
 			want.Kind, want.Window = backend.KVSliding, windows[i]
 		}
-		if ly != want {
+		if !ly.Equal(want) {
 			t.Fatalf("layer %d: layout %+v, want %+v", i, ly, want)
 		}
 	}
