@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 )
@@ -198,10 +199,25 @@ func (p LayerSpans) CheckLayer(layer int) error {
 	return nil
 }
 
-// CheckExport checks ExportKV's arguments: the layer exists, it holds positions [from, to) (ErrNotHeld), and
-// keys and values hold exactly the bytes of those positions in layout l.
-func (p LayerSpans) CheckExport(l KVLayout, layer, from, to int, keys, values []byte) error {
+// checkKind checks that layer is one of the cache's layers and, in layout l, holds KV (linear false) or a state
+// (linear true).
+func (p LayerSpans) checkKind(l KVLayout, layer int, linear bool) error {
 	if err := p.CheckLayer(layer); err != nil {
+		return err
+	}
+	switch k := l.Layers[layer].Kind; {
+	case linear && k != KVLinear:
+		return fmt.Errorf("layer %d is a %s attention layer: it has keys and values, no state: %w", layer, k, ErrLayerKind)
+	case !linear && k == KVLinear:
+		return fmt.Errorf("layer %d is a linear layer: it has a state, no keys and values: %w", layer, ErrLayerKind)
+	}
+	return nil
+}
+
+// CheckExport checks ExportKV's arguments: the layer exists and is an attention layer (ErrLayerKind), it holds
+// positions [from, to) (ErrNotHeld), and keys and values hold exactly the bytes of those positions in layout l.
+func (p LayerSpans) CheckExport(l KVLayout, layer, from, to int, keys, values []byte) error {
+	if err := p.checkKind(l, layer, false); err != nil {
 		return err
 	}
 	s := p[layer]
@@ -219,10 +235,11 @@ func (p LayerSpans) CheckExport(l KVLayout, layer, from, to int, keys, values []
 }
 
 // CheckImport checks ImportKV's arguments and returns how many positions keys and values hold: the layer
-// exists, keys and values are equally long and a whole number of positions in layout l, the import starts
-// within what the layer holds (no gap, except in a sliding layer), and it ends within limit positions.
+// exists and is an attention layer (ErrLayerKind), keys and values are equally long and a whole number of
+// positions in layout l, the import starts within what the layer holds (no gap, except in a sliding layer), and
+// it ends within limit positions.
 func (p LayerSpans) CheckImport(l KVLayout, limit, layer, from int, keys, values []byte) (n int, err error) {
-	if err := p.CheckLayer(layer); err != nil {
+	if err := p.checkKind(l, layer, false); err != nil {
 		return 0, err
 	}
 	tb := l.LayerTokenBytes(layer)
@@ -256,4 +273,107 @@ func (p LayerSpans) Import(i, from, n int) Span {
 	}
 	s.Lo = max(s.Lo, s.Hi-s.Window)
 	return *s
+}
+
+// checkArrays checks that bufs holds one slice per state array of linear layer ly, each exactly its bytes.
+func checkArrays(ly LayerKV, what string, bufs [][]byte) error {
+	if len(bufs) != len(ly.State) {
+		return fmt.Errorf("%s of %d arrays, the layer's state has %d", what, len(bufs), len(ly.State))
+	}
+	for i, a := range ly.State {
+		if len(bufs[i]) != a.Bytes() {
+			return fmt.Errorf("%s: array %d (%s %v) needs %d bytes, got %d", what, i, a.DType, a.Shape, a.Bytes(), len(bufs[i]))
+		}
+	}
+	return nil
+}
+
+// CheckExportState checks ExportState's arguments: the layer exists and is linear (ErrLayerKind), and dst holds
+// one slice per state array, each exactly its bytes in layout l.
+func (p LayerSpans) CheckExportState(l KVLayout, layer int, dst [][]byte) error {
+	if err := p.checkKind(l, layer, true); err != nil {
+		return err
+	}
+	return checkArrays(l.Layers[layer], "state export", dst)
+}
+
+// CheckImportState checks ImportState's arguments: the layer exists and is linear (ErrLayerKind), src holds one
+// slice per state array, each exactly its bytes in layout l, and the state describes n positions, no fewer
+// than the layer holds and at most limit.
+func (p LayerSpans) CheckImportState(l KVLayout, limit, layer, n int, src [][]byte) error {
+	if err := p.checkKind(l, layer, true); err != nil {
+		return err
+	}
+	if err := checkArrays(l.Layers[layer], "state import", src); err != nil {
+		return err
+	}
+	if n < p[layer].Hi {
+		return fmt.Errorf("state import of %d positions into layer %d holding %d: truncate first", n, layer, p[layer].Hi)
+	}
+	if n > limit {
+		return fmt.Errorf("state import of %d positions exceeds the context limit %d", n, limit)
+	}
+	return nil
+}
+
+// CheckCut checks that a cache with cuts (Cache.Cuts; nil: every position) can be cloned at n: n is one of them
+// (ErrNoSnapshot, naming the nearest cut below).
+func CheckCut(cuts []int, n int) error {
+	if cuts == nil || slices.Contains(cuts, n) {
+		return nil
+	}
+	return fmt.Errorf("clone of %d positions: the linear layers' state is kept at %v only: %w", n, cuts, ErrNoSnapshot)
+}
+
+// NewestCut is the largest of cuts at most n (n itself when cuts is nil: every position is a cut), or -1 when
+// there is none.
+func NewestCut(cuts []int, n int) int {
+	if cuts == nil {
+		return n
+	}
+	best := -1
+	for _, c := range cuts {
+		if c <= n {
+			best = max(best, c)
+		}
+	}
+	return best
+}
+
+// CheckLayout checks that a layout is one a cache can be made of: every layer of a known kind, attention layers
+// with a positive shape (and a window when sliding), linear layers with the two state arrays of LinearLayer:
+// {l.DType, [1, K-1, conv_dim]} and {float32, [1, Nv, Dv, Dk]}, every dimension positive. Backends check the
+// layouts they build from a model's config with it.
+func CheckLayout(l KVLayout) error {
+	for i, ly := range l.Layers {
+		switch ly.Kind {
+		case KVFull, KVSliding:
+			if ly.KVHeads <= 0 || ly.HeadDim <= 0 || (ly.Kind == KVSliding) != (ly.Window > 0) || ly.Window < 0 || ly.State != nil {
+				return fmt.Errorf("layer %d: %s attention with %d KV heads of %d dims, window %d and %d state arrays", i, ly.Kind, ly.KVHeads, ly.HeadDim, ly.Window, len(ly.State))
+			}
+		case KVLinear:
+			if ly.KVHeads != 0 || ly.HeadDim != 0 || ly.Window != 0 {
+				return fmt.Errorf("layer %d: linear layer with %d KV heads of %d dims and window %d: it has none", i, ly.KVHeads, ly.HeadDim, ly.Window)
+			}
+			want := []struct {
+				dt   DType
+				rank int
+			}{{l.DType, 3}, {Float32, 4}}
+			if len(ly.State) != len(want) {
+				return fmt.Errorf("layer %d: linear layer with %d state arrays, want 2 (conv window, state)", i, len(ly.State))
+			}
+			for j, a := range ly.State {
+				ok := a.DType == want[j].dt && len(a.Shape) == want[j].rank && a.Shape[0] == 1
+				for _, d := range a.Shape {
+					ok = ok && d > 0
+				}
+				if !ok {
+					return fmt.Errorf("layer %d: state array %d is %s %v, want %s of rank %d, leading dimension 1, every dimension positive", i, j, a.DType, a.Shape, want[j].dt, want[j].rank)
+				}
+			}
+		default:
+			return fmt.Errorf("layer %d: unknown kind %s", i, ly.Kind)
+		}
+	}
+	return nil
 }

@@ -258,3 +258,144 @@ func TestLayerSpansWindows(t *testing.T) {
 		}
 	}
 }
+
+// hybridLayout is a full attention layer, a linear layer (K=4, conv_dim 6, Nv=2, Dv=3, Dk=4) and a sliding one.
+func hybridLayout(dt backend.DType) backend.KVLayout {
+	return backend.KVLayout{DType: dt, Layers: []backend.LayerKV{
+		{Kind: backend.KVFull, KVHeads: 1, HeadDim: 2},
+		backend.LinearLayer(dt, 4, 6, 2, 3, 4),
+		{Kind: backend.KVSliding, Window: 4, KVHeads: 1, HeadDim: 2},
+	}}
+}
+
+func TestLinearLayout(t *testing.T) {
+	l := hybridLayout(backend.BFloat16)
+	ly := l.Layers[1]
+	if !ly.Equal(backend.LayerKV{Kind: backend.KVLinear, State: []backend.ArraySpec{
+		{DType: backend.BFloat16, Shape: []int{1, 3, 6}}, {DType: backend.Float32, Shape: []int{1, 2, 3, 4}}}}) {
+		t.Errorf("LinearLayer = %+v", ly)
+	}
+	if ly.Equal(backend.LinearLayer(backend.BFloat16, 4, 6, 2, 4, 3)) || ly.Equal(l.Layers[0]) {
+		t.Error("Equal ignores the state's shape or the kind")
+	}
+	// 3×6 bf16 + 2×3×4 float32.
+	if got := ly.StateBytes(); got != 36+96 || l.StateBytes() != 132 {
+		t.Errorf("StateBytes = %d, layout %d; want 132", got, l.StateBytes())
+	}
+	if l.LayerTokenBytes(1) != 0 || l.PositionBytes() != 2*4+2*4 {
+		t.Errorf("a linear layer costs %d bytes per token; PositionBytes %d", l.LayerTokenBytes(1), l.PositionBytes())
+	}
+	if !l.HasLinear() || backend.DenseLayout(2, 1, 2, backend.BFloat16).HasLinear() {
+		t.Error("HasLinear")
+	}
+	if kv, hd, ok := l.Uniform(); !ok || kv != 1 || hd != 2 {
+		t.Errorf("Uniform over the attention layers = %d, %d, %v", kv, hd, ok)
+	}
+	if backend.KVLinear.String() != "linear" || backend.LayerKind(9).String() != "LayerKind(9)" {
+		t.Errorf("LayerKind names: %s, %s", backend.KVLinear, backend.LayerKind(9))
+	}
+	if p := backend.NewLayerSpans(l); !slices.Equal(p, backend.LayerSpans{{}, {}, {Window: 4}}) {
+		t.Errorf("NewLayerSpans = %v", p)
+	}
+}
+
+func TestCheckLayout(t *testing.T) {
+	bf := backend.BFloat16
+	with := func(mod func(l *backend.KVLayout)) backend.KVLayout {
+		l := hybridLayout(bf)
+		l.Layers[1].State = slices.Clone(l.Layers[1].State)
+		mod(&l)
+		return l
+	}
+	for _, tc := range []struct {
+		name string
+		l    backend.KVLayout
+		want string
+	}{
+		{"hybrid", hybridLayout(bf), ""},
+		{"dense", backend.DenseLayout(2, 2, 8, bf), ""},
+		{"float32", hybridLayout(backend.Float32), ""},
+		{"no heads", with(func(l *backend.KVLayout) { l.Layers[0].KVHeads = 0 }), "layer 0: full attention with 0 KV heads of 2 dims, window 0 and 0 state arrays"},
+		{"sliding without window", with(func(l *backend.KVLayout) { l.Layers[2].Window = 0 }), "layer 2: sliding attention with 1 KV heads of 2 dims, window 0 and 0 state arrays"},
+		{"full with window", with(func(l *backend.KVLayout) { l.Layers[0].Window = 3 }), "layer 0: full attention with 1 KV heads of 2 dims, window 3 and 0 state arrays"},
+		{"attention with state", with(func(l *backend.KVLayout) { l.Layers[0].State = l.Layers[1].State }), "layer 0: full attention with 1 KV heads of 2 dims, window 0 and 2 state arrays"},
+		{"linear with heads", with(func(l *backend.KVLayout) { l.Layers[1].KVHeads = 1 }), "layer 1: linear layer with 1 KV heads of 0 dims and window 0: it has none"},
+		{"one array", with(func(l *backend.KVLayout) { l.Layers[1].State = l.Layers[1].State[:1] }), "layer 1: linear layer with 1 state arrays, want 2 (conv window, state)"},
+		{"conv dtype", with(func(l *backend.KVLayout) { l.Layers[1].State[0].DType = backend.Float16 }), "layer 1: state array 0 is float16 [1 3 6], want bfloat16 of rank 3, leading dimension 1, every dimension positive"},
+		{"state dtype", with(func(l *backend.KVLayout) { l.Layers[1].State[1].DType = bf }), "layer 1: state array 1 is bfloat16 [1 2 3 4], want float32 of rank 4, leading dimension 1, every dimension positive"},
+		{"rank", with(func(l *backend.KVLayout) { l.Layers[1].State[1].Shape = []int{2, 3, 4} }), "layer 1: state array 1 is float32 [2 3 4], want float32 of rank 4, leading dimension 1, every dimension positive"},
+		{"batch of two", with(func(l *backend.KVLayout) { l.Layers[1].State[0].Shape = []int{2, 3, 6} }), "layer 1: state array 0 is bfloat16 [2 3 6], want bfloat16 of rank 3, leading dimension 1, every dimension positive"},
+		{"kernel of 1", with(func(l *backend.KVLayout) { l.Layers[1].State[0].Shape = []int{1, 0, 6} }), "layer 1: state array 0 is bfloat16 [1 0 6], want bfloat16 of rank 3, leading dimension 1, every dimension positive"},
+		{"unknown kind", with(func(l *backend.KVLayout) { l.Layers[2].Kind = 7 }), "layer 2: unknown kind LayerKind(7)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { wantErr(t, backend.CheckLayout(tc.l), tc.want) })
+	}
+}
+
+// TestLayerSpansLinear: ExportKV/ImportKV refuse a linear layer and ExportState/ImportState an attention layer
+// (ErrLayerKind); state buffers must match the layout's arrays; an import cannot go back.
+func TestLayerSpansLinear(t *testing.T) {
+	l := hybridLayout(backend.BFloat16)
+	p := backend.LayerSpans{{Hi: 5}, {Hi: 5}, {Lo: 1, Hi: 5, Window: 4}}
+	buf := func(n int) []byte { return make([]byte, n) }
+	state := func() [][]byte { return [][]byte{buf(36), buf(96)} }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+		kind bool
+	}{
+		{"export state", p.CheckExportState(l, 1, state()), "", false},
+		{"import state", p.CheckImportState(l, 16, 1, 9, state()), "", false},
+		{"import state at the same position", p.CheckImportState(l, 16, 1, 5, state()), "", false},
+		{"import state to the limit", p.CheckImportState(l, 16, 1, 16, state()), "", false},
+		{"export KV of a linear layer", p.CheckExport(l, 1, 0, 1, buf(0), buf(0)), "layer 1 is a linear layer: it has a state, no keys and values: backend: the layer's kind does not hold that", true},
+		{"import KV into a linear layer", errOf(p.CheckImport(l, 16, 1, 5, buf(0), buf(0))), "layer 1 is a linear layer: it has a state, no keys and values: backend: the layer's kind does not hold that", true},
+		{"export state of a full layer", p.CheckExportState(l, 0, state()), "layer 0 is a full attention layer: it has keys and values, no state: backend: the layer's kind does not hold that", true},
+		{"import state into a sliding layer", p.CheckImportState(l, 16, 2, 5, state()), "layer 2 is a sliding attention layer: it has keys and values, no state: backend: the layer's kind does not hold that", true},
+		{"export state bad layer", p.CheckExportState(l, 3, state()), "layer 3 out of range (model has 3)", false},
+		{"import state negative layer", p.CheckImportState(l, 16, -1, 5, state()), "layer -1 out of range (model has 3)", false},
+		{"export state one array", p.CheckExportState(l, 1, state()[:1]), "state export of 1 arrays, the layer's state has 2", false},
+		{"export state nil", p.CheckExportState(l, 1, nil), "state export of 0 arrays, the layer's state has 2", false},
+		{"import state three arrays", p.CheckImportState(l, 16, 1, 5, append(state(), buf(1))), "state import of 3 arrays, the layer's state has 2", false},
+		{"export state short conv", p.CheckExportState(l, 1, [][]byte{buf(35), buf(96)}), "state export: array 0 (bfloat16 [1 3 6]) needs 36 bytes, got 35", false},
+		{"import state long state", p.CheckImportState(l, 16, 1, 5, [][]byte{buf(36), buf(97)}), "state import: array 1 (float32 [1 2 3 4]) needs 96 bytes, got 97", false},
+		{"import state going back", p.CheckImportState(l, 16, 1, 4, state()), "state import of 4 positions into layer 1 holding 5: truncate first", false},
+		{"import state past context", p.CheckImportState(l, 16, 1, 17, state()), "state import of 17 positions exceeds the context limit 16", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantErr(t, tc.err, tc.want)
+			if errors.Is(tc.err, backend.ErrLayerKind) != tc.kind {
+				t.Errorf("errors.Is(%v, ErrLayerKind) = %v", tc.err, !tc.kind)
+			}
+		})
+	}
+}
+
+func TestCuts(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cuts   []int
+		n      int
+		newest int
+		want   string
+	}{
+		{"every position", nil, 7, 7, ""},
+		{"a cut", []int{0, 4, 9}, 4, 4, ""},
+		{"the end", []int{0, 4, 9}, 9, 9, ""},
+		{"between", []int{0, 4, 9}, 6, 4, "clone of 6 positions: the linear layers' state is kept at [0 4 9] only: backend: no snapshot of the linear layers' state at that position"},
+		{"past the end", []int{0, 4, 9}, 12, 9, "clone of 12 positions: the linear layers' state is kept at [0 4 9] only: backend: no snapshot of the linear layers' state at that position"},
+		{"below every cut", []int{3}, 2, -1, "clone of 2 positions: the linear layers' state is kept at [3] only: backend: no snapshot of the linear layers' state at that position"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := backend.CheckCut(tc.cuts, tc.n)
+			wantErr(t, err, tc.want)
+			if (err != nil) != errors.Is(err, backend.ErrNoSnapshot) {
+				t.Errorf("%v is not ErrNoSnapshot", err)
+			}
+			if got := backend.NewestCut(tc.cuts, tc.n); got != tc.newest {
+				t.Errorf("NewestCut = %d, want %d", got, tc.newest)
+			}
+		})
+	}
+}

@@ -24,9 +24,24 @@
 // ascending order whatever the cache's physical order, so chunked = one-shot and batched = unbatched hold with
 // windows too.
 //
+// Linear layers: a KVLinear layer (Gated DeltaNet linear attention, docs/hybrid-design.md) keeps no positions
+// but a fixed-size state: a conv window over the K-1 previous positions in the layout dtype (rounded on write, as
+// keys and values are) and a float32 delta-rule state, the arrays of LayerKV.State, which ExportState and
+// ImportState copy whole in the wire layout of exo's arrays_state (mlx-lm's ArraysCache: [1, K-1, conv_dim],
+// then [1, Nv, Dv, Dk]). ExportKV and ImportKV refuse a linear layer and the state methods an attention layer
+// (ErrLayerKind). LayerSpans keeps a count for every layer: Forward and ImportState advance a linear layer's.
+// A state cannot be rewound, so such a cache can be cut only where it keeps one: Cuts lists those positions (0,
+// Len(), and snapshots: after a Forward call with Seq.Snapshot, after a complete import, the state an import
+// replaced, and those inherited from the cache it was cloned from); Clone elsewhere fails with ErrNoSnapshot
+// and Truncate restores the newest cut at or below n, so callers read Len() afterwards. Snapshots are immutable
+// and shared by reference with clones; each holder counts them in Bytes, and the last Release frees them. Nil
+// Cuts means every position, the caches of models without linear layers. The prefix cache asks Cuts, so a
+// lookup past the last snapshot is a shorter hit or a miss, never a wrong state.
+//
 // The argument checks the contract implies are the same for every backend, so they live here (check.go):
-// CheckBatch validates a Forward batch, and LayerSpans keeps what each layer of a cache holds and checks
-// Forward's, Clone's, ExportKV's and ImportKV's arguments against it. A backend keeps only what is its own (whether a
-// cache is one of its own and still usable, where the bytes go) and puts its name before the errors. The
-// conformance suite in backend/backendtest checks any backend against this contract.
+// CheckBatch validates a Forward batch, CheckLayout a layout, and LayerSpans keeps what each layer of a cache
+// holds and checks Forward's, Clone's, ExportKV's, ImportKV's, ExportState's and ImportState's arguments against
+// it (CheckCut and NewestCut the cuts). A backend keeps only what is its own (whether a cache is one of its own
+// and still usable, where the bytes go) and puts its name before the errors. The conformance suite in
+// backend/backendtest checks any backend against this contract.
 package backend

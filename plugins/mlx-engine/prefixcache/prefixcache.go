@@ -12,6 +12,12 @@
 // is usable only at lengths where its windows still hold what the next query sees. SetRestorable tells the
 // cache so: Lookup then returns the longest prefix that can be restored (a miss or a shorter hit, never KV with
 // a hole), and Insert keeps a shorter entry a longer one cannot stand in for.
+//
+// A cache whose model has linear-attention layers holds a recurrent state that cannot be rewound: it can be cut
+// only where it kept a snapshot of it. Such a value says where by implementing Cutter. Lookup then reduces an
+// entry's shared prefix to the entry's largest cut within it (an entry without one is no hit), and Insert keeps
+// a shorter entry unless the longer one can cut where the shorter one ends (covered) or keeps every cut the
+// shorter one has (superseded). A lookup past the last snapshot is a shorter hit or a miss, never a wrong state.
 package prefixcache
 
 import (
@@ -26,6 +32,60 @@ import (
 type Value interface {
 	Bytes() int64
 	Release()
+}
+
+// Cutter is implemented by values that can be restored only at some lengths (a backend cache with linear
+// layers: backend.Cache.Cuts). Cuts lists them in ascending order; nil means every length up to the value's own.
+type Cutter interface {
+	Cuts() []int
+}
+
+// cutsOf is v's Cuts, or nil (every length) when v is no Cutter.
+func cutsOf[T Value](v T) []int {
+	if c, ok := any(v).(Cutter); ok {
+		return c.Cuts()
+	}
+	return nil
+}
+
+// cutBelow is the largest of cuts at most n (n itself when cuts is nil), or -1 when there is none.
+func cutBelow(cuts []int, n int) int {
+	if cuts == nil {
+		return n
+	}
+	i, found := slices.BinarySearch(cuts, n)
+	switch {
+	case found:
+		return n
+	case i == 0:
+		return -1
+	}
+	return cuts[i-1]
+}
+
+// isCut reports whether n is one of cuts (nil: every length).
+func isCut(cuts []int, n int) bool { return cutBelow(cuts, n) == n }
+
+// keepsCuts reports whether every cut of an old value of oldLen tokens (oldCuts, nil: every length) is one of
+// cuts, the new value's.
+func keepsCuts(cuts, oldCuts []int, oldLen int) bool {
+	if cuts == nil {
+		return true
+	}
+	if oldCuts == nil {
+		for n := 0; n <= oldLen; n++ {
+			if !isCut(cuts, n) {
+				return false
+			}
+		}
+		return true
+	}
+	for _, n := range oldCuts {
+		if !isCut(cuts, n) {
+			return false
+		}
+	}
+	return true
 }
 
 // blockSize is the number of tokens per hashed block: the SDK's, so that a router's prefix affinity (fed the
@@ -121,7 +181,8 @@ func commonPrefix[T Value](e *entry[T], tokens []int32, qh []uint64) int {
 }
 
 // Lookup finds the entry that shares the longest prefix with tokens, at most max tokens long (a request must
-// compute at least its last token itself, so callers pass len(tokens)-1). It returns nil and 0 on a miss.
+// compute at least its last token itself, so callers pass len(tokens)-1). It returns nil and 0 on a miss. A
+// Cutter's shared prefix counts up to its largest cut within it.
 func (c *Cache[T]) Lookup(tokens []int32, max int) (*Handle[T], int) {
 	return c.LookupFunc(tokens, max, c.ok)
 }
@@ -137,7 +198,11 @@ func (c *Cache[T]) LookupFunc(tokens []int32, max int, ok func(val T, n int) boo
 	var best *entry[T]
 	bestN := 0
 	for _, e := range c.entries {
-		if n := min(commonPrefix(e, tokens, qh), max); n > bestN && (ok == nil || ok(e.val, n)) {
+		n := min(commonPrefix(e, tokens, qh), max)
+		if n > bestN {
+			n = cutBelow(cutsOf(e.val), n)
+		}
+		if n > bestN && (ok == nil || ok(e.val, n)) {
 			best, bestN = e, n
 		}
 	}
@@ -155,7 +220,9 @@ func (c *Cache[T]) LookupFunc(tokens []int32, max int, ok func(val T, n int) boo
 
 // Insert hands val, the KV of tokens, to the cache, which owns it from now on. Entries that are prefixes of
 // tokens become redundant and are dropped; if an entry already covers tokens, val is released at once (with
-// SetRestorable: only where the longer value can be restored at the shorter length).
+// SetRestorable: only where the longer value can be restored at the shorter length). With Cutters, an entry
+// covers tokens only when it can cut at len(tokens), and a prefix entry is dropped only when val keeps every
+// cut it has (as a clone of it does: snapshots are inherited).
 func (c *Cache[T]) Insert(tokens []int32, val T) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -165,15 +232,16 @@ func (c *Cache[T]) Insert(tokens []int32, val T) {
 		return
 	}
 	qh := blockHashes(tokens)
+	cuts := cutsOf(val)
 	kept := c.entries[:0]
 	covered := false
 	for _, e := range c.entries {
 		n := commonPrefix(e, tokens, qh)
 		switch {
-		case n == len(tokens) && (c.ok == nil || c.ok(e.val, n)):
+		case n == len(tokens) && (c.ok == nil || c.ok(e.val, n)) && isCut(cutsOf(e.val), n):
 			covered = true // e holds all of tokens, and maybe more
 			kept = append(kept, e)
-		case n == len(e.tokens) && (c.ok == nil || c.ok(val, n)):
+		case n == len(e.tokens) && (c.ok == nil || c.ok(val, n)) && keepsCuts(cuts, cutsOf(e.val), n):
 			c.dropLocked(e) // e is a prefix of tokens: the new entry supersedes it
 		default:
 			kept = append(kept, e)

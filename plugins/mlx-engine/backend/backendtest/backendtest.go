@@ -85,6 +85,7 @@ func Run(t *testing.T, b backend.Backend, opts Options) {
 		{"ConcurrentForward", s.concurrentForward},
 		{"ClosedModel", s.closedModel},
 		{"SlidingWindows", s.slidingWindows},
+		{"NoLinearLayers", s.noLinearLayers},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -427,7 +427,7 @@ func (s *suite) slidingWindows(t *testing.T) {
 		if windows[i] > 0 {
 			want.Kind, want.Window = backend.KVSliding, windows[i]
 		}
-		if ly != want {
+		if !ly.Equal(want) {
 			t.Fatalf("layer %d: layout %+v, want %+v", i, ly, want)
 		}
 	}
@@ -485,4 +485,56 @@ func exportLayer(t *testing.T, m backend.Model, c backend.Cache, layer, from, to
 		t.Fatalf("layer %d: export [%d, %d): %v", layer, from, to, err)
 	}
 	return k, v
+}
+
+// noLinearLayers: a cache of a model without linear layers keeps today's contract under the linear-layer
+// additions: Cuts is nil (every position is a cut), ExportState and ImportState refuse every layer with
+// ErrLayerKind and change nothing, and Seq.Snapshot changes neither the logits, nor the bytes held, nor where
+// the cache can be cut.
+func (s *suite) noLinearLayers(t *testing.T) {
+	m := s.load(t, Tiny(func(o *modelgen.Options) { o.DType = dtype.BFloat16 }), backend.Options{})
+	if l := m.KVLayout(); l.HasLinear() || l.StateBytes() != 0 {
+		t.Fatalf("a dense model's layout has linear layers: %+v", l)
+	}
+	p := Prompt(12, m.VocabSize(), 9)
+	plain, snap := NewCache(t, m), NewCache(t, m)
+	Forward(t, m, plain, p[:7]...)
+	want := Forward(t, m, plain, p[7:]...)
+	got := make([]float32, m.VocabSize())
+	if err := m.Forward([]backend.Seq{{Cache: snap, Tokens: p[:7], Snapshot: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Forward([]backend.Seq{{Cache: snap, Tokens: p[7:], Logits: got, Snapshot: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, want) || snap.Len() != plain.Len() || snap.Bytes() != plain.Bytes() {
+		t.Errorf("Seq.Snapshot changed a cache without linear layers (logits equal: %v, Len %d vs %d, Bytes %d vs %d)",
+			slices.Equal(got, want), snap.Len(), plain.Len(), snap.Bytes(), plain.Bytes())
+	}
+	if snap.Cuts() != nil || plain.Cuts() != nil || NewCache(t, m).Cuts() != nil {
+		t.Errorf("Cuts of a cache without linear layers: %v, want nil", snap.Cuts())
+	}
+	for n := 0; n <= snap.Len(); n++ {
+		c, err := snap.Clone(n)
+		if err != nil {
+			t.Fatalf("Clone(%d): %v", n, err)
+		}
+		if c.Cuts() != nil {
+			t.Errorf("Clone(%d).Cuts() = %v", n, c.Cuts())
+		}
+		c.Release()
+	}
+	for layer := 0; layer < m.KVLayout().NumLayers(); layer++ {
+		bufs := [][]byte{make([]byte, 16), make([]byte, 16)}
+		if err := snap.ExportState(layer, bufs); !errors.Is(err, backend.ErrLayerKind) {
+			t.Errorf("ExportState of attention layer %d: %v, want ErrLayerKind", layer, err)
+		}
+		if err := snap.ImportState(layer, snap.Len()+1, bufs); !errors.Is(err, backend.ErrLayerKind) {
+			t.Errorf("ImportState into attention layer %d: %v, want ErrLayerKind", layer, err)
+		}
+	}
+	if err := snap.ExportState(-1, nil); err == nil || errors.Is(err, backend.ErrLayerKind) {
+		t.Errorf("ExportState of layer -1: %v", err)
+	}
+	equalExports(t, m, snap, plain)
 }

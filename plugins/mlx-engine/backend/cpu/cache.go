@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
@@ -18,10 +19,15 @@ import (
 // and when a step would run past its end the positions still needed move to the front (one copy per head,
 // amortised over the steps that fill the room behind them). Its capacity never exceeds W + the prefill chunk:
 // a step of T tokens at [s, s+T) needs [s-W+1, s+T) at once, and afterwards only the last W are kept.
+//
+// A linear layer keeps no keys and values but a recurrent state, and the cache keeps snapshots of those states
+// where it may be cut (cache_state.go).
 type cache struct {
 	m        *cpuModel
 	layers   []kvLayer
 	spans    backend.LayerSpans // positions held, per layer
+	lin      []linState         // per layer, the live state of linear layers; nil without linear layers
+	snaps    []*snapshot        // ascending positions, shared with clones
 	released bool
 }
 
@@ -42,29 +48,53 @@ func (m *cpuModel) NewCache() (backend.Cache, error) {
 }
 
 func (m *cpuModel) newCache() *cache {
-	return &cache{m: m, layers: make([]kvLayer, len(m.layout.Layers)), spans: backend.NewLayerSpans(m.layout)}
+	c := &cache{m: m, layers: make([]kvLayer, len(m.layout.Layers)), spans: backend.NewLayerSpans(m.layout)}
+	if m.layout.HasLinear() {
+		c.lin = make([]linState, len(m.layout.Layers))
+	}
+	return c
 }
 
 func (c *cache) Len() int { return c.spans.Len() }
 
-func (c *cache) Truncate(n int) { c.spans.Truncate(n) }
+func (c *cache) Truncate(n int) {
+	if c.lin != nil {
+		c.truncateLinear(n)
+		return
+	}
+	c.spans.Truncate(n)
+}
 
-func (c *cache) Restorable(n int) bool { return !c.released && c.spans.Restorable(n) }
+func (c *cache) Restorable(n int) bool {
+	if c.released || !c.spans.Restorable(n) {
+		return false
+	}
+	return c.lin == nil || slices.Contains(c.cuts(), n)
+}
 
 func (c *cache) Clone(n int) (backend.Cache, error) {
 	if c.released {
 		return nil, backend.ErrReleased
 	}
 	spans, err := c.spans.CheckClone(n)
+	if err == nil && c.lin != nil {
+		err = backend.CheckCut(c.cuts(), n)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cpu: %w", err)
 	}
 	out := c.m.newCache()
 	for i := range c.layers {
 		s := spans[i]
+		out.spans[i] = s
+		if c.isLinear(i) {
+			continue
+		}
 		out.reserve(i, s.Lo, s.Hi, 0, 0)
 		c.copyPositions(i, &c.layers[i], &out.layers[i], s.Lo, s.Hi)
-		out.spans[i] = s
+	}
+	if c.lin != nil {
+		c.cloneLinear(out, n)
 	}
 	return out, nil
 }
@@ -92,6 +122,9 @@ func (c *cache) copyPositions(i int, src, dst *kvLayer, lo, hi int) {
 // A full layer grows, doubling its capacity (bounded by the context limit). A sliding layer moves what it keeps
 // to the front when [lo, hi) does not fit where it is, and grows only up to what one step needs.
 func (c *cache) reserve(i, lo, hi, keepLo, keepHi int) {
+	if c.isLinear(i) {
+		return // a fixed-size state (alloc)
+	}
 	l := &c.layers[i]
 	allocated := l.k32 != nil || l.k16 != nil
 	window := c.spans[i].Window
@@ -306,10 +339,13 @@ func (c *cache) Bytes() int64 {
 		l := &c.layers[i]
 		n += int64(len(l.k32)+len(l.v32))*4 + int64(len(l.k16)+len(l.v16))*2
 	}
-	return n
+	return n + c.linearBytes()
 }
 
 func (c *cache) Release() {
+	if !c.released {
+		c.releaseLinear()
+	}
 	c.released = true
 	c.layers, c.spans = nil, nil
 }

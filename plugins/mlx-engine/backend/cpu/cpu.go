@@ -116,13 +116,18 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 		chunk = DefaultPrefillChunk
 	}
 	c := m.Config
+	layout := backend.LayoutOf(&c.Arch, m.DType)
+	if len(c.Arch.Layers) != len(m.Layers) {
+		layout = backend.DenseLayout(len(m.Layers), c.NumKVHeads, c.HeadDim, m.DType)
+	}
+	// The cache holds linear layers' states (cache_state.go); the forward pass does not compute them yet.
+	if layout.HasLinear() {
+		return nil, fmt.Errorf("cpu: model_type %q: linear-attention layers are not implemented by this backend yet", c.Family)
+	}
 	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads)}
 	cm.arch = &cm.cfg.Arch
 	cm.work = make([]workerScratch, cm.pool.workers)
-	cm.layout = backend.LayoutOf(&c.Arch, cm.kvType)
-	if len(c.Arch.Layers) != len(m.Layers) {
-		cm.layout = backend.DenseLayout(len(m.Layers), c.NumKVHeads, c.HeadDim, cm.kvType)
-	}
+	cm.layout = layout
 	switch opts.Weights {
 	case backend.WeightsStored:
 		cm.stored = true

@@ -290,6 +290,31 @@ func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 	})
 }
 
+// Cuts is nil: this backend's caches have no linear layers (Load refuses them), so every position is a cut.
+func (c *cache) Cuts() []int { return nil }
+
+// ExportState fails: without linear layers, no layer has a state (the check says which kind the layer is).
+func (c *cache) ExportState(layer int, dst [][]byte) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if err := c.lens.CheckExportState(c.m.KVLayout(), layer, dst); err != nil {
+		return fmt.Errorf("mlx: %w", err)
+	}
+	return fmt.Errorf("mlx: layer %d: linear-attention states are not implemented: %w", layer, backend.ErrLayerKind)
+}
+
+// ImportState fails as ExportState does.
+func (c *cache) ImportState(layer, n int, src [][]byte) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if err := c.lens.CheckImportState(c.m.KVLayout(), c.m.maxCtx, layer, n, src); err != nil {
+		return fmt.Errorf("mlx: %w", err)
+	}
+	return fmt.Errorf("mlx: layer %d: linear-attention states are not implemented: %w", layer, backend.ErrLayerKind)
+}
+
 func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
 	if err := c.usable(); err != nil {
 		return err

@@ -175,6 +175,9 @@ func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel,
 		pipeline: true}
 	mm.arch = &mm.cfg.Arch
 	mm.layout = backend.LayoutOf(mm.arch, m.DType)
+	if mm.layout.HasLinear() {
+		return nil, fmt.Errorf("mlx: model_type %q: linear-attention layers are not implemented by this backend yet", c.Family)
+	}
 	if lo.computeModelDType {
 		mm.compute = kvC
 	}
