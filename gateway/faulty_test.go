@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	echo "github.com/duet-ai/duet/examples/echo-engine"
+	echo "github.com/duet-ai/duet/plugins/echo-engine"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 

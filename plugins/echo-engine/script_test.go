@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	echo "github.com/duet-ai/duet/examples/echo-engine"
+	echo "github.com/duet-ai/duet/plugins/echo-engine"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 

@@ -3,7 +3,7 @@
 package main
 
 import (
-	echo "github.com/duet-ai/duet/examples/echo-engine"
+	echo "github.com/duet-ai/duet/plugins/echo-engine"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 

@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	echo "github.com/duet-ai/duet/examples/echo-engine"
+	echo "github.com/duet-ai/duet/plugins/echo-engine"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/enginetest"
 )
