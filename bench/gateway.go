@@ -19,7 +19,7 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
-// `duet bench gateway` measures what the gateway adds on top of its engine plugin, as gateway/bench_test.go
+// `duet bench gateway` measures what the gateway adds on top of its engine plugin, as gateway/e2e/bench_test.go
 // does, with the echo engine so that the model costs nothing: each iteration calls the plugin directly (gRPC,
 // as the gateway does) and then through a gateway (HTTP, JSON, admission, routing, gRPC), and the report gives
 // the percentiles of both and of the difference; then a long stream's tokens per second both ways (SSE).

@@ -1,6 +1,6 @@
 // The npm ollama client against a duet gateway serving the echo engine: every call an Ollama app makes
 // (chat and generate, streamed and not; list, show, ps, version; a tool round trip; JSON and schema formats;
-// thinking; an error). Prints one JSON object of results for gateway/ollama_e2e_test.go.
+// thinking; an error). Prints one JSON object of results for gateway/e2e/ollama_e2e_test.go.
 import { createRequire } from 'node:module';
 const require = createRequire(process.cwd() + '/');
 const { Ollama } = require('ollama');

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -41,7 +41,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	duetBin = filepath.Join(dir, "duet")
-	build := exec.Command("go", "build", "-o", duetBin, ".")
+	build := exec.Command("go", "build", "-o", duetBin, "github.com/duet-ai/duet/gateway")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building duet:", err)

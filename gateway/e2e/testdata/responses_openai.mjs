@@ -1,6 +1,6 @@
 // The npm openai client's Responses API against a duet gateway serving the echo engine: create, the stream
 // helper and its finalResponse, parse with a JSON schema, and a tool round trip. Prints one JSON object of
-// results for gateway/responses_e2e_test.go.
+// results for gateway/e2e/responses_e2e_test.go.
 import { createRequire } from 'node:module';
 const require = createRequire(process.cwd() + '/');
 const { default: OpenAI } = require('openai');

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ import (
 // model costs nothing: each iteration calls the plugin directly (gRPC, as the gateway does) and then through
 // the gateway (HTTP + JSON + routing + gRPC), and reports percentiles of both and of the difference.
 //
-//	go test ./gateway -run '^$' -bench . -benchtime 2000x
+//	go test ./gateway/e2e -run '^$' -bench . -benchtime 2000x
 
 // directEngine starts the built-in echo engine as a plugin subprocess, as the gateway would.
 func directEngine(b *testing.B) (engine.Engine, string) {

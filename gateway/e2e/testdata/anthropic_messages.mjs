@@ -1,6 +1,6 @@
 // The npm Anthropic client against a duet gateway serving the echo engine: messages.create, messages.stream
 // with finalMessage(), a tool round trip both ways, thinking, countTokens and an error. Prints one JSON object
-// of results for gateway/anthropic_e2e_test.go. The echo engine fills max_tokens, so each request asks for as
+// of results for gateway/e2e/anthropic_e2e_test.go. The echo engine fills max_tokens, so each request asks for as
 // many tokens as its answer has.
 import { createRequire } from 'node:module';
 const require = createRequire(process.cwd() + '/');

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"bufio"
@@ -26,7 +26,7 @@ import (
 // JSON it writes: every phase present, sane figures, and (for pd) the disaggregated phase really prefilled
 // remotely. They assert no timings.
 //
-//	go test ./gateway -run 'TestBench' -v
+//	go test ./gateway/e2e -run 'TestBench' -v
 
 // runBench runs `duet bench args...` and returns its stdout; it fails the test, with stderr, if it fails.
 func runBench(t *testing.T, timeout time.Duration, args ...string) string {

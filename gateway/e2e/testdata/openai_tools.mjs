@@ -1,5 +1,5 @@
 // The npm openai client's tool and structured-output helpers against a duet gateway serving the echo
-// engine. Prints one JSON object of results for gateway/tools_e2e_test.go.
+// engine. Prints one JSON object of results for gateway/e2e/tools_e2e_test.go.
 import { createRequire } from 'node:module';
 const require = createRequire(process.cwd() + '/');
 const { default: OpenAI } = require('openai');
