@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -280,8 +281,7 @@ func countStream(ctx context.Context, base, prompt string, tokens int) (int, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return 0, fmt.Errorf("gateway stream: %d %s", resp.StatusCode, errorMessage(data))
+		return 0, fmt.Errorf("gateway stream: %w", client.ReadError(resp))
 	}
 	return StreamedTokens(resp.Body)
 }

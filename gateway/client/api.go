@@ -229,7 +229,7 @@ func (c *Client) LinkProbe(ctx context.Context) (int64, error) {
 	c.Authorize(req, APIKey)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, unreachable(http.MethodGet, u, err)
+		return 0, Unreachable(http.MethodGet, u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {

@@ -146,9 +146,9 @@ func decodeError(e *Error, body []byte) {
 	e.Message = s
 }
 
-// unreachable says that a request got no answer: the gateway is down, the address wrong, or the deadline
-// passed. A cancelled context stays recognisable with errors.Is.
-func unreachable(method, u string, err error) error {
+// Unreachable is the error of a request to u that got no answer (err from http.Client.Do): the gateway is
+// down, the address wrong, or the deadline passed. A cancelled context stays recognisable with errors.Is.
+func Unreachable(method, u string, err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err
@@ -197,7 +197,7 @@ func (c *Client) Call(ctx context.Context, key Key, method, path string, body, o
 	c.Authorize(req, key)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return 0, unreachable(method, u, err)
+		return 0, Unreachable(method, u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
