@@ -157,8 +157,8 @@ type Status struct {
 	InFlight  int              `json:"in_flight"`
 	Queued    int              `json:"queued"`
 	Instances []StatusInstance `json:"instances"`
-	// EngineStats are the engine plugin's figures (absent when it did not answer).
-	EngineStats *EngineStats   `json:"engine_stats,omitempty"`
+	// EngineStats are the engine plugin's figures (zero when it did not answer).
+	EngineStats EngineStats    `json:"engine_stats"`
 	Plugins     []PluginStatus `json:"plugins,omitempty"`
 }
 
@@ -239,8 +239,8 @@ type RequestRecord struct {
 		RoutingMS       float64 `json:"routing_ms"`
 		Reason          string  `json:"reason,omitempty"`
 	} `json:"route"`
-	// Timings are the answer's timings object, as JSON.
-	Timings json.RawMessage `json:"timings,omitempty"`
+	// Timings are the answer's timings (nil for a request that generated nothing).
+	Timings *Timings `json:"timings,omitempty"`
 	Usage   *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`
@@ -296,4 +296,46 @@ type Keyring struct {
 	NumResp     int
 	Keys        map[string]int
 	PrimaryKeys map[string]int
+}
+
+// Timings is the "timings" object duet adds to an answer (the last chunk of a stream) and records with each
+// recent request: where the prompt was prefilled, each phase in milliseconds, and where the request ran.
+type Timings struct {
+	PrefillSource string         `json:"prefill_source"` // local or remote
+	QueueMs       float64        `json:"queue_ms"`
+	PrefillMs     float64        `json:"prefill_ms"`
+	FirstTokenMs  float64        `json:"first_token_ms"`
+	DecodeMs      float64        `json:"decode_ms"`
+	TotalMs       float64        `json:"total_ms"`
+	Remote        *RemotePrefill `json:"remote_prefill,omitempty"`
+	Route         *Route         `json:"route,omitempty"`
+}
+
+// RemotePrefill is a prefill fetched over the KV wire, or attempted.
+type RemotePrefill struct {
+	Endpoint       string  `json:"endpoint"`
+	InstanceID     string  `json:"instance_id"`
+	Tokens         int     `json:"tokens"`
+	Bytes          int64   `json:"bytes"`
+	WaitMs         float64 `json:"wait_ms"`
+	TransferMs     float64 `json:"transfer_ms"`
+	IngestMs       float64 `json:"ingest_ms"`
+	Attempts       int     `json:"attempts"`
+	FallbackReason string  `json:"fallback_reason,omitempty"`
+	// Exact is whether the KV came from an instance with the same weights (bit for bit as a local prefill).
+	Exact bool `json:"exact"`
+}
+
+// Route is where a request ran.
+type Route struct {
+	EntryNode       string  `json:"entry_node"`
+	DecodeNode      string  `json:"decode_node"`
+	DecodeInstance  string  `json:"decode_instance"`
+	PrefillInstance string  `json:"prefill_instance,omitempty"`
+	PrefillNode     string  `json:"prefill_node,omitempty"`
+	PrefillAddress  string  `json:"prefill_address,omitempty"`
+	Forwarded       bool    `json:"forwarded"`
+	Reason          string  `json:"reason,omitempty"`
+	RoutingMs       float64 `json:"routing_ms"`
+	AdmissionMs     float64 `json:"admission_ms"`
 }

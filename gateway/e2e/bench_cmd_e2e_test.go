@@ -198,9 +198,7 @@ func TestBenchPDURL(t *testing.T) {
 		t.Errorf("setup %+v", rep.Setup)
 	}
 	waitFor(t, 10*time.Second, "the benchmark's instances unloaded and its link removed", func() bool {
-		var links []any
-		n1.api(t, "GET", "/v1/instance-links", nil, &links)
-		return len(n1.instances(t)) == 2 && len(n2.instances(t)) == 2 && len(links) == 0
+		return len(n1.instances(t)) == 2 && len(n2.instances(t)) == 2 && len(n1.links(t)) == 0
 	})
 
 	// --create refuses a model the cluster serves.

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/internal/testnode"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
@@ -27,42 +26,30 @@ import (
 // claudeModels are the names Claude Code 2.1.328 asks for: its default, and the others it picks a model of.
 var claudeModels = []string{"claude-opus-5-5", "claude-sonnet-5-5", "claude-haiku-5-5", "claude-haiku-4-5"}
 
-// callAPI sends a request with a bearer key and returns the status and body.
+// callAPI sends a request with a bearer key (none when empty) through the client and returns the status and
+// the body, for the endpoints of other APIs (OpenAI, Ollama) whose answer the tests read as text.
 func callAPI(t *testing.T, g *gateway, method, path, key string, body any) (int, []byte) {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+	var raw json.RawMessage
+	st, err := g.as(key).Call(t.Context(), client.APIKey, method, path, body, &raw)
+	if e := client.AsError(err); e != nil {
+		return e.Status, e.Body
 	}
-	req, _ := http.NewRequest(method, g.url+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := g.http.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, data
+	return st, raw
 }
 
 // modelIDs reads GET /v1/models.
 func modelIDs(t *testing.T, g *gateway, key string) []string {
 	t.Helper()
-	st, body := callAPI(t, g, "GET", "/v1/models", key, nil)
-	var page struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if st != 200 || json.Unmarshal(body, &page) != nil {
-		t.Fatalf("GET /v1/models: %d %s", st, body)
+	models, err := g.as(key).Models(t.Context())
+	if err != nil {
+		t.Fatalf("GET /v1/models: %v", err)
 	}
 	var ids []string
-	for _, m := range page.Data {
+	for _, m := range models {
 		ids = append(ids, m.ID)
 	}
 	return ids
@@ -198,20 +185,20 @@ func TestClaudeCodeEcho(t *testing.T) {
 	}
 
 	// The aliases at run time: an API key may read them, only the admin key change them.
-	st, body := callAPI(t, g, "GET", "/admin/v1/model-aliases", "k1", nil)
-	if st != 200 || !strings.Contains(string(body), `"claude-opus-5-5":"echo"`) {
-		t.Errorf("GET /admin/v1/model-aliases: %d %s", st, body)
+	user, admin := g.as("k1"), g.as("a1")
+	if aliases, err := user.ModelAliases(t.Context()); err != nil || aliases["claude-opus-5-5"] != "echo" {
+		t.Errorf("GET /admin/v1/model-aliases: %v %v", err, aliases)
 	}
-	next := map[string]any{"aliases": map[string]string{"gpt-5-codex": "echo"}}
-	if st, body := callAPI(t, g, "PUT", "/admin/v1/model-aliases", "k1", next); st != 403 {
-		t.Errorf("PUT with an API key: %d %s, want 403", st, body)
+	next := map[string]string{"gpt-5-codex": "echo"}
+	if _, err := user.SetModelAliases(t.Context(), next); client.StatusOf(err) != 403 {
+		t.Errorf("PUT with an API key: %v, want 403", err)
 	}
-	chain := map[string]any{"aliases": map[string]string{"a": "b", "b": "echo"}}
-	if st, body := callAPI(t, g, "PUT", "/admin/v1/model-aliases", "a1", chain); st != 400 || !strings.Contains(string(body), "is an alias too") {
-		t.Errorf("PUT of a chain: %d %s, want 400", st, body)
+	chain := map[string]string{"a": "b", "b": "echo"}
+	if _, err := admin.SetModelAliases(t.Context(), chain); client.StatusOf(err) != 400 || !strings.Contains(client.AsError(err).Message, "is an alias too") {
+		t.Errorf("PUT of a chain: %v, want 400", err)
 	}
-	if st, body := callAPI(t, g, "PUT", "/admin/v1/model-aliases", "a1", next); st != 200 || !strings.Contains(string(body), `"gpt-5-codex":"echo"`) {
-		t.Fatalf("PUT: %d %s", st, body)
+	if aliases, err := admin.SetModelAliases(t.Context(), next); err != nil || aliases["gpt-5-codex"] != "echo" {
+		t.Fatalf("PUT: %v %v", err, aliases)
 	}
 	if ids := modelIDs(t, g, "k1"); !slices.Equal(ids, []string{"echo", "gpt-5-codex"}) {
 		t.Errorf("/v1/models after the PUT: %v, want echo and gpt-5-codex", ids)

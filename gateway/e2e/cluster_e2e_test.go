@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -20,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
@@ -87,51 +86,30 @@ func writeSecret(t *testing.T, secret string) string {
 	return p
 }
 
-// api calls the gateway's JSON API and decodes the answer into out (when not nil); it returns the status.
-func (g *gateway) api(t *testing.T, method, path string, body any, out any) int {
+// instances lists the instances g sees (GET /v1/instances, no key).
+func (g *gateway) instances(t *testing.T) []client.Instance {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, g.url+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.http.Do(req)
+	ins, err := g.api.Instances(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
-		}
-	}
-	return resp.StatusCode
+	return ins
 }
 
-type instanceInfo struct {
-	ID     string `json:"id"`
-	Model  string `json:"model"`
-	Node   string `json:"node"`
-	Status string `json:"status"`
-	KV     string `json:"kv_endpoint"`
-}
-
-func (g *gateway) instances(t *testing.T) []instanceInfo {
+// links lists the instance links g sees (GET /v1/instance-links, no key).
+func (g *gateway) links(t *testing.T) []client.Link {
 	t.Helper()
-	var out struct {
-		Instances []instanceInfo `json:"instances"`
+	ls, err := g.api.Links(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	g.api(t, "GET", "/v1/instances", nil, &out)
-	return out.Instances
+	return ls
 }
 
 // readyOn returns the ready instances g sees, by node id.
-func (g *gateway) readyOn(t *testing.T) map[string]instanceInfo {
+func (g *gateway) readyOn(t *testing.T) map[string]client.Instance {
 	t.Helper()
-	out := map[string]instanceInfo{}
+	out := map[string]client.Instance{}
 	for _, in := range g.instances(t) {
 		if in.Status == "ready" {
 			out[in.Node] = in
@@ -183,11 +161,12 @@ func (g *gateway) chat(t *testing.T, prompt string, maxTokens int) chatAnswer {
 			Message struct{ Content string } `json:"message"`
 		} `json:"choices"`
 		chatAnswer
-		Error *struct{ Message string } `json:"error"`
 	}
-	out.Status = g.api(t, "POST", "/v1/chat/completions", body, &out)
+	// The OpenAI endpoint through the client's Call: the OpenAI clients do not read duet's timings.
+	st, err := g.api.Call(t.Context(), client.APIKey, "POST", "/v1/chat/completions", body, &out)
+	out.Status = st
 	if out.Status != 200 {
-		t.Fatalf("chat: status %d: %+v", out.Status, out.Error)
+		t.Fatalf("chat: status %d: %v", out.Status, err)
 	}
 	a := out.chatAnswer
 	a.Status = out.Status
@@ -215,7 +194,7 @@ func TestClusterDisaggregated(t *testing.T) {
 	})
 	ready := n3.readyOn(t)
 	p, d := ready[id1], ready[id2]
-	if p.KV == "" {
+	if p.KVEndpoint == "" {
 		t.Fatalf("node 1's instance serves no KV: %+v", p)
 	}
 
@@ -223,20 +202,13 @@ func TestClusterDisaggregated(t *testing.T) {
 	solo := startDuet(t)
 	want := solo.chat(t, longPrompt, 24)
 
-	var link struct {
-		LinkID string `json:"link_id"`
-		Exact  bool   `json:"exact"`
-	}
-	if st := n3.api(t, "POST", "/v1/instance-links", map[string]any{
-		"prefill_instances": []string{p.ID}, "decode_instances": []string{d.ID}}, &link); st != 200 || link.LinkID == "" || !link.Exact {
-		t.Fatalf("creating the link: %d %+v", st, link)
+	link, err := n3.api.CreateLink(t.Context(), []string{p.ID}, []string{d.ID})
+	if err != nil || link.LinkID == "" || !link.Exact {
+		t.Fatalf("creating the link: %v %+v", err, link)
 	}
 	for _, g := range []*node{n1, n2, n3} {
 		waitFor(t, 10*time.Second, "the link everywhere", func() bool {
-			var links []struct {
-				LinkID string `json:"link_id"`
-			}
-			g.api(t, "GET", "/v1/instance-links", nil, &links)
+			links := g.links(t)
 			return len(links) == 1 && links[0].LinkID == link.LinkID
 		})
 	}
@@ -304,19 +276,13 @@ func TestClusterDisaggregated(t *testing.T) {
 // linkPD links node p's instance as prefill for node d's, through g, and waits until every node sees it.
 func linkPD(t *testing.T, g *node, prefillID, decodeID string, all ...*node) string {
 	t.Helper()
-	var link struct {
-		LinkID string `json:"link_id"`
-	}
-	if st := g.api(t, "POST", "/v1/instance-links", map[string]any{
-		"prefill_instances": []string{prefillID}, "decode_instances": []string{decodeID}}, &link); st != 200 {
-		t.Fatalf("creating the link: %d", st)
+	link, err := g.api.CreateLink(t.Context(), []string{prefillID}, []string{decodeID})
+	if err != nil {
+		t.Fatalf("creating the link: %v", err)
 	}
 	for _, n := range all {
 		waitFor(t, 10*time.Second, "the link everywhere", func() bool {
-			var links []struct {
-				LinkID string `json:"link_id"`
-			}
-			n.api(t, "GET", "/v1/instance-links", nil, &links)
+			links := n.links(t)
 			return len(links) == 1 && links[0].LinkID == link.LinkID
 		})
 	}
@@ -366,8 +332,8 @@ func TestClusterFailures(t *testing.T) {
 	ready := n3.readyOn(t)
 	p, d := ready[id1], ready[id2]
 	// Node 3 takes the requests and decodes none of them: it unloads its instance.
-	if st := n1.api(t, "DELETE", "/v1/instances/"+ready[id3].ID, nil, nil); st != 200 {
-		t.Fatalf("unloading node 3's instance through node 1: %d", st)
+	if err := n1.api.DeleteInstance(t.Context(), ready[id3].ID); err != nil {
+		t.Fatalf("unloading node 3's instance through node 1: %v", err)
 	}
 	waitFor(t, 10*time.Second, "node 3's instance gone", func() bool { return n3.statusOf(t, ready[id3].ID) == "" })
 	linkPD(t, n3, p.ID, d.ID, n1, n2, n3)
@@ -398,9 +364,9 @@ func TestClusterFailures(t *testing.T) {
 	// Node 1 comes back on its data directory, and node 3 gets an instance to fall back on.
 	restartNode(t, n1, port)
 	waitFor(t, 20*time.Second, "node 1's instance ready again", func() bool { return n3.statusOf(t, p.ID) == "ready" })
-	var spare struct{ ID string }
-	if st := n3.api(t, "POST", "/v1/instances", map[string]any{"model": "embedded"}, &spare); st != 201 {
-		t.Fatalf("loading an instance on node 3: %d", st)
+	var spare client.Instance
+	if st, err := n3.api.Call(t.Context(), client.AdminKey, "POST", "/v1/instances", client.NewInstance{Model: "embedded"}, &spare); st != 201 {
+		t.Fatalf("loading an instance on node 3: %d %v", st, err)
 	}
 
 	// A long prompt streams from node 2 (its prefill partner is back) through node 3; node 2 dies.
@@ -475,11 +441,8 @@ func TestClusterRouterSwap(t *testing.T) {
 		}()
 	}
 	time.Sleep(300 * time.Millisecond)
-	var out struct {
-		Router string `json:"router"`
-	}
-	if st := g.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "roundrobin"}, &out); st != 200 || out.Router != "roundrobin" {
-		t.Fatalf("swap: %d %+v", st, out)
+	if now, err := g.api.SetRouter(t.Context(), "roundrobin", ""); err != nil || now != "roundrobin" {
+		t.Fatalf("swap: %v %q", err, now)
 	}
 	for range 32 {
 		if err := <-errs; err != nil {
@@ -489,19 +452,14 @@ func TestClusterRouterSwap(t *testing.T) {
 	if _, err := c.Chat.Completions.New(context.Background(), chatParams("echo", "after the swap")); err != nil {
 		t.Fatal(err)
 	}
-	g.api(t, "GET", "/admin/v1/router", nil, &out)
-	if out.Router != "roundrobin" {
+	if out := g.router(t); out.Router != "roundrobin" {
 		t.Errorf("router %q after the swap", out.Router)
 	}
 	// A router that cannot start leaves the one in use.
-	var bad struct {
-		Error struct{ Message string } `json:"error"`
+	if _, err := g.api.SetRouter(t.Context(), "/nonexistent/router", ""); client.StatusOf(err) != 400 || !strings.Contains(client.AsError(err).Message, "not") {
+		t.Errorf("a router that does not exist: %v", err)
 	}
-	if st := g.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "/nonexistent/router"}, &bad); st != 400 || !strings.Contains(bad.Error.Message, "not") {
-		t.Errorf("a router that does not exist: %d %+v", st, bad)
-	}
-	g.api(t, "GET", "/admin/v1/router", nil, &out)
-	if out.Router != "roundrobin" {
+	if out := g.router(t); out.Router != "roundrobin" {
 		t.Errorf("router %q after a failed swap", out.Router)
 	}
 }
@@ -524,12 +482,9 @@ func TestClusterAPIErrors(t *testing.T) {
 	if err := modelgen.Generate(other, modelgen.Tiny()); err != nil {
 		t.Fatal(err)
 	}
-	var created struct {
-		ID, Node, Status string
-		Error            *struct{ Message string }
-	}
-	if st := n2.api(t, "POST", "/v1/instances", map[string]any{"model": other, "node": id1}, &created); st != 201 || created.Node != id1 || created.Status != "ready" {
-		t.Fatalf("loading a model on node 1 through node 2: %d %+v %+v", st, created, created.Error)
+	var created client.Instance
+	if st, err := n2.api.Call(t.Context(), client.AdminKey, "POST", "/v1/instances", client.NewInstance{Model: other, Node: id1}, &created); st != 201 || created.Node != id1 || created.Status != "ready" {
+		t.Fatalf("loading a model on node 1 through node 2: %d %+v %v", st, created, err)
 	}
 	waitFor(t, 10*time.Second, "the new instance on node 2", func() bool { return n2.statusOf(t, created.ID) == "ready" })
 
@@ -553,10 +508,9 @@ func TestClusterAPIErrors(t *testing.T) {
 		{"KV that cannot be shared", []string{e1.ID}, []string{created.ID}, "cannot share KV"},
 	}
 	for _, c := range links {
-		var out errBody
-		st := n2.api(t, "POST", "/v1/instance-links", map[string]any{"prefill_instances": c.prefill, "decode_instances": c.decode}, &out)
-		if st != 400 || !strings.Contains(out.Error.Message, c.want) {
-			t.Errorf("%s: %d %+v, want 400 saying %q", c.name, st, out.Error, c.want)
+		_, err := n2.api.CreateLink(t.Context(), c.prefill, c.decode)
+		if e := client.AsError(err); e == nil || e.Status != 400 || !strings.Contains(e.Message, c.want) {
+			t.Errorf("%s: %v, want 400 saying %q", c.name, err, c.want)
 		}
 	}
 
@@ -586,13 +540,12 @@ func TestClusterAPIErrors(t *testing.T) {
 	if st, out := post(map[string]string{"X-Duet-Hop": "1", "X-Duet-Route": route, "X-Duet-Hop-Auth": "v1 1 AAAA"}); st != 401 {
 		t.Errorf("a hop with a forged credential: %d %+v", st, out.Error)
 	}
-	var nf errBody
-	if st := n1.api(t, "POST", "/v1/chat/completions", map[string]any{"model": "no-such-model",
-		"messages": []map[string]string{{"role": "user", "content": "hi"}}}, &nf); st != 404 || nf.Error.Code != "model_not_found" {
-		t.Errorf("a model no node serves: %d %+v", st, nf.Error)
+	if _, err := n1.api.Call(t.Context(), client.APIKey, "POST", "/v1/chat/completions", map[string]any{"model": "no-such-model",
+		"messages": []map[string]string{{"role": "user", "content": "hi"}}}, nil); client.StatusOf(err) != 404 || client.AsError(err).Code != "model_not_found" {
+		t.Errorf("a model no node serves: %v", err)
 	}
-	if st := n1.api(t, "DELETE", "/v1/instances/"+created.ID, nil, nil); st != 200 {
-		t.Errorf("unloading an instance: %d", st)
+	if err := n1.api.DeleteInstance(t.Context(), created.ID); err != nil {
+		t.Errorf("unloading an instance: %v", err)
 	}
 	waitFor(t, 10*time.Second, "the unloaded instance gone everywhere", func() bool { return n2.statusOf(t, created.ID) == "" })
 
@@ -606,10 +559,7 @@ func TestClusterAPIErrors(t *testing.T) {
 	wrong := writeSecret(t, "not the secret the others share, at all")
 	n3 := startNode(t, "127.0.0.3", port, wrong, "127.0.0.1")
 	time.Sleep(3 * time.Second)
-	var st struct {
-		Nodes []struct{ ID string } `json:"nodes"`
-	}
-	n1.api(t, "GET", "/state", nil, &st)
+	st := n1.state(t)
 	for _, n := range st.Nodes {
 		if n.ID == n3.nodeID(t) {
 			t.Errorf("a node with the wrong secret joined: %+v", st.Nodes)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/internal/testnode"
 )
 
@@ -253,30 +253,7 @@ func TestCodexPrefixAffinity(t *testing.T) {
 		runCodex(t, home, dir, key, args...)
 	}
 
-	req, _ := http.NewRequest("GET", g.url+"/admin/v1/requests", nil)
-	req.Header.Set("Authorization", "Bearer "+key)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var recent struct {
-		Requests []struct {
-			Path   string `json:"path"`
-			Status int    `json:"status"`
-			Route  struct {
-				DecodeInstance string `json:"decode_instance"`
-				Reason         string `json:"reason"`
-			} `json:"route"`
-			Usage *struct {
-				PromptTokens int `json:"prompt_tokens"`
-				CachedTokens int `json:"cached_tokens"`
-			} `json:"usage"`
-		} `json:"requests"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&recent); err != nil {
-		t.Fatal(err)
-	}
+	recent := requests(t, g.as(key), client.RequestsQuery{})
 	turns := recent.Requests[:0]
 	for _, r := range recent.Requests {
 		if r.Path == "/v1/responses" {

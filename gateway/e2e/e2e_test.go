@@ -24,13 +24,14 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/enginetest"
 )
 
 // The end-to-end tests run the real duet binary, built once in TestMain, with real plugin subprocesses: the
 // built-in echo engine and round-robin router, or this test binary itself as an external engine plugin
-// (faultyEngine), and drive it with the official OpenAI Go client.
+// (faultyEngine), and drive it with the official OpenAI Go client, and its own API with gateway/client.
 
 var duetBin string
 
@@ -74,8 +75,9 @@ type gateway struct {
 	url    string
 	cmd    *exec.Cmd
 	stderr *syncBuffer
-	exited chan struct{} // closed when duet has exited
-	http   *http.Client  // trusts the gateway's certificate when it serves TLS
+	exited chan struct{}  // closed when duet has exited
+	http   *http.Client   // trusts the gateway's certificate when it serves TLS
+	api    *client.Client // the gateway's own API, without a key
 }
 
 func freeAddr(t testing.TB) string {
@@ -140,6 +142,7 @@ func startDuetWith(t testing.TB, o duetOptions, args ...string) *gateway {
 		o.client = http.DefaultClient
 	}
 	g := &gateway{url: scheme + "://" + addr, cmd: cmd, stderr: &syncBuffer{}, http: o.client}
+	g.api = client.New(g.url, client.WithHTTPClient(g.http))
 	cmd.Stderr = g.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -167,12 +170,8 @@ func startDuetWith(t testing.TB, o duetOptions, args ...string) *gateway {
 			t.Fatalf("duet exited during start:\n%s", g.stderr.String())
 		default:
 		}
-		resp, err := g.http.Get(g.url + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return g
-			}
+		if _, err := g.api.Health(context.Background()); err == nil {
+			return g
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -197,34 +196,39 @@ func (g *gateway) client(opts ...option.RequestOption) openai.Client {
 	}, opts...)...)
 }
 
-// status reads GET /admin/v1/status.
-func (g *gateway) status(t testing.TB) adminStatus {
+// as is a client of the gateway's own API that sends key (as its API and its admin key).
+func (g *gateway) as(key string) *client.Client {
+	return client.New(g.url, client.WithHTTPClient(g.http), client.WithAPIKey(key))
+}
+
+// status reads GET /admin/v1/status with the key k1.
+func (g *gateway) status(t testing.TB) client.Status {
 	t.Helper()
-	req, _ := http.NewRequest("GET", g.url+"/admin/v1/status", nil)
-	req.Header.Set("Authorization", "Bearer k1")
-	resp, err := http.DefaultClient.Do(req)
+	st, err := g.as("k1").Status(t.Context())
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var st adminStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		t.Fatal(err)
 	}
 	return st
 }
 
-type adminStatus struct {
-	InFlight int `json:"in_flight"`
-	Plugins  []struct {
-		Name     string `json:"name"`
-		State    string `json:"state"`
-		PID      int    `json:"pid"`
-		Restarts int    `json:"restarts"`
-	} `json:"plugins"`
-	EngineStats struct {
-		Metrics map[string]float64
-	} `json:"engine_stats"`
+// state reads GET /state (no key).
+func (g *gateway) state(t testing.TB) client.State {
+	t.Helper()
+	st, err := g.api.State(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// router reads GET /admin/v1/router (no key).
+func (g *gateway) router(t testing.TB) client.Router {
+	t.Helper()
+	r, err := g.api.Router(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 func chatParams(model, content string) openai.ChatCompletionNewParams {
@@ -464,9 +468,8 @@ func TestErrors(t *testing.T) {
 		}
 	})
 	t.Run("Healthz needs no key", func(t *testing.T) {
-		resp, err := http.Get(g.url + "/healthz")
-		if err != nil || resp.StatusCode != 200 {
-			t.Errorf("healthz: %v %v", resp, err)
+		if h, err := g.api.Health(t.Context()); err != nil {
+			t.Errorf("healthz: %+v %v", h, err)
 		}
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/sdk/kvwire"
 	"github.com/duet-ai/duet/sdk/kvwire/kvwiretest"
@@ -86,19 +87,12 @@ func TestHopHeadersGrantNothing(t *testing.T) {
 		return hopCall(t, g, method, path, body, h)
 	}
 	ready := func(g *gateway) int {
-		var out struct {
-			Instances []instanceInfo `json:"instances"`
-		}
-		req, _ := http.NewRequest("GET", g.url+"/v1/instances", nil)
-		req.Header.Set("Authorization", "Bearer k1")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
+		ins, err := g.as("k1").Instances(t.Context())
+		if err != nil && client.StatusOf(err) == 0 {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
-		json.NewDecoder(resp.Body).Decode(&out)
 		n := 0
-		for _, in := range out.Instances {
+		for _, in := range ins {
 			if in.Status == "ready" {
 				n++
 			}
@@ -125,16 +119,7 @@ func TestHopHeadersGrantNothing(t *testing.T) {
 			}
 		}
 	}
-	var router struct {
-		Router string `json:"router"`
-	}
-	req, _ := http.NewRequest("GET", n1.url+"/admin/v1/router", nil)
-	req.Header.Set("Authorization", "Bearer k1")
-	if resp, err := http.DefaultClient.Do(req); err == nil {
-		json.NewDecoder(resp.Body).Decode(&router)
-		resp.Body.Close()
-	}
-	if router.Router == "roundrobin" {
+	if router, _ := n1.as("k1").Router(t.Context()); router.Router == "roundrobin" {
 		t.Errorf("the router was swapped by an API-key holder with hop headers")
 	}
 
@@ -164,15 +149,8 @@ func TestHopHeadersGrantNothing(t *testing.T) {
 		t.Errorf("a chat forwarded without a secret: %d, forwarded to %q", r.StatusCode, r.Header.Get("X-Duet-Forwarded-To"))
 	}
 	var id string
-	req, _ = http.NewRequest("GET", n2.url+"/v1/instances", nil)
-	req.Header.Set("Authorization", "Bearer k1")
-	if r, err := http.DefaultClient.Do(req); err == nil {
-		var out struct {
-			Instances []instanceInfo `json:"instances"`
-		}
-		json.NewDecoder(r.Body).Decode(&out)
-		r.Body.Close()
-		for _, in := range out.Instances {
+	if ins, err := n2.as("k1").Instances(t.Context()); err == nil {
+		for _, in := range ins {
 			if in.Model == "echo" {
 				id = in.ID
 			}
@@ -397,16 +375,13 @@ func TestLinkProbeNotHeld(t *testing.T) {
 	})
 	got := 0
 	waitFor(t, 60*time.Second, "a probe for a client that reads", func() bool {
-		req, _ := http.NewRequest("GET", g.url+"/admin/v1/link-probe", nil)
-		req.Header.Set("Authorization", "Bearer k1")
-		resp, err := http.DefaultClient.Do(req)
+		n, err := g.as("k1").LinkProbe(t.Context())
 		if err != nil {
+			got = client.StatusOf(err)
 			return false
 		}
-		defer resp.Body.Close()
-		n, _ := io.Copy(io.Discard, resp.Body)
-		got = resp.StatusCode
-		return resp.StatusCode == 200 && n > 0
+		got = 200
+		return n > 0
 	})
 	if got != 200 {
 		t.Errorf("the probe: %d", got)
@@ -534,7 +509,7 @@ func TestPinnedAddressIgnored(t *testing.T) {
 	}
 	want, _ := ask(clean, nil)
 
-	ins := decode.instancesOf(t)
+	ins := decode.instances(t)
 	if len(ins) != 1 {
 		t.Fatalf("the decode node has %d instances, want 1", len(ins))
 	}
@@ -553,21 +528,4 @@ func TestPinnedAddressIgnored(t *testing.T) {
 	if n := evil.requests(); n != 0 {
 		t.Errorf("the client's KV server was asked %d times", n)
 	}
-}
-
-// instancesOf lists g's instances (no key).
-func (g *gateway) instancesOf(t *testing.T) []instanceInfo {
-	t.Helper()
-	resp, err := http.Get(g.url + "/v1/instances")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var out struct {
-		Instances []instanceInfo `json:"instances"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
-		t.Fatal(err)
-	}
-	return out.Instances
 }

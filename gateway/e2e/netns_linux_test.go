@@ -80,11 +80,7 @@ func TestClusterNetns(t *testing.T) {
 // digest is the digest of the cluster tables a node holds.
 func digest(t *testing.T, n *node) string {
 	t.Helper()
-	var s struct {
-		Digest string `json:"digest"`
-	}
-	n.api(t, "GET", "/state", nil, &s)
-	return s.Digest
+	return n.state(t).Digest
 }
 
 // duetNet is the network of the gateway's namespace tests: count machines at 10.215.0.1-count.

@@ -18,6 +18,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/internal/testnode"
 )
 
@@ -270,7 +271,9 @@ func TestOllamaForwarded(t *testing.T) {
 	var tags struct {
 		Models []struct{ Name string } `json:"models"`
 	}
-	entry.api(t, "GET", "/api/tags", nil, &tags)
+	if _, err := entry.api.Call(t.Context(), client.APIKey, "GET", "/api/tags", nil, &tags); err != nil {
+		t.Fatal(err)
+	}
 	if len(tags.Models) != 2 || tags.Models[0].Name != "echo:latest" || tags.Models[1].Name != "other:latest" {
 		t.Errorf("the entry node lists %+v; want both nodes' models", tags.Models)
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 // TestClusterPDAuto: two nodes with --pd auto and no instance links, node 2 four times slower than node 1
@@ -48,7 +50,10 @@ func TestClusterPDAuto(t *testing.T) {
 		var out struct {
 			Instances []speedInfo `json:"instances"`
 		}
-		g.api(t, "GET", "/v1/instances", nil, &out)
+		// The speeds are the instances view's own; the client's Instance keeps them as JSON.
+		if _, err := g.api.Call(t.Context(), client.APIKey, "GET", "/v1/instances", nil, &out); err != nil {
+			t.Fatal(err)
+		}
 		best := 0.0
 		for _, in := range out.Instances {
 			if in.Node != id || in.Speed == nil || in.Speed.Samples == 0 || in.Speed.DecodeTPS == 0 {
@@ -79,7 +84,9 @@ func TestClusterPDAuto(t *testing.T) {
 		var out struct {
 			Instances []speedInfo `json:"instances"`
 		}
-		g.api(t, "GET", "/v1/instances", nil, &out)
+		if _, err := g.api.Call(t.Context(), client.APIKey, "GET", "/v1/instances", nil, &out); err != nil {
+			t.Fatal(err)
+		}
 		for _, in := range out.Instances {
 			if in.Node != into || in.Speed == nil {
 				continue
@@ -131,7 +138,9 @@ func TestClusterPDAuto(t *testing.T) {
 			Count int64 `json:"count"`
 		} `json:"estimate_errors"`
 	}
-	ran.api(t, "GET", "/v1/instances", nil, &out)
+	if _, err := ran.api.Call(t.Context(), client.APIKey, "GET", "/v1/instances", nil, &out); err != nil {
+		t.Fatal(err)
+	}
 	if out.Errors["remote"].Count+out.Errors["local"].Count == 0 {
 		t.Errorf("no estimate error recorded on the node that ran it (%s): %+v", r.DecodeNode, out.Errors)
 	}

@@ -1,37 +1,36 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
-// rawCall sends a JSON body (no key) and returns the status and the body as text.
-func rawCall(t *testing.T, g *gateway, method, path string, body any) (int, string) {
-	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
+// answer is the status and body of a call's refusal: 200 and "" when it succeeded, 0 and the error when no
+// answer came.
+func answer(err error) (int, string) {
+	if e := client.AsError(err); e != nil {
+		return e.Status, string(e.Body)
 	}
-	req, _ := http.NewRequest(method, g.url+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := g.http.Do(req)
 	if err != nil {
-		t.Fatal(err)
+		return 0, err.Error()
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(data)
+	return 200, ""
+}
+
+// setRouter asks g (no key) to swap its router to name.
+func setRouter(t *testing.T, g *gateway, name string) (int, string) {
+	t.Helper()
+	_, err := g.api.SetRouter(t.Context(), name, "")
+	return answer(err)
 }
 
 func writeScript(t *testing.T, path, body string) {
@@ -71,7 +70,7 @@ func TestRouterSwapOnlyRegistered(t *testing.T) {
 		Error struct{ Message string } `json:"error"`
 	}
 	for _, name := range []string{evil, "../evil", "/usr/bin/id", "unknown-router"} {
-		st, body := rawCall(t, g, "PUT", "/admin/v1/router", map[string]string{"router": name})
+		st, body := setRouter(t, g, name)
 		if st != 400 {
 			t.Errorf("router %q: status %d %s", name, st, body)
 		}
@@ -91,46 +90,38 @@ func TestRouterSwapOnlyRegistered(t *testing.T) {
 	}
 
 	// A registered plugin that fails: the client learns that it failed, the log learns what it said.
-	st, body := rawCall(t, g, "PUT", "/admin/v1/router", map[string]string{"router": "noisy"})
+	st, body := setRouter(t, g, "noisy")
 	if st != 400 || !strings.Contains(body, "did not start") || strings.Contains(body, "NOISY") {
 		t.Errorf("a failing plugin: %d %s", st, body)
 	}
 	waitFor(t, 10*time.Second, "the plugin's output in the gateway's log", func() bool { return strings.Contains(g.stderr.String(), "NOISY-") })
-	var status struct {
-		Plugins []struct {
-			LastError string `json:"last_error"`
-		} `json:"plugins"`
-	}
-	if st := g.api(t, "GET", "/admin/v1/status", nil, &status); st != 200 {
-		t.Fatalf("status: %d", st)
+	status, err := g.api.Status(t.Context())
+	if err != nil {
+		t.Fatalf("status: %v", err)
 	}
 	if b, _ := json.Marshal(status); strings.Contains(string(b), "NOISY") {
 		t.Errorf("the status shows a plugin's output: %s", b)
 	}
 
 	// The registered one swaps in and serves.
-	var out struct {
-		Router    string   `json:"router"`
-		Available []string `json:"available"`
-	}
-	if st := g.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "myrouter"}, &out); st != 200 || out.Router != "myrouter" {
-		t.Fatalf("swap to the registered plugin: %d %+v\n%s", st, out, g.stderr.String())
+	if now, err := g.api.SetRouter(t.Context(), "myrouter", ""); err != nil || now != "myrouter" {
+		t.Fatalf("swap to the registered plugin: %v %q\n%s", err, now, g.stderr.String())
 	}
 	c := g.client()
 	if _, err := c.Chat.Completions.New(context.Background(), chatParams("echo", "through an external router")); err != nil {
 		t.Fatal(err)
 	}
-	g.api(t, "GET", "/admin/v1/router", nil, &out)
+	out := g.router(t)
 	if out.Router != "myrouter" || !slices.Contains(out.Available, "myrouter") || !slices.Contains(out.Available, "router-disagg") {
 		t.Errorf("GET router: %+v", out)
 	}
 
 	// Replaced after start: refused before it runs, whatever the request pins.
-	if st := g.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "roundrobin"}, &out); st != 200 {
-		t.Fatalf("swap back: %d", st)
+	if _, err := g.api.SetRouter(t.Context(), "roundrobin", ""); err != nil {
+		t.Fatalf("swap back: %v", err)
 	}
 	writeScript(t, filepath.Join(plugins, "myrouter"), "touch "+marker+"\nexec "+duetBin+" plugin router roundrobin\n")
-	st, body = rawCall(t, g, "PUT", "/admin/v1/router", map[string]string{"router": "myrouter"})
+	st, body = setRouter(t, g, "myrouter")
 	if st != 400 || strings.Contains(body, "touch") {
 		t.Errorf("a replaced plugin: %d %s", st, body)
 	}
@@ -141,8 +132,7 @@ func TestRouterSwapOnlyRegistered(t *testing.T) {
 	waitFor(t, 10*time.Second, "the log to say the binary is not the pinned one", func() bool {
 		return strings.Contains(g.stderr.String(), "is pinned")
 	})
-	g.api(t, "GET", "/admin/v1/router", nil, &out)
-	if out.Router != "roundrobin" {
+	if out := g.router(t); out.Router != "roundrobin" {
 		t.Errorf("router %q after refused swaps", out.Router)
 	}
 }
@@ -181,21 +171,22 @@ func TestInstanceLoadPolicy(t *testing.T) {
 	type errBody struct {
 		Error struct{ Message, Code, Param string } `json:"error"`
 	}
-	load := func(body map[string]any) (int, errBody) {
+	load := func(in client.NewInstance) (int, errBody) {
 		t.Helper()
 		var e errBody
-		st, text := rawCall(t, g, "POST", "/v1/instances", body)
+		_, err := g.api.CreateInstance(t.Context(), in)
+		st, text := answer(err)
 		_ = json.Unmarshal([]byte(text), &e)
 		return st, e
 	}
 
 	for _, opt := range []string{"kv_listen", "kv_advertise", "cluster_secret_file"} {
-		st, e := load(map[string]any{"model": "echo", "options": map[string]string{opt: "/etc/passwd"}})
+		st, e := load(client.NewInstance{Model: "echo", Options: map[string]string{opt: "/etc/passwd"}})
 		if st != 400 || !strings.Contains(e.Error.Message, opt) || !strings.Contains(e.Error.Message, "operator") {
 			t.Errorf("option %s over the API: %d %+v", opt, st, e)
 		}
 	}
-	if st, e := load(map[string]any{"model": "echo", "options": map[string]string{"nonsense": "1"}}); st != 400 || !strings.Contains(e.Error.Message, `"nonsense"`) {
+	if st, e := load(client.NewInstance{Model: "echo", Options: map[string]string{"nonsense": "1"}}); st != 400 || !strings.Contains(e.Error.Message, `"nonsense"`) {
 		t.Errorf("an unknown option: %d %+v", st, e)
 	}
 
@@ -210,7 +201,7 @@ func TestInstanceLoadPolicy(t *testing.T) {
 		refused = append(refused, "locked")
 	}
 	for _, m := range refused {
-		st, e := load(map[string]any{"model": m})
+		st, e := load(client.NewInstance{Model: m})
 		got := fmt.Sprintf("%d %s %s", st, e.Error.Code, shape(m, e.Error.Message))
 		if st != 404 {
 			t.Errorf("model %q: %s", m, got)
@@ -223,22 +214,22 @@ func TestInstanceLoadPolicy(t *testing.T) {
 	}
 
 	// Under --models-dir, by its relative or absolute path; a hub-shaped name found there; and the limit.
-	var created struct{ ID, Model string }
-	if st := g.api(t, "POST", "/v1/instances", map[string]any{"model": "good", "options": map[string]string{"token_delay": "1ms"}}, &created); st != 201 {
-		t.Fatalf("a model under --models-dir: %d", st)
+	var created client.Instance
+	if st, err := g.api.Call(t.Context(), client.AdminKey, "POST", "/v1/instances", client.NewInstance{Model: "good", Options: map[string]string{"token_delay": "1ms"}}, &created); st != 201 {
+		t.Fatalf("a model under --models-dir: %d %v", st, err)
 	}
-	if st := g.api(t, "POST", "/v1/instances", map[string]any{"model": filepath.Join(models, "org", "name")}, &created); st != 201 {
-		t.Fatalf("a model under --models-dir by its absolute path: %d", st)
+	if st, err := g.api.Call(t.Context(), client.AdminKey, "POST", "/v1/instances", client.NewInstance{Model: filepath.Join(models, "org", "name")}, &created); st != 201 {
+		t.Fatalf("a model under --models-dir by its absolute path: %d %v", st, err)
 	}
-	st, e := load(map[string]any{"model": "echo"})
+	st, e := load(client.NewInstance{Model: "echo"})
 	if st != 409 || e.Error.Code != "too_many_instances" || !strings.Contains(e.Error.Message, "--max-instances") {
 		t.Errorf("a fourth instance with --max-instances 3: %d %+v", st, e)
 	}
 	if sparse {
-		if st := g.api(t, "DELETE", "/v1/instances/"+created.ID, nil, nil); st != 200 {
-			t.Fatalf("unload: %d", st)
+		if err := g.api.DeleteInstance(t.Context(), created.ID); err != nil {
+			t.Fatalf("unload: %v", err)
 		}
-		st, e := load(map[string]any{"model": "huge"})
+		st, e := load(client.NewInstance{Model: "huge"})
 		if st != 507 || e.Error.Code != "insufficient_memory" {
 			t.Errorf("a model larger than memory: %d %+v", st, e)
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/internal/netnstest"
 )
 
@@ -22,9 +23,6 @@ func TestProtectedModeNetns(t *testing.T) {
 			prefix: env.Exec(1)},
 			append([]string{"--engine", "echo", "--model", "echo", "--listen", "0.0.0.0:" + port, "--cluster-bind", "127.0.0.1:" + gossip}, args...)...)
 	}
-	type errBody struct {
-		Error struct{ Message, Code string } `json:"error"`
-	}
 	writes := []struct {
 		method, path string
 		body         any
@@ -37,23 +35,21 @@ func TestProtectedModeNetns(t *testing.T) {
 
 	g := start("8000", "7946")
 	for _, w := range writes {
-		var e errBody
-		if st := g.api(t, w.method, w.path, w.body, &e); st != 403 || e.Error.Code != "protected_mode" ||
-			!strings.Contains(e.Error.Message, "--admin-key") || !strings.Contains(e.Error.Message, "--allow-remote-admin") {
-			t.Errorf("%s %s from the network: %d %+v", w.method, w.path, st, e)
+		st, err := g.api.Call(t.Context(), client.AdminKey, w.method, w.path, w.body, nil)
+		if e := client.AsError(err); e == nil || st != 403 || e.Code != "protected_mode" ||
+			!strings.Contains(e.Message, "--admin-key") || !strings.Contains(e.Message, "--allow-remote-admin") {
+			t.Errorf("%s %s from the network: %d %v", w.method, w.path, st, err)
 		}
 	}
-	var out struct{ Router string }
-	if st := g.api(t, "GET", "/admin/v1/router", nil, &out); st != 200 || out.Router != "router-disagg" {
-		t.Errorf("a read from the network: %d %+v", st, out)
+	if out, err := g.api.Router(t.Context()); err != nil || out.Router != "router-disagg" {
+		t.Errorf("a read from the network: %v %+v", err, out)
 	}
 	// The same write from the gateway's own machine.
-	onLoopback := &gateway{url: "http://127.0.0.1:8000", http: local}
-	if st := onLoopback.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "roundrobin"}, &out); st != 200 || out.Router != "roundrobin" {
-		t.Errorf("a write from loopback: %d %+v", st, out)
+	onLoopback := client.New("http://127.0.0.1:8000", client.WithHTTPClient(local))
+	if now, err := onLoopback.SetRouter(t.Context(), "roundrobin", ""); err != nil || now != "roundrobin" {
+		t.Errorf("a write from loopback: %v %q", err, now)
 	}
-	var state struct{ Exposure []string }
-	g.api(t, "GET", "/state", nil, &state)
+	state := g.state(t)
 	joined := strings.Join(state.Exposure, "\n")
 	for _, want := range []string{"No --api-key", "protected mode", "No cluster secret"} {
 		if !strings.Contains(joined, want) {
@@ -65,10 +61,10 @@ func TestProtectedModeNetns(t *testing.T) {
 	}
 
 	opened := start("8001", "7947", "--allow-remote-admin")
-	if st := opened.api(t, "PUT", "/admin/v1/router", map[string]string{"router": "roundrobin"}, &out); st != 200 || out.Router != "roundrobin" {
-		t.Errorf("a write from the network with --allow-remote-admin: %d %+v", st, out)
+	if now, err := opened.api.SetRouter(t.Context(), "roundrobin", ""); err != nil || now != "roundrobin" {
+		t.Errorf("a write from the network with --allow-remote-admin: %v %q", err, now)
 	}
-	opened.api(t, "GET", "/state", nil, &state)
+	state = opened.state(t)
 	if joined := strings.Join(state.Exposure, "\n"); !strings.Contains(joined, "anyone who can reach this gateway may load") {
 		t.Errorf("/state's exposure with --allow-remote-admin: %q", state.Exposure)
 	}

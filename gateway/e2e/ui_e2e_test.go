@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -17,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/internal/testnode"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
@@ -100,65 +100,18 @@ func runBrowserScript(t *testing.T, script string, cfg map[string]any) []map[str
 	return lines
 }
 
-// keyed calls the gateway's JSON API with a key and decodes the answer into out (when not nil).
-func keyed(t *testing.T, g *gateway, key, method, path string, body, out any) int {
+// requests reads GET /admin/v1/requests with q through c.
+func requests(t *testing.T, c *client.Client, q client.RequestsQuery) client.Requests {
 	t.Helper()
-	var rd io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		rd = bytes.NewReader(b)
-	}
-	req, _ := http.NewRequest(method, g.url+path, rd)
-	req.Header.Set("Content-Type", "application/json")
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-	resp, err := g.http.Do(req)
+	r, err := c.Requests(t.Context(), q)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, data, err)
-		}
-	}
-	return resp.StatusCode
+	return r
 }
 
-// recentRequest is a record of GET /admin/v1/requests, as far as the tests look.
-type recentRequest struct {
-	Seq       uint64 `json:"seq"`
-	RequestID string `json:"request_id"`
-	Status    int    `json:"status"`
-	Hop       bool   `json:"hop"`
-	Stream    bool   `json:"stream"`
-	Route     struct {
-		EntryNode      string  `json:"entry_node"`
-		DecodeNode     string  `json:"decode_node"`
-		DecodeInstance string  `json:"decode_instance"`
-		Forwarded      bool    `json:"forwarded"`
-		RoutingMS      float64 `json:"routing_ms"`
-	} `json:"route"`
-	Timings *struct {
-		PrefillSource string `json:"prefill_source"`
-		Remote        *struct {
-			InstanceID string `json:"instance_id"`
-		} `json:"remote_prefill"`
-	} `json:"timings"`
-	Usage *struct {
-		CompletionTokens int `json:"completion_tokens"`
-	} `json:"usage"`
-}
-
-type recentAnswer struct {
-	Node     string          `json:"node"`
-	Last     uint64          `json:"last"`
-	Requests []recentRequest `json:"requests"`
-}
-
-func findRecent(a recentAnswer, id string) *recentRequest {
+// findRecent is the record of the request with id in a, nil when there is none.
+func findRecent(a client.Requests, id string) *client.RequestRecord {
 	for i := range a.Requests {
 		if a.Requests[i].RequestID == id {
 			return &a.Requests[i]
@@ -267,16 +220,16 @@ func TestUIRecentRequests(t *testing.T) {
 	post("plain-1", `{"model":"echo","max_tokens":4,"messages":[{"role":"user","content":"one two three"}]}`)
 	post("stream-1", `{"model":"echo","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"one two three"}]}`)
 	post("unknown-1", `{"model":"no-such-model","messages":[{"role":"user","content":"hi"}]}`)
-	var all recentAnswer
+	var all client.Requests
 	waitFor(t, 5*time.Second, "three records", func() bool {
-		g.api(t, "GET", "/admin/v1/requests", nil, &all)
+		all = requests(t, g.api, client.RequestsQuery{})
 		return len(all.Requests) == 3
 	})
 	plain, stream, unknown := findRecent(all, "plain-1"), findRecent(all, "stream-1"), findRecent(all, "unknown-1")
 	if plain == nil || stream == nil || unknown == nil {
 		t.Fatalf("records: %+v", all.Requests)
 	}
-	for _, r := range []*recentRequest{plain, stream} {
+	for _, r := range []*client.RequestRecord{plain, stream} {
 		if r.Status != 200 || r.Timings == nil || r.Timings.PrefillSource == "" || r.Usage == nil || r.Usage.CompletionTokens == 0 ||
 			r.Route.DecodeNode != all.Node || r.Route.DecodeInstance == "" || r.Route.RoutingMS <= 0 {
 			t.Errorf("%s: %+v (timings %+v)", r.RequestID, r, r.Timings)
@@ -288,20 +241,17 @@ func TestUIRecentRequests(t *testing.T) {
 	if unknown.Status != 404 || unknown.Timings != nil {
 		t.Errorf("the unknown model: %+v", unknown)
 	}
-	var later recentAnswer
-	g.api(t, "GET", fmt.Sprintf("/admin/v1/requests?since=%d", all.Requests[1].Seq), nil, &later)
+	later := requests(t, g.api, client.RequestsQuery{Since: all.Requests[1].Seq})
 	if len(later.Requests) != 1 || later.Requests[0].RequestID != all.Requests[2].RequestID || later.Last != all.Last {
 		t.Errorf("since %d: %+v", all.Requests[1].Seq, later)
 	}
-	g.api(t, "GET", "/admin/v1/requests?since="+time.Now().Add(time.Minute).UTC().Format(time.RFC3339), nil, &later)
+	later = requests(t, g.api, client.RequestsQuery{SinceTime: time.Now().Add(time.Minute)})
 	if len(later.Requests) != 0 {
 		t.Errorf("since a time to come: %+v", later.Requests)
 	}
-	var bad struct {
-		Error struct{ Param string } `json:"error"`
-	}
-	if st := g.api(t, "GET", "/admin/v1/requests?since=yesterday", nil, &bad); st != 400 || bad.Error.Param != "since" {
-		t.Errorf("a bad since: %d %+v", st, bad)
+	// A since the client cannot send: through Call.
+	if _, err := g.api.Call(t.Context(), client.APIKey, "GET", "/admin/v1/requests?since=yesterday", nil, nil); client.StatusOf(err) != 400 || client.AsError(err).Param != "since" {
+		t.Errorf("a bad since: %v", err)
 	}
 }
 
@@ -330,13 +280,14 @@ func TestUIDashboard(t *testing.T) {
 	n1 := startNode(t, "127.0.0.1", port, secret, "", append(keys, "--cluster-bind", gossip1)...)
 	n2 := startNode(t, "127.0.0.2", port, secret, gossip1, append(keys, "--cluster-bind", gossip2)...)
 	id1, id2 := n1.nodeID(t), n2.nodeID(t)
-	ready := func(g *gateway) map[string]string {
-		var out struct {
-			Instances []instanceInfo `json:"instances"`
+	user1, user2 := n1.as(uiUserKey), n2.as(uiUserKey)
+	ready := func(c *client.Client) map[string]string {
+		ins, err := c.Instances(t.Context())
+		if err != nil {
+			t.Fatal(err)
 		}
-		keyed(t, g, uiUserKey, "GET", "/v1/instances", nil, &out)
 		m := map[string]string{}
-		for _, in := range out.Instances {
+		for _, in := range ins {
 			if in.Status == "ready" {
 				m[in.Node] = in.ID
 			}
@@ -344,17 +295,17 @@ func TestUIDashboard(t *testing.T) {
 		return m
 	}
 	waitFor(t, 30*time.Second, "both nodes to see two ready instances", func() bool {
-		return len(ready(n1.gateway)) == 2 && len(ready(n2.gateway)) == 2
+		return len(ready(user1)) == 2 && len(ready(user2)) == 2
 	})
-	ins := ready(n1.gateway)
+	ins := ready(user1)
 	tiny := filepath.Join(models, "tiny")
 	if err := modelgen.Generate(tiny, modelgen.Tiny()); err != nil {
 		t.Fatal(err)
 	}
-	var state struct {
-		Nodes []struct{ ID, Name string } `json:"nodes"`
+	state, err := user1.State(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	keyed(t, n1.gateway, uiUserKey, "GET", "/state", nil, &state)
 	name1 := id1
 	for _, n := range state.Nodes {
 		if n.ID == id1 && n.Name != "" {
@@ -379,17 +330,13 @@ func TestUIDashboard(t *testing.T) {
 	t.Logf("screenshots in %s", shots)
 
 	// What the page did, as the API sees it.
-	var links []struct{ LinkID string }
-	keyed(t, n2.gateway, uiUserKey, "GET", "/v1/instance-links", nil, &links)
-	if len(links) != 0 {
-		t.Errorf("links left after the page removed its route: %+v", links)
+	if links, err := user2.Links(t.Context()); err != nil || len(links) != 0 {
+		t.Errorf("links left after the page removed its route: %+v %v", links, err)
 	}
-	if got := ready(n1.gateway); len(got) != 2 {
+	if got := ready(user1); len(got) != 2 {
 		t.Errorf("instances after unloading the extra one: %v", got)
 	}
-	var r1, r2 recentAnswer
-	keyed(t, n1.gateway, uiUserKey, "GET", "/admin/v1/requests", nil, &r1)
-	keyed(t, n2.gateway, uiUserKey, "GET", "/admin/v1/requests", nil, &r2)
+	r1, r2 := requests(t, user1, client.RequestsQuery{}), requests(t, user2, client.RequestsQuery{})
 	entry, owner := findRecent(r1, answerID), findRecent(r2, answerID)
 	if entry == nil || owner == nil {
 		t.Fatalf("the chat's request %s: on node 1 %+v, on node 2 %+v", answerID, entry, owner)
@@ -402,18 +349,14 @@ func TestUIDashboard(t *testing.T) {
 	if !owner.Hop || owner.Status != 200 || owner.Timings == nil || owner.Timings.PrefillSource != "remote" {
 		t.Errorf("node 2's record of the chat: %+v", owner)
 	}
-	var via recentAnswer
-	keyed(t, n1.gateway, uiUserKey, "GET", "/admin/v1/requests?node="+id2, nil, &via)
+	via := requests(t, user1, client.RequestsQuery{Node: id2})
 	if r := findRecent(via, answerID); via.Node != id2 || r == nil || !r.Hop {
 		t.Errorf("node 2's recent requests read through node 1: %s %+v", via.Node, r)
 	}
-	var stats struct {
-		Nodes []struct {
-			Node, Error string
-			Instances   []struct{ ID string }
-		}
+	stats, err := user1.ClusterStats(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	keyed(t, n1.gateway, uiUserKey, "GET", "/admin/v1/cluster/stats", nil, &stats)
 	if len(stats.Nodes) != 2 {
 		t.Errorf("engine figures of %d nodes: %+v", len(stats.Nodes), stats)
 	}
@@ -422,25 +365,22 @@ func TestUIDashboard(t *testing.T) {
 			t.Errorf("node %s's engine figures: %+v", n.Node, n)
 		}
 	}
-	var paths struct {
-		Paths []struct {
-			From, To, Kind string
-			Quality        float64
-		}
+	paths, err := user2.Paths(t.Context())
+	if err != nil {
+		t.Fatal(err)
 	}
-	keyed(t, n2.gateway, uiUserKey, "GET", "/admin/v1/paths", nil, &paths)
 	if len(paths.Paths) != 2 || paths.Paths[0].Quality <= 0 {
 		t.Errorf("paths: %+v", paths)
 	}
-	stopped := slices.IndexFunc(r1.Requests, func(r recentRequest) bool { return r.Status == 499 })
+	stopped := slices.IndexFunc(r1.Requests, func(r client.RequestRecord) bool { return r.Status == 499 })
 	if stopped < 0 {
 		t.Errorf("no record of the stopped answer on node 1: %+v", r1.Requests)
 	}
-	var st struct {
-		InFlight int `json:"in_flight"`
-	}
 	waitFor(t, 5*time.Second, "node 2 to have stopped the answer the page stopped", func() bool {
-		keyed(t, n2.gateway, uiUserKey, "GET", "/admin/v1/status", nil, &st)
+		st, err := user2.Status(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
 		return st.InFlight == 0
 	})
 }
