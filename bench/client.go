@@ -10,12 +10,14 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
-// api is a client of duet's HTTP API: the cluster API (instances, links, state) and completions.
+// api is what the benchmarks call duet's HTTP API with: the typed client of the cluster API (instances,
+// links, state, router) for any gateway of the cluster, and the streamed completions it measures.
 type api struct {
 	http     *http.Client
 	apiKey   string
@@ -27,194 +29,16 @@ func newAPI(apiKey, adminKey string) *api {
 		apiKey: apiKey, adminKey: adminKey}
 }
 
-// apiError is a non-2xx answer, with the message of duet's (OpenAI's) error envelope when it has one.
-type apiError struct {
-	Method, URL string
-	Status      int
-	Message     string
+// at is the client of the gateway at base, sharing the benchmark's connections and keys.
+func (a *api) at(base string) *client.Client {
+	return client.New(base, client.WithHTTPClient(a.http), client.WithAPIKey(a.apiKey), client.WithAdminKey(a.adminKey))
 }
 
-func (e *apiError) Error() string {
-	return fmt.Sprintf("%s %s: %d %s", e.Method, e.URL, e.Status, e.Message)
-}
-
-// unreachable says that a request got no answer: the gateway is down, the address wrong, or the deadline
-// passed. A cancelled context stays recognisable (errors.Is) for the callers that stop on it.
-func unreachable(method, u string, err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s %s: no answer: %w", method, u, err)
-	}
-	return fmt.Errorf("%s %s: cannot reach duet there (is it running, and is the address right?): %w", method, u, err)
-}
-
-func errorMessage(body []byte) string {
-	var env struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &env) == nil && env.Error.Message != "" {
-		return env.Error.Message
-	}
-	s := strings.TrimSpace(string(body))
-	if len(s) > 300 {
-		s = s[:300] + "…"
-	}
-	return s
-}
-
-// callTimeout bounds a cluster API call whose context has no deadline of its own.
-const callTimeout = 30 * time.Second
-
-// call sends a JSON request and decodes a JSON answer into out (when not nil). admin marks the cluster API's
-// writes, which take the admin key.
-func (a *api) call(ctx context.Context, method, u string, body, out any, admin bool) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, callTimeout)
-		defer cancel()
-	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	a.authorize(req, admin)
-	resp, err := a.http.Do(req)
-	if err != nil {
-		return unreachable(method, u, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return &apiError{Method: method, URL: u, Status: resp.StatusCode, Message: errorMessage(data)}
-	}
-	if out != nil {
-		if err := json.Unmarshal(data, out); err != nil {
-			return fmt.Errorf("%s %s: %v", method, u, err)
-		}
-	}
-	return nil
-}
-
-func (a *api) authorize(req *http.Request, admin bool) {
-	key := a.apiKey
-	if admin && a.adminKey != "" {
-		key = a.adminKey
-	}
-	if key != "" {
-		req.Header.Set("Authorization", "Bearer "+key)
-	}
-}
-
-// instance is an instance as GET /v1/instances shows it (the fields the benchmarks use).
-type instance struct {
-	ID            string `json:"id"`
-	Model         string `json:"model"`
-	Node          string `json:"node"`
-	Role          string `json:"role"`
-	Status        string `json:"status"`
-	Engine        string `json:"engine"`
-	Backend       string `json:"backend"`
-	ContextLength int    `json:"context_length"`
-	KVEndpoint    string `json:"kv_endpoint"`
-	KV            *struct {
-		BytesPerToken int64 `json:"bytes_per_token"`
-	} `json:"kv"`
-	Load struct {
-		InFlight int `json:"in_flight"`
-	} `json:"load"`
-}
-
-func (a *api) instances(ctx context.Context, base string) ([]instance, error) {
-	var out struct {
-		Instances []instance `json:"instances"`
-	}
-	err := a.call(ctx, "GET", base+"/v1/instances", nil, &out, false)
-	return out.Instances, err
-}
-
-// clusterNode is a member as GET /state shows it.
-type clusterNode struct {
-	ID     string `json:"id"`
-	Status string `json:"status"`
-	Tags   struct {
-		APIAddr       string `json:"api_addr"`
-		HardwareClass string `json:"hardware_class"`
-	} `json:"tags"`
-}
-
-type clusterState struct {
-	Local string        `json:"local"`
-	Nodes []clusterNode `json:"nodes"`
-}
-
-func (a *api) state(ctx context.Context, base string) (clusterState, error) {
-	var st clusterState
-	err := a.call(ctx, "GET", base+"/state", nil, &st, false)
-	return st, err
-}
-
-type link struct {
-	LinkID           string   `json:"link_id"`
-	PrefillInstances []string `json:"prefill_instances"`
-	DecodeInstances  []string `json:"decode_instances"`
-}
-
-func (a *api) links(ctx context.Context, base string) ([]link, error) {
-	var out []link
-	err := a.call(ctx, "GET", base+"/v1/instance-links", nil, &out, false)
-	return out, err
-}
-
-func (a *api) createLink(ctx context.Context, base, prefill, decode string) (string, error) {
-	var out struct {
-		LinkID string `json:"link_id"`
-	}
-	err := a.call(ctx, "POST", base+"/v1/instance-links", map[string]any{
-		"prefill_instances": []string{prefill}, "decode_instances": []string{decode}}, &out, true)
-	if err == nil && out.LinkID == "" {
-		err = errors.New("POST /v1/instance-links answered no link_id")
-	}
-	return out.LinkID, err
-}
-
-// router is the name of the router a gateway uses (GET /admin/v1/router).
-func (a *api) router(ctx context.Context, base string) (string, error) {
-	var out struct {
-		Router string `json:"router"`
-	}
-	err := a.call(ctx, "GET", base+"/admin/v1/router", nil, &out, true)
-	return out.Router, err
-}
-
-// setRouter swaps a gateway's router (PUT /admin/v1/router).
-func (a *api) setRouter(ctx context.Context, base, name string) error {
-	return a.call(ctx, "PUT", base+"/admin/v1/router", map[string]any{"router": name}, nil, true)
-}
-
-func (a *api) deleteLink(ctx context.Context, base, id string) error {
-	return a.call(ctx, "DELETE", base+"/v1/instance-links/"+url.PathEscape(id), nil, nil, true)
-}
-
-func (a *api) deleteInstance(ctx context.Context, base, id string) error {
-	return a.call(ctx, "DELETE", base+"/v1/instances/"+url.PathEscape(id), nil, nil, true)
-}
+// instance and link are the cluster API's, named briefly: the benchmarks pass them around a lot.
+type (
+	instance = client.Instance
+	link     = client.Link
+)
 
 // waitUntil polls cond every 100 ms until it holds, the context ends or timeout passes.
 func waitUntil(ctx context.Context, timeout time.Duration, what string, cond func() (bool, error)) error {
@@ -343,16 +167,15 @@ func (a *api) stream(ctx context.Context, base string, req completionRequest, on
 	}
 	hr.Header.Set("Content-Type", "application/json")
 	hr.Header.Set("Accept", "text/event-stream")
-	a.authorize(hr, false)
+	a.at(base).Authorize(hr, client.APIKey)
 	c := &completion{Start: time.Now()}
 	resp, err := a.http.Do(hr)
 	if err != nil {
-		return c, unreachable("POST", base+"/v1/completions", err)
+		return c, client.Unreachable("POST", base+"/v1/completions", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		return c, &apiError{Method: "POST", URL: base + "/v1/completions", Status: resp.StatusCode, Message: errorMessage(data)}
+		return c, client.ReadError(resp)
 	}
 	err = readSSE(resp.Body, c, onToken)
 	c.Elapsed = time.Since(c.Start)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 // fakeStream serves /v1/completions as a stream of the given lines, flushed one by one with a pause, and
@@ -109,7 +111,7 @@ func TestStreamFailures(t *testing.T) {
 	}))
 	defer srv.Close()
 	_, err := newAPI("", "").stream(context.Background(), srv.URL, completionRequest{Model: "m", Prompt: []int32{1}, MaxTokens: 1}, nil)
-	var ae *apiError
+	var ae *client.Error
 	if !errors.As(err, &ae) || ae.Status != 429 || ae.Message != "too many requests" || errorKind(err) != "HTTP 429: too many requests" {
 		t.Errorf("a refusal: %v", err)
 	}

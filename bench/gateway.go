@@ -16,10 +16,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
-// `duet bench gateway` measures what the gateway adds on top of its engine plugin, as gateway/bench_test.go
+// `duet bench gateway` measures what the gateway adds on top of its engine plugin, as gateway/e2e/bench_test.go
 // does, with the echo engine so that the model costs nothing: each iteration calls the plugin directly (gRPC,
 // as the gateway does) and then through a gateway (HTTP, JSON, admission, routing, gRPC), and the report gives
 // the percentiles of both and of the difference; then a long stream's tokens per second both ways (SSE).
@@ -280,8 +281,7 @@ func countStream(ctx context.Context, base, prompt string, tokens int) (int, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != 200 {
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
-		return 0, fmt.Errorf("gateway stream: %d %s", resp.StatusCode, errorMessage(data))
+		return 0, fmt.Errorf("gateway stream: %w", client.ReadError(resp))
 	}
 	return StreamedTokens(resp.Body)
 }

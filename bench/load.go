@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 // LoadOptions are `duet bench load`'s flags.
@@ -181,7 +183,7 @@ func RunLoad(ctx context.Context, o LoadOptions, version string, stdout, stderr 
 		}
 		model = in.Model
 	} else {
-		ins, err := a.instances(ctx, base)
+		ins, err := a.at(base).Instances(ctx)
 		if err != nil {
 			return err
 		}
@@ -289,9 +291,8 @@ func pickLength(mix []MixItem, u float64) int {
 
 // errorKind names an error for counting: the HTTP status and message, or the error's text, shortened.
 func errorKind(err error) string {
-	var ae *apiError
 	s := err.Error()
-	if errors.As(err, &ae) {
+	if ae := client.AsError(err); ae != nil {
 		s = fmt.Sprintf("HTTP %d: %s", ae.Status, ae.Message)
 	} else if errors.Is(err, context.DeadlineExceeded) {
 		s = "timeout"

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 // The local clusters are ordinary duet processes (re-executions of this binary) on loopback: one per role,
@@ -170,6 +171,7 @@ func startNode(ctx context.Context, exe, root string, spec nodeSpec, pin pinning
 	}
 	go func() { _ = n.cmd.Wait(); close(n.exited) }()
 	deadline := time.Now().Add(2 * time.Minute)
+	health := client.New(n.URL, client.WithTimeout(5*time.Second))
 	for {
 		select {
 		case <-n.exited:
@@ -179,12 +181,8 @@ func startNode(ctx context.Context, exe, root string, spec nodeSpec, pin pinning
 			return nil, ctx.Err()
 		default:
 		}
-		resp, err := http.Get(n.URL + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return n, nil
-			}
+		if _, err := health.Health(ctx); err == nil {
+			return n, nil
 		}
 		if time.Now().After(deadline) {
 			n.stop()
@@ -258,7 +256,7 @@ func engineOptArgs(o options) []string {
 func oneReady(ctx context.Context, a *api, base, node string, timeout time.Duration) (instance, error) {
 	var found instance
 	err := waitUntil(ctx, timeout, "a ready instance at "+base, func() (bool, error) {
-		ins, err := a.instances(ctx, base)
+		ins, err := a.at(base).Instances(ctx)
 		if err != nil {
 			return false, err
 		}
@@ -275,7 +273,7 @@ func oneReady(ctx context.Context, a *api, base, node string, timeout time.Durat
 
 // nodeID is the id a node gave itself.
 func nodeID(ctx context.Context, a *api, base string) (string, error) {
-	st, err := a.state(ctx, base)
+	st, err := a.at(base).State(ctx)
 	if err != nil {
 		return "", err
 	}

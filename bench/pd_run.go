@@ -298,16 +298,17 @@ func (b *pdBench) ensureLinked(ctx context.Context, linked bool) error {
 	switch {
 	case linked && b.linkID == "":
 		b.prog.note("linking %s (prefill) → %s (decode)", b.p.ID, b.d.ID)
-		id, err := b.api.createLink(ctx, b.d.URL, b.p.ID, b.d.ID)
+		w, err := b.api.at(b.d.URL).CreateLink(ctx, []string{b.p.ID}, []string{b.d.ID})
 		if err != nil {
 			return fmt.Errorf("linking the instances: %w", err)
 		}
+		id := w.LinkID
 		b.linkID = id
 		return b.waitLinks(ctx, id, true)
 	case !linked && b.linkID != "":
 		b.prog.note("removing the link %s", b.linkID)
 		id := b.linkID
-		if err := b.api.deleteLink(ctx, b.d.URL, id); err != nil {
+		if err := b.api.at(b.d.URL).DeleteLink(ctx, id); err != nil {
 			return fmt.Errorf("removing the link: %w", err)
 		}
 		b.linkID = ""
@@ -320,17 +321,18 @@ func (b *pdBench) ensureLinked(ctx context.Context, linked bool) error {
 func (b *pdBench) ensureAutoRouter(ctx context.Context, on bool) error {
 	switch {
 	case on && b.routerBefore == "":
-		cur, err := b.api.router(ctx, b.d.URL)
+		r, err := b.api.at(b.d.URL).Router(ctx)
+		cur := r.Router
 		if err != nil {
 			return fmt.Errorf("reading the decode node's router: %w", err)
 		}
 		b.prog.note("swapping the decode node's router from %s to %s", cur, autoRouter)
-		if err := b.api.setRouter(ctx, b.d.URL, autoRouter); err != nil {
+		if _, err := b.api.at(b.d.URL).SetRouter(ctx, autoRouter, ""); err != nil {
 			return fmt.Errorf("swapping the decode node's router to %s: %w", autoRouter, err)
 		}
 		b.routerBefore = cur
 	case !on && b.routerBefore != "":
-		if err := b.api.setRouter(ctx, b.d.URL, b.routerBefore); err != nil {
+		if _, err := b.api.at(b.d.URL).SetRouter(ctx, b.routerBefore, ""); err != nil {
 			return fmt.Errorf("restoring the decode node's router %s: %w", b.routerBefore, err)
 		}
 		b.routerBefore = ""
@@ -373,7 +375,7 @@ func (b *pdBench) waitLinks(ctx context.Context, id string, present bool) error 
 	}
 	return waitUntil(ctx, time.Duration(b.o.SettleTimeout), what, func() (bool, error) {
 		for _, base := range []string{b.p.URL, b.d.URL} {
-			ls, err := b.api.links(ctx, base)
+			ls, err := b.api.at(base).Links(ctx)
 			if err != nil {
 				return false, err
 			}
@@ -544,7 +546,7 @@ func (b *pdBench) isolationCase(ctx context.Context, name string, remote bool) I
 		return c
 	}
 	var problems []string
-	if ins, err := b.api.instances(ctx, b.d.URL); err == nil {
+	if ins, err := b.api.at(b.d.URL).Instances(ctx); err == nil {
 		for _, in := range ins {
 			if in.ID == b.d.ID && in.Load.InFlight < 1 {
 				problems = append(problems, "the stream is not running on the decode instance")

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 // Where the pair of instances comes from, and how it lives through the phases in exo's order (the prefill
@@ -35,7 +37,7 @@ func (b *pdBench) close() {
 		b.prog.logf("%v", err)
 	}
 	if b.linkID != "" {
-		if err := b.api.deleteLink(ctx, b.d.URL, b.linkID); err != nil {
+		if err := b.api.at(b.d.URL).DeleteLink(ctx, b.linkID); err != nil {
 			b.prog.logf("removing the benchmark's instance link %s: %v", b.linkID, err)
 		}
 	}
@@ -44,7 +46,7 @@ func (b *pdBench) close() {
 			if id == b.p.ID && b.prefillUnloaded {
 				continue
 			}
-			if err := b.api.deleteInstance(ctx, b.base, id); err != nil {
+			if err := b.api.at(b.base).DeleteInstance(ctx, id); err != nil {
 				b.prog.logf("unloading the benchmark's instance %s: %v", id, err)
 			}
 		}
@@ -204,7 +206,7 @@ func (b *pdBench) waitVisible(ctx context.Context, ids []string) error {
 			}
 		}
 		for _, base := range []string{b.p.URL, b.d.URL} {
-			ins, err := b.api.instances(ctx, base)
+			ins, err := b.api.at(base).Instances(ctx)
 			if err != nil {
 				return false, err
 			}
@@ -220,11 +222,11 @@ func (b *pdBench) waitVisible(ctx context.Context, ids []string) error {
 
 // unload unloads an instance and waits until the decode node no longer lists it.
 func (b *pdBench) unload(ctx context.Context, id string) error {
-	if err := b.api.deleteInstance(ctx, b.d.URL, id); err != nil {
+	if err := b.api.at(b.d.URL).DeleteInstance(ctx, id); err != nil {
 		return err
 	}
 	return waitUntil(ctx, time.Duration(b.o.SettleTimeout), "instance "+id+" to be gone", func() (bool, error) {
-		ins, err := b.api.instances(ctx, b.d.URL)
+		ins, err := b.api.at(b.d.URL).Instances(ctx)
 		return err == nil && !slices.ContainsFunc(ins, func(in instance) bool { return in.ID == id }), err
 	})
 }
@@ -235,7 +237,7 @@ func (b *pdBench) nodeURLs(ctx context.Context, base string) (map[string]string,
 	if err != nil {
 		return nil, nil, fmt.Errorf("--url: %v", err)
 	}
-	st, err := b.api.state(ctx, base)
+	st, err := b.api.at(base).State(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -260,7 +262,7 @@ func (b *pdBench) nodeURLs(ctx context.Context, base string) (map[string]string,
 func (b *pdBench) setupExisting(ctx context.Context) error {
 	o := b.o
 	b.base = strings.TrimRight(o.URL, "/")
-	ins, err := b.api.instances(ctx, b.base)
+	ins, err := b.api.at(b.base).Instances(ctx)
 	if err != nil {
 		return err
 	}
@@ -278,7 +280,7 @@ func (b *pdBench) setupExisting(ctx context.Context) error {
 			return fmt.Errorf("node %s (instance %s) is not alive or advertises no API address in %s/state", s.Node, s.ID, b.base)
 		}
 	}
-	links, err := b.api.links(ctx, b.base)
+	links, err := b.api.at(b.base).Links(ctx)
 	if err != nil {
 		return err
 	}
@@ -333,7 +335,7 @@ func (b *pdBench) setupCreate(ctx context.Context) error {
 	}
 	// The benchmark's instances must be the only ones of their model: the router would send the phases'
 	// requests, or their prefills, to any other.
-	ins, err := b.api.instances(ctx, b.base)
+	ins, err := b.api.at(b.base).Instances(ctx)
 	if err != nil {
 		return err
 	}
@@ -348,15 +350,15 @@ func (b *pdBench) setupCreate(ctx context.Context) error {
 		return func(ctx context.Context) error {
 			b.prog.note("loading %s on node %s", model, s.Node)
 			opts := b.engineOptions(role)
-			var in instance
 			lctx, cancel := context.WithTimeout(ctx, time.Duration(o.Timeout))
 			defer cancel()
-			if err := b.api.call(lctx, "POST", b.base+"/v1/instances", map[string]any{"model": model, "node": s.Node, "options": opts}, &in, true); err != nil {
+			in, err := b.api.at(b.base).CreateInstance(lctx, client.NewInstance{Model: model, Node: s.Node, Options: opts})
+			if err != nil {
 				return fmt.Errorf("loading the benchmark's instance on node %s: %w", s.Node, err)
 			}
 			b.owned = append(b.owned, in.ID)
 			return waitUntil(ctx, time.Duration(o.SettleTimeout), "instance "+in.ID+" ready on node "+s.Node, func() (bool, error) {
-				ins, err := b.api.instances(ctx, s.URL)
+				ins, err := b.api.at(s.URL).Instances(ctx)
 				for _, c := range ins {
 					if c.ID == in.ID && c.Status == "ready" {
 						s.instance = c

@@ -34,7 +34,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/config"
 	"github.com/duet-ai/duet/gateway/internal/launch"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
-	gwnode "github.com/duet-ai/duet/gateway/internal/node" // the e2e tests of this package have a type node
+	gwnode "github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/pluginhost"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/server"

@@ -9,6 +9,6 @@
 // test names (Config.RequireEnv) is 1, and then it fails. Namespaces are named after the test process's id
 // and removed when the test ends; those of processes that no longer run (a killed test) are swept first.
 //
-// The end-to-end tests of the gateway (gateway/netns_linux_test.go) and of serfcluster
+// The end-to-end tests of the gateway (gateway/e2e/netns_linux_test.go) and of serfcluster
 // (serfcluster/netns_linux_test.go) use it.
 package netnstest

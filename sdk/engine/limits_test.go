@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	echo "github.com/duet-ai/duet/examples/echo-engine"
+	echo "github.com/duet-ai/duet/plugins/echo-engine"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 

@@ -8,8 +8,8 @@ import (
 	"os"
 	"sort"
 
-	echo "github.com/duet-ai/duet/examples/echo-engine"
 	roundrobin "github.com/duet-ai/duet/examples/roundrobin-router"
+	echo "github.com/duet-ai/duet/plugins/echo-engine"
 	mlxengine "github.com/duet-ai/duet/plugins/mlx-engine"
 	routerdisagg "github.com/duet-ai/duet/plugins/router-disagg"
 	"github.com/duet-ai/duet/sdk/engine"

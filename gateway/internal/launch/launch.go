@@ -71,7 +71,7 @@ func ClaudeEnv(o Options) []string {
 const CodexKeyEnv = "DUET_API_KEY"
 
 // CodexConfig is the config.toml that points Codex CLI at the gateway's Responses API: a provider "duet" and,
-// with a model, that model. gateway/codex_e2e_test.go runs the real Codex with it (TestCodexEcho/launch).
+// with a model, that model. gateway/e2e/codex_e2e_test.go runs the real Codex with it (TestCodexEcho/launch).
 func CodexConfig(o Options) string {
 	var b strings.Builder
 	if o.Model != "" {

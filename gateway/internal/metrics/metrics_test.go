@@ -285,7 +285,7 @@ func TestFallbackClass(t *testing.T) {
 
 // BenchmarkRequest is what the metrics cost one generation of two tokens on the request path: its model label,
 // routing decision, admission, tokens, final and the request's count. (The gateway's own added latency is
-// about a millisecond: see BenchmarkGatewayOverhead in gateway/.)
+// about a millisecond: see BenchmarkGatewayOverhead in gateway/e2e.)
 func BenchmarkRequest(b *testing.B) {
 	m := New(Sources{KnownModel: func(string) bool { return true }})
 	final := &engine.Final{Usage: engine.Usage{PromptTokens: 10, CompletionTokens: 2},
