@@ -32,12 +32,12 @@ type linProj struct {
 
 // linScratch holds a step's activations of the linear layers.
 type linScratch struct {
-	parts          []float32 // every part's output, part after part, each [rows][part.out]
-	qkv, z, b, a   []float32 // the projections' rows in the block's order
-	o              []float32 // [rows][Nv·Dv]: the gated norm's output, out_proj's input
-	win, next      []float32 // a 16-bit cache's conv window widened; the window being replaced
-	jobs           []mm
-	partY, projDst [][]float32
+	parts        []float32 // every part's output, part after part, each [rows][part.out]
+	qkv, z, b, a []float32 // the projections' rows in the block's order
+	o            []float32 // [rows][Nv·Dv]: the gated norm's output, out_proj's input
+	win, next    []float32 // a 16-bit cache's conv window widened; the window being replaced
+	jobs         []mm
+	partY        [][]float32 // the parts' outputs of projections in several parts, in order
 }
 
 func deltaDimsOf(s *model.DeltaNetSpec) deltaDims {
@@ -107,7 +107,7 @@ func (m *cpuModel) linearBlock(L *layer, li int, caches []*cache, parts []part) 
 	ls.o = grow(ls.o, rows*vd)
 	dsts := [4][]float32{ls.qkv, ls.z, ls.b, ls.a}
 	ls.parts = grow(ls.parts, rows*(cd+vd+2*d.Nv))
-	ls.jobs, ls.partY, ls.projDst = ls.jobs[:0], ls.partY[:0], ls.projDst[:0]
+	ls.jobs, ls.partY = ls.jobs[:0], ls.partY[:0]
 	off := 0
 	for i, p := range projs {
 		if len(p.parts) == 1 {
@@ -119,7 +119,7 @@ func (m *cpuModel) linearBlock(L *layer, li int, caches []*cache, parts []part) 
 			y := ls.parts[off : off+rows*p.parts[j].out]
 			off += rows * p.parts[j].out
 			ls.jobs = append(ls.jobs, mm{y, &p.parts[j]})
-			ls.partY, ls.projDst = append(ls.partY, y), append(ls.projDst, dsts[i])
+			ls.partY = append(ls.partY, y)
 		}
 	}
 	m.matmul(s.xn, rows, ls.jobs...)
