@@ -175,7 +175,9 @@ func silu(g *graph, x C.mlx_array) C.mlx_array { return g.multiply(x, g.sigmoid(
 
 // deltaRecurrent runs the delta rule token by token (docs/hybrid-design.md §1.2 step 6) on q, k ([B, T, Nv,
 // Dk]), v ([B, T, Nv, Dv]), log-decays gl and strengths beta ([B, T, Nv]) from state s ([B, Nv, Dv, Dk]) and
-// returns the read-outs o ([B, T, Nv, Dv]) and the new state, everything float32.
+// returns the read-outs o ([B, T, Nv, Dv]) and the new state, everything float32. It is decode's form (T = 1):
+// the graph holds a handle to every step's state until it is freed, so a long T holds T states, and each step
+// reads and writes the whole state; prefill takes deltaChunked.
 func deltaRecurrent(g *graph, q, k, v, gl, beta, s C.mlx_array) (o, next C.mlx_array) {
 	if g.err != nil {
 		return q, s
