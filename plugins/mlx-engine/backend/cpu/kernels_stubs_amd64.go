@@ -337,3 +337,6 @@ func f32Axpy16Z(out *float32, v *float32, vs int, w *float32, n int)
 
 // readBytes reads n bytes from p (n a multiple of 128) and returns their 64-bit words xor-ed together, so the reads are needed.
 func readBytes(p *byte, n int) uint64
+
+// bf16Widen sets dst[i] to the float32 of the bfloat16 src[i] for i < n (a multiple of 8).
+func bf16Widen(dst *float32, src *uint16, n int)
