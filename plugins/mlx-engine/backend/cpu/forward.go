@@ -206,17 +206,30 @@ type mm struct {
 // stored formats). A longer prefill chunk shares the expansion across more rows than fit the kernels' tile.
 const storedVecRows = 8
 
+// inlineMACs is the most multiply-adds a matmul runs on the calling goroutine alone: waking a worker and
+// waiting for it costs more than it saves on a product this small (a mixture of experts' router in decode).
+const inlineMACs = 1 << 16
+
 // matmul runs several products over the same input rows as one parallel loop over chunks of weight rows, so
 // small matrices (k_proj, v_proj) share a dispatch with large ones.
 func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 	const chunk = 32 // weight rows per task: a multiple of both kernel tiles (8 and 4)
-	starts := make([]int, len(jobs))
-	total := 0
+	var sbuf [8]int // most products have at most a few jobs; a linear layer's parts may add more
+	starts := sbuf[:]
+	if len(jobs) > len(sbuf) {
+		starts = make([]int, len(jobs))
+	}
+	total, macs := 0, 0
 	for i, j := range jobs {
 		starts[i] = total
 		total += (j.w.out + chunk - 1) / chunk
+		macs += rows * j.w.out * j.w.in
 	}
-	m.pool.run(total, 1, func(worker, lo, hi int) {
+	per := 1 // tasks per chunk of the loop
+	if macs <= inlineMACs {
+		per = total // one chunk: the caller runs it
+	}
+	m.pool.run(total, per, func(worker, lo, hi int) {
 		for t := lo; t < hi; t++ {
 			i := len(jobs) - 1
 			for starts[i] > t {
