@@ -3,11 +3,13 @@
 // routing decision and an engine generation.
 //
 // A request comes from a client (or from another gateway, as a hop proved with the cluster secret) through
-// the middleware of server.go (request id, access log, authentication, the body budget). Its handler parses
-// it in its dialect (openai, responses, anthropic, ollama), asks the router where it runs (route.go, with the
-// node's snapshot of the cluster), and then either forwards it to the owner's gateway (proxy.go, package
-// forward) or runs it on the local engine plugin (generate.go, run.go); the events that come back are
-// rendered in the client's dialect, streamed or whole. What the server runs on besides its own parts (the
+// the middleware of server.go (request id, access log, authentication, the body budget). The request path is
+// a pipeline of stages over one request value (pipeline.go): parse, in its dialect (stage_parse.go and the
+// api_*.go adapters for responses, anthropic and ollama); place, by the router with the node's snapshot of the
+// cluster (stage_place.go); then forward to the owner's gateway (stage_forward.go, package forward) or run on
+// the local engine plugin (stage_run.go, run.go); and render the events in the client's dialect, streamed or
+// whole (stage_render.go). The dashboard's recent list, the metrics, the traces and the speed book watch each
+// request as observers of its lifecycle (observe.go). What the server runs on besides its own parts (the
 // instances, the cluster, the engine, the router, the hop client) it gets from the gateway's node (package
 // node) through the Node interface.
 //

@@ -194,7 +194,7 @@ func TestStreamWriter(t *testing.T) {
 			}
 			evs, closed, _ := r.take(nil, nil)
 			var done atomic.Int32
-			w := &streamWriter{s: &Server{}, enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1),
+			w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1),
 				run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour,
 				done: func() { done.Add(1); cancel() }}
 			var out writes
@@ -251,7 +251,7 @@ func TestStreamWriterClientGone(t *testing.T) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
-	w := &streamWriter{s: &Server{}, enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
+	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
 		evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: func() { done.Add(1) }}
 	if _, err := w.WriteTo(&writes{fail: true}); err == nil {
 		t.Fatal("WriteTo succeeded on a failed writer")
@@ -277,7 +277,7 @@ func TestStreamWriterClosedUnwritten(t *testing.T) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
-	w := &streamWriter{s: &Server{}, enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
+	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
 		evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: func() { done.Add(1) }}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -287,6 +287,9 @@ func TestStreamWriterClosedUnwritten(t *testing.T) {
 		t.Errorf("cleanup ran %d times, want once", done.Load())
 	}
 }
+
+// testRequest is a request of a pipeline with no observers, for a stream's writer.
+func testRequest() *request { return &request{p: &pipeline{}, stream: true, streaming: true} }
 
 // loopbackPair is a connected TCP pair on 127.0.0.1: the server's side and the client's.
 func loopbackPair(t testing.TB) (server, client net.Conn) {
@@ -399,9 +402,10 @@ func BenchmarkStreamWriter(b *testing.B) {
 		}
 		r.close(nil)
 	}()
-	rec := &recentEntry{ring: &recentRequests{}, n: 1}
 	evs, closed, _ := r.take(nil, nil)
-	w := &streamWriter{s: &Server{}, enc: rec.encoder(openaiCompletions{usage: true}.encoder(openai.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1)),
+	req := testRequest()
+	req.p.observe(&recentObserver{ring: &recentRequests{}})
+	w := &streamWriter{req: req, enc: openaiCompletions{usage: true}.encoder(openai.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
 		run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: cancel}
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -102,8 +102,8 @@ func (s *Server) accessLog(c *fiber.Ctx) error {
 			"request_id", requestIDOf(c), "method", c.Method(), "path", c.Path(), "status", status,
 			"duration", time.Since(start), "remote", c.IP())
 	}
-	if !s.recent.finish(c, status, err) && s.metrics != nil {
-		s.countUnserved(c, status)
+	if !finishRequest(c, status, err) && s.metrics != nil {
+		countUnserved(s.metrics, c, status)
 	}
 	return err
 }

@@ -150,6 +150,7 @@ type Server struct {
 	// modelsRoot is ModelsDir with its symbolic links evaluated ("" when unset).
 	modelsRoot string
 	aliases    *alias.Table
+	pipe       *pipeline // the request path
 }
 
 // Node is what the server runs on besides its own parts: the gateway's node (node.Node), which owns the
@@ -226,6 +227,7 @@ func New(cfg Config, d Deps) *Server {
 		ErrorHandler:          s.handleError,
 		StrictRouting:         false,
 	})
+	s.pipe = newPipeline(s)
 	s.routes()
 	return s
 }
@@ -258,8 +260,7 @@ func (s *Server) routes() {
 		s.app.Get("/metrics", s.auth, adaptor.HTTPHandler(s.metrics.Handler()))
 	}
 	v1 := s.app.Group("/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
-	v1.Post("/chat/completions", s.chatCompletions)
-	v1.Post("/completions", s.completions)
+	s.pipe.openaiRoutes(v1)
 	v1.Get("/models", s.listModels)
 	v1.Get("/models/+", s.getModel)
 	v1.Get("/instances", s.listInstances)
@@ -270,9 +271,9 @@ func (s *Server) routes() {
 	v1.Put("/instance-links/:id", s.adminOnly, s.localAdminOnly, s.updateLink)
 	v1.Delete("/instance-links/:id", s.adminOnly, s.localAdminOnly, s.deleteLink)
 	v1.Get("/feature-flags", s.featureFlags)
-	s.responsesRoutes(v1)
-	s.anthropicRoutes(v1)
-	s.ollamaRoutes(s.app.Group("/api", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive))
+	s.pipe.responsesRoutes(v1)
+	s.pipe.anthropicRoutes(v1)
+	s.pipe.ollamaRoutes(s.app.Group("/api", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive))
 	s.app.Get("/state", s.auth, s.state)
 	admin := s.app.Group("/admin/v1", s.authOrHop, s.readBody, s.verifyHop, s.hopKeepalive)
 	admin.Get("/status", s.adminStatus)

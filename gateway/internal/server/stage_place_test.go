@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"slices"
 	"testing"
@@ -22,7 +23,7 @@ func TestPinnedCarriesDecision(t *testing.T) {
 	if err := reg.LoadAll(context.Background(), loadOnly{}); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{reg: reg}
+	p := &pipeline{reg: reg, log: slog.New(slog.DiscardHandler)}
 	// The owner's own view: it knows n1-0 and where it serves KV.
 	snap := &router.Snapshot{Self: "n2", Instances: []router.Instance{
 		{ID: "n2-0", Node: "n2", Status: router.InstanceReady},
@@ -46,8 +47,8 @@ func TestPinnedCarriesDecision(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := &decision{Decision: router.Decision{DecodeInstance: "n2-0", DecodeNode: "n2", Reason: tc.reason, Scores: tc.scores,
-				PrefillEndpoints: []router.PrefillEndpoint{{InstanceID: "n1-0", Node: "n1", Address: "127.0.0.1:7000"}}}}
+			d := &router.Decision{DecodeInstance: "n2-0", DecodeNode: "n2", Reason: tc.reason, Scores: tc.scores,
+				PrefillEndpoints: []router.PrefillEndpoint{{InstanceID: "n1-0", Node: "n1", Address: "127.0.0.1:7000"}}}
 			hop, err := forward.DecodeRoute(pinned("n3", d, 1).Encode())
 			if err != nil {
 				t.Fatal(err)
@@ -55,11 +56,12 @@ func TestPinnedCarriesDecision(t *testing.T) {
 			if hop.Reason != tc.wantReason || hop.EstimateFirstToken != tc.first || hop.EstimateTotal != tc.total {
 				t.Fatalf("pinned %+v", hop)
 			}
-			got, err := s.fromPinned(hop, "rid", snap)
-			if err != nil {
+			r := &request{id: "rid", hop: hop, hopped: true}
+			if err := p.fromPinned(r, snap); err != nil {
 				t.Fatal(err)
 			}
-			if got.local == nil || got.Reason != tc.wantReason || len(got.PrefillEndpoints) != 1 {
+			got := r.decision
+			if r.local == nil || got.Reason != tc.wantReason || len(got.PrefillEndpoints) != 1 {
 				t.Fatalf("owner's decision %+v", got)
 			}
 			first, okF := got.Scores[scoreEstimateFirstToken]
