@@ -140,7 +140,7 @@ type request struct {
 	// response is committed the handler owns them; a stream hands them over to its writer (handedOver).
 	ctx        context.Context
 	cancel     context.CancelFunc
-	watch      *disconnectWatcher
+	watch      disconnectWatcher
 	handedOver bool
 
 	answer answer
@@ -189,7 +189,7 @@ func (p *pipeline) begin(c *fiber.Ctx, r *request) {
 		r.hop, r.hopped = hop, true
 	}
 	r.ctx, r.cancel = context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
-	r.watch = watchDisconnect(c.Context().Conn(), r.cancel)
+	r.watch.start(c.Context().Conn(), r.cancel)
 	c.Locals(requestKey, r)
 }
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/valyala/fasthttp"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
@@ -97,7 +98,7 @@ type stageFixture struct {
 	ring   *recentRequests
 }
 
-func newStageFixture(t *testing.T, events ...engine.Event) *stageFixture {
+func newStageFixture(t testing.TB, events ...engine.Event) *stageFixture {
 	t.Helper()
 	eng := &apitest.Engine{Events: events}
 	reg := node.NewRegistry(node.RegistryConfig{Node: "n1"})
@@ -127,6 +128,11 @@ func newStageFixture(t *testing.T, events ...engine.Event) *stageFixture {
 // serve serves the fixture's OpenAI routes on loopback, with the request id and the end of each request as
 // the server's middleware gives them, and returns the base URL.
 func (f *stageFixture) serve(t *testing.T) string {
+	t.Helper()
+	return f.serveB(t)
+}
+
+func (f *stageFixture) serveB(t testing.TB) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: func(c *fiber.Ctx, err error) error {
 		e := toAPIError(err)
@@ -333,5 +339,34 @@ func TestServeRefused(t *testing.T) {
 	}
 	if len(f.engine.Generated()) != 0 {
 		t.Error("the engine ran a refused request")
+	}
+}
+
+// BenchmarkServe: one short chat request through the pipeline, over loopback, whole and streamed, with the
+// recent ring and the lifecycle's bookkeeping; allocs/op include the fasthttp client's few.
+func BenchmarkServe(b *testing.B) {
+	for _, c := range []struct{ name, body string }{
+		{"whole", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`},
+		{"stream", `{"model":"m","max_tokens":1,"stream":true,"messages":[{"role":"user","content":"hi"}]}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			f := newStageFixture(b, apitest.Text("hi"),
+				engine.Event{Final: apitest.Final(engine.FinishLength, engine.Usage{PromptTokens: 3, CompletionTokens: 1})})
+			f.p.observers = f.p.observers[1:] // the recent ring only: the lifecycle's notes would grow
+			url := f.serveB(b)
+			client := &fasthttp.Client{}
+			req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+			req.SetRequestURI(url + "/v1/chat/completions")
+			req.Header.SetMethod(fasthttp.MethodPost)
+			req.Header.SetContentType("application/json")
+			req.SetBodyString(c.body)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
+					b.Fatal(err, resp.StatusCode())
+				}
+			}
+		})
 	}
 }

@@ -52,6 +52,16 @@ type recentRequest struct {
 	Route   recentRoute     `json:"route"`
 	Timings json.RawMessage `json:"timings,omitempty"`
 	Usage   *recentUsage    `json:"usage,omitempty"`
+
+	// engine holds the timings of a generation that ran here until since renders them as Timings: a request
+	// costs a copy of them, and only a record someone reads costs its JSON.
+	engine *engineTimings
+}
+
+// engineTimings are a local generation's timings and route, as its answer rendered them.
+type engineTimings struct {
+	timings engine.Timings
+	route   openai.Route
 }
 
 type recentRoute struct {
@@ -102,9 +112,15 @@ func (r *recentRequests) since(seq uint64, t time.Time) ([]recentRequest, uint64
 	defer r.mu.Unlock()
 	out := make([]recentRequest, 0, len(r.buf))
 	for i := range r.buf {
-		rec := r.buf[(r.next+i)%len(r.buf)]
+		rec := &r.buf[(r.next+i)%len(r.buf)]
+		if rec.engine != nil {
+			if b := openai.AppendTimings(nil, rec.engine.timings, &rec.engine.route); len(b) <= maxRecentTimings {
+				rec.Timings = b
+			}
+			rec.engine = nil
+		}
 		if rec.Seq > seq && !rec.Start.Before(t) {
-			out = append(out, rec)
+			out = append(out, *rec)
 		}
 	}
 	return out, r.seq
@@ -118,7 +134,8 @@ type recentObserver struct {
 
 func (o *recentObserver) finished(r *request) {
 	a := &r.answer
-	rec := recentRequest{RequestID: cut(r.id, maxRecentString), Path: r.path, Model: cut(r.model, maxRecentString),
+	// The request's id, path and model are its own copies already.
+	rec := recentRequest{RequestID: clip(r.id, maxRecentString), Path: r.path, Model: clip(r.model, maxRecentString),
 		Stream: r.stream, Node: r.node, Hop: r.hopped, Start: r.arrived, Status: a.status,
 		DurationMS: msOf(time.Since(r.arrived)), Route: r.placement()}
 	if a.status >= 400 {
@@ -127,7 +144,7 @@ func (o *recentObserver) finished(r *request) {
 	if a.firstByte > 0 {
 		rec.FirstByteMS = msOf(a.firstByte)
 	}
-	rec.Route.Reason = cut(r.decision.Reason, maxRecentError)
+	rec.Route.Reason = clip(r.decision.Reason, maxRecentError) // the router's, or a decoded hop's: its own
 	rec.Route.RoutingMS = msOf(r.routeTime)
 	switch {
 	case r.forwarded:
@@ -139,23 +156,15 @@ func (o *recentObserver) finished(r *request) {
 		}
 	case a.results != nil:
 		if len(a.results) > 0 && a.results[0].Final != nil {
-			rec.Timings = appendRecentTimings(a.results[0].Final.Timings, &r.route)
+			rec.engine = &engineTimings{timings: a.results[0].Final.Timings, route: r.route}
 			u := a.results.Usage()
 			rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
 		}
 	case a.finals > 0:
-		rec.Timings = appendRecentTimings(*a.timings, &r.route)
+		rec.engine = &engineTimings{timings: *a.timings, route: r.route}
 		rec.Usage = &recentUsage{PromptTokens: a.usage.PromptTokens, CompletionTokens: a.usage.CompletionTokens, CachedTokens: a.usage.CachedTokens}
 	}
 	o.ring.add(rec)
-}
-
-// appendRecentTimings renders the timings as the answer carries them (nil when too large to keep).
-func appendRecentTimings(t engine.Timings, route *openai.Route) json.RawMessage {
-	if b := openai.AppendTimings(nil, t, route); len(b) <= maxRecentTimings {
-		return b
-	}
-	return nil
 }
 
 // placement is where the request ran as this gateway knows it.
@@ -207,14 +216,17 @@ func (r *request) settleStream() {
 }
 
 // cut copies at most n bytes of s (not splitting a UTF-8 sequence).
-func cut(s string, n int) string {
+func cut(s string, n int) string { return strings.Clone(clip(s, n)) }
+
+// clip is at most n bytes of s (not splitting a UTF-8 sequence), for a string the caller owns.
+func clip(s string, n int) string {
 	if len(s) > n {
 		for n > 0 && s[n]&0xC0 == 0x80 {
 			n--
 		}
 		s = s[:n]
 	}
-	return strings.Clone(s)
+	return s
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -29,7 +29,7 @@ func (p *pipeline) run(c *fiber.Ctx, r *request) error {
 		fitMaxTokens(in.Desc, r)
 	}
 	route := &r.route
-	route.DecodeNode, route.DecodeInstance, route.Reason = r.node, in.Desc.InstanceID, cut(r.decision.Reason, forward.MaxReason)
+	route.DecodeNode, route.DecodeInstance, route.Reason = r.node, in.Desc.InstanceID, clip(r.decision.Reason, forward.MaxReason)
 	if eps := r.decision.PrefillEndpoints; len(eps) > 0 {
 		route.PrefillInstance, route.PrefillNode, route.PrefillAddress = eps[0].InstanceID, eps[0].Node, eps[0].Address
 	}
@@ -80,7 +80,8 @@ func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta openai.Meta) error {
 		return openai.Internal("the engine ended the generation without a final event for every choice")
 	}
 	r.answer.results = res
-	timing := gatewayTiming(make([]byte, 0, 256), &r.route)
+	var buf [256]byte // the header copies it
+	timing := gatewayTiming(buf[:0], &r.route)
 	if res[0].Final != nil {
 		timing = engineTiming(timing, res[0].Final.Timings)
 	}
@@ -111,7 +112,8 @@ func (p *pipeline) runStream(c *fiber.Ctx, r *request, meta openai.Meta) error {
 	c.Set(fiber.HeaderContentType, r.dialect.streamType())
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
-	setServerTiming(c, appendServerTiming(gatewayTiming(make([]byte, 0, 96), &r.route), "first_event", firstEvent))
+	var buf [96]byte // the header copies it
+	setServerTiming(c, appendServerTiming(gatewayTiming(buf[:0], &r.route), "first_event", firstEvent))
 	w := &streamWriter{
 		enc: r.dialect.encoder(meta, r.generate.N), run: q, first: first, evs: evs, next: 1, closed: closed, ctx: r.ctx,
 		conn: c.Context().Conn(), writeTimeout: p.cfg.WriteTimeout, heartbeat: p.heartbeat(c), req: r,
@@ -162,7 +164,7 @@ func (p *pipeline) generate(r *request, emit func(engine.Event) error) error {
 		p.event(r, &ev)
 		return emit(ev)
 	})
-	if r.ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
+	if err != nil && r.ctx.Err() == nil && engine.CodeOf(err) == engine.CodeUnavailable {
 		err = p.engineUnavailable(r.id, gen, err)
 	}
 	return err
