@@ -173,7 +173,7 @@ func (p *pipeline) forwardCountTokens(c *fiber.Ctx, model string) error {
 		return openai.Unavailable(fmt.Sprintf("no instance of model %q is ready to count tokens now; retry shortly (request id %s)", model, requestID))
 	}
 	node := string(target.Node)
-	hostPort, tls, ok := cluster.APIEndpoint(snap, p.reg.Node(), node)
+	hostPort, tls, ok := p.cluster.APIEndpoint(node)
 	if !ok {
 		return openai.Unavailable(fmt.Sprintf("node %s, which serves model %q, advertises no API address (request id %s)", node, model, requestID))
 	}

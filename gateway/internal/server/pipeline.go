@@ -58,10 +58,23 @@ type pipeline struct {
 	perToken bool
 }
 
-// clusterState is what the request path reads of the cluster: its tables and the speed book.
+// clusterState is what the request path reads of the cluster: its tables, the speed book, and where another
+// node's gateway answers.
 type clusterState interface {
 	Snapshot() *cluster.Snapshot
 	Speeds() *cluster.Speeds
+	// APIEndpoint is the address this node reaches node's gateway at (ok false: it has none).
+	APIEndpoint(node string) (hostPort string, tls bool, ok bool)
+}
+
+// agentState is the cluster agent as the request path reads it.
+type agentState struct {
+	*cluster.Agent
+	self string
+}
+
+func (a agentState) APIEndpoint(node string) (string, bool, bool) {
+	return cluster.APIEndpoint(a.Snapshot(), a.self, node)
 }
 
 // snapshotter gives the router's view of the cluster, with this node's local load.
@@ -77,7 +90,7 @@ func newPipeline(s *Server) *pipeline {
 		heartbeat: s.heartbeatFor, models: s.clusterModels,
 	}
 	if s.agent != nil {
-		p.cluster = s.agent
+		p.cluster = agentState{Agent: s.agent, self: s.reg.Node()}
 	}
 	p.observe(&recentObserver{ring: &s.recent})
 	if s.metrics != nil {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
+	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
@@ -51,6 +52,19 @@ type engines struct{ e engine.Engine }
 
 func (e engines) Get() (engine.Engine, uint64, error) { return e.e, 1, nil }
 func (engines) Explain(uint64) (bool, string)         { return false, "" }
+
+// fakeCluster is a cluster whose gateways answer at the addresses a test gives.
+type fakeCluster struct {
+	api    map[string]string // node: host:port
+	speeds *cluster.Speeds
+}
+
+func (f fakeCluster) Snapshot() *cluster.Snapshot { return &cluster.Snapshot{} }
+func (f fakeCluster) Speeds() *cluster.Speeds     { return f.speeds }
+func (f fakeCluster) APIEndpoint(node string) (string, bool, bool) {
+	a, ok := f.api[node]
+	return a, false, ok
+}
 
 // fixedView is the router's view of a cluster that does not change.
 type fixedView struct{ snap *router.Snapshot }
@@ -89,7 +103,8 @@ func (l *lifecycle) got() []string {
 	return append([]string(nil), l.calls...)
 }
 
-// stageFixture is a pipeline of node n1 with instance n1-0 of model m, its observers and its recent ring.
+// stageFixture is a pipeline of a node (n1 unless said) with an instance of model m (n1-0), its observers
+// and its recent ring, in a cluster where n1-0 and n2-0 serve m.
 type stageFixture struct {
 	p      *pipeline
 	router *fakeRouter
@@ -100,19 +115,24 @@ type stageFixture struct {
 
 func newStageFixture(t testing.TB, events ...engine.Event) *stageFixture {
 	t.Helper()
+	return newNodeFixture(t, "n1", events...)
+}
+
+func newNodeFixture(t testing.TB, self string, events ...engine.Event) *stageFixture {
+	t.Helper()
 	eng := &apitest.Engine{Events: events}
-	reg := node.NewRegistry(node.RegistryConfig{Node: "n1"})
-	reg.AddSpec(node.InstanceSpec{ID: "n1-0", Model: "m"})
+	reg := node.NewRegistry(node.RegistryConfig{Node: self})
+	reg.AddSpec(node.InstanceSpec{ID: self + "-0", Model: "m"})
 	if err := reg.LoadAll(context.Background(), eng); err != nil {
 		t.Fatal(err)
 	}
 	cfg := DefaultConfig()
-	snap := &router.Snapshot{Self: "n1", Instances: []router.Instance{
+	snap := &router.Snapshot{Self: self, Instances: []router.Instance{
 		{ID: "n1-0", Node: "n1", Model: "m", Status: router.InstanceReady},
 		{ID: "n2-0", Node: "n2", Model: "m", Status: router.InstanceReady},
 	}}
 	f := &stageFixture{
-		router: &fakeRouter{decision: router.Decision{DecodeInstance: "n1-0", Reason: "least loaded"}},
+		router: &fakeRouter{decision: router.Decision{DecodeInstance: self + "-0", Reason: "least loaded"}},
 		engine: eng, life: &lifecycle{}, ring: &recentRequests{},
 	}
 	f.p = &pipeline{
@@ -140,6 +160,13 @@ func (f *stageFixture) serveB(t testing.TB) string {
 	}})
 	app.Use(func(c *fiber.Ctx) error {
 		c.Locals(requestIDHeader, "rid-1")
+		if h := c.Get(forward.HeaderRoute); h != "" { // a hop, as authOrHop takes it in a cluster without a secret
+			route, err := forward.DecodeRoute(h)
+			if err != nil {
+				return err
+			}
+			c.Locals(hopRouteKey, route)
+		}
 		err := c.Next()
 		status := c.Response().StatusCode()
 		var apiErr *openai.Error
@@ -366,6 +393,46 @@ func BenchmarkServe(b *testing.B) {
 				if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 					b.Fatal(err, resp.StatusCode())
 				}
+			}
+		})
+	}
+}
+
+// TestForward: a request placed on another node goes to that node's gateway with the decision pinned, and its
+// answer comes back as the owner gave it, whole or streamed; each gateway records it (the entry as forwarded,
+// with the owner's usage and timings read from the answer; the owner as a hop), and the entry's observers
+// see no tokens.
+func TestForward(t *testing.T) {
+	t.Parallel()
+	for _, stream := range []bool{false, true} {
+		t.Run(fmt.Sprint("stream ", stream), func(t *testing.T) {
+			t.Parallel()
+			events := []engine.Event{apitest.Text("he"), apitest.Text("llo"),
+				{Final: apitest.Final(engine.FinishStop, engine.Usage{PromptTokens: 3, CompletionTokens: 2})}}
+			owner := newNodeFixture(t, "n2", events...)
+			ownerURL := owner.serve(t)
+			entry := newStageFixture(t)
+			entry.router.decision = router.Decision{DecodeInstance: "n2-0", DecodeNode: "n2", Reason: "n2 is idle"}
+			entry.p.cluster = fakeCluster{api: map[string]string{"n2": strings.TrimPrefix(ownerURL, "http://")}}
+			entry.p.fwd = forward.NewClient(nil, nil)
+			body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
+			if stream { // usage comes in a stream only when asked for
+				body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
+			}
+			status, got := post(t, entry.serve(t), body)
+			if status != 200 || !strings.Contains(got, `"he`) || !strings.Contains(got, `llo"`) {
+				t.Fatalf("%d %s", status, got)
+			}
+			rec := entry.recorded(t)
+			if rec.Status != 200 || !rec.Route.Forwarded || rec.Route.DecodeNode != "n2" || rec.Route.Reason != "n2 is idle" ||
+				rec.Usage == nil || rec.Usage.CompletionTokens != 2 || rec.Timings == nil || rec.Hop {
+				t.Errorf("the entry recorded %+v", rec)
+			}
+			if want := "decided remote n2; finished 200"; strings.Join(entry.life.got(), "; ") != want {
+				t.Errorf("the entry's lifecycle %q, want %q", entry.life.got(), want)
+			}
+			if rec := owner.recorded(t); rec.Status != 200 || !rec.Hop || !rec.Route.Forwarded {
+				t.Errorf("the owner recorded %+v", rec)
 			}
 		})
 	}

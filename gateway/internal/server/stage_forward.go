@@ -10,7 +10,6 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
@@ -29,7 +28,11 @@ const maxForwardedBody = 256 << 20
 // Admission is the owner's: the request takes no slot here.
 func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, err error) {
 	requestID, d, ctx := r.id, &r.decision, r.ctx
-	hostPort, tls, ok := cluster.APIEndpoint(p.snapshot(), r.node, d.DecodeNode)
+	var hostPort string
+	var tls, ok bool
+	if p.cluster != nil {
+		hostPort, tls, ok = p.cluster.APIEndpoint(d.DecodeNode)
+	}
 	if !ok {
 		p.metrics.HopSent(metrics.HopUnreachable, 0)
 		p.log.Warn("forward: no API address for the decode node", "request_id", requestID, "node", d.DecodeNode)
