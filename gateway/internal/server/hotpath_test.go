@@ -404,7 +404,7 @@ func BenchmarkStreamWriter(b *testing.B) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	req := testRequest()
-	req.p.observe(&recentObserver{ring: &recentRequests{}})
+	req.p.observe(&recentObserver{ring: &recentRequests{}}, false)
 	w := &streamWriter{req: req, enc: openaiCompletions{usage: true}.encoder(openai.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
 		run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: cancel}
 	b.ReportAllocs()

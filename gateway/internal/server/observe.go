@@ -25,7 +25,7 @@ type observer interface {
 	decided(r *request)
 	// firstToken: the first token of choice 0 came from the engine at at.
 	firstToken(r *request, at time.Time)
-	// token: a later token of choice 0 came at at (only when the pipeline's perToken is set).
+	// token: a later token of choice 0 came at at (only to an observer registered for every token).
 	token(r *request, at time.Time)
 	// final: a choice ended.
 	final(r *request, choice int, f *engine.Final)
@@ -58,7 +58,13 @@ type observed struct {
 	firstToken  time.Time           // the pipeline: choice 0's first token came
 }
 
-func (p *pipeline) observe(o observer) { p.observers = append(p.observers, o) }
+// observe registers an observer; everyToken: it is told of every token, not only the first.
+func (p *pipeline) observe(o observer, everyToken bool) {
+	p.observers = append(p.observers, o)
+	if everyToken {
+		p.perToken = append(p.perToken, o)
+	}
+}
 
 func (p *pipeline) decided(r *request) {
 	for _, o := range p.observers {
@@ -76,9 +82,9 @@ func (p *pipeline) event(r *request, ev *engine.Event) {
 			for _, o := range p.observers {
 				o.firstToken(r, now)
 			}
-		} else if p.perToken {
+		} else if len(p.perToken) > 0 {
 			now := time.Now()
-			for _, o := range p.observers {
+			for _, o := range p.perToken {
 				o.token(r, now)
 			}
 		}

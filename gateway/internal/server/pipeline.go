@@ -52,10 +52,10 @@ type pipeline struct {
 	models func() map[string]time.Time
 	// metrics counts routing, admission and hops (nil: none); what it counts of each request is an observer's.
 	metrics *metrics.Metrics
-	// observers watch every request; registered once, in newPipeline.
-	observers []observer
-	// perToken: an observer wants every token's time, not only the first (the metrics' inter-token latency).
-	perToken bool
+	// observers watch every request; registered once, in newPipeline. perToken are those of them told of
+	// every token, not only the first (the metrics, for the inter-token latency): the others cost a token
+	// nothing.
+	observers, perToken []observer
 }
 
 // clusterState is what the request path reads of the cluster: its tables, the speed book, and where another
@@ -92,16 +92,15 @@ func newPipeline(s *Server) *pipeline {
 	if s.agent != nil {
 		p.cluster = agentState{Agent: s.agent, self: s.reg.Node()}
 	}
-	p.observe(&recentObserver{ring: &s.recent})
+	p.observe(&recentObserver{ring: &s.recent}, false)
 	if s.metrics != nil {
-		p.observe(metricsObserver{m: s.metrics})
-		p.perToken = true
+		p.observe(metricsObserver{m: s.metrics}, true)
 	}
 	if s.tracer != nil {
-		p.observe(traceObserver{t: s.tracer})
+		p.observe(traceObserver{t: s.tracer}, false)
 	}
 	if p.cluster != nil {
-		p.observe(speedObserver{cluster: p.cluster, node: s.reg.Node()})
+		p.observe(speedObserver{cluster: p.cluster, node: s.reg.Node()}, false)
 	}
 	return p
 }

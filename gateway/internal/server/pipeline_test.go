@@ -140,8 +140,8 @@ func newNodeFixture(t testing.TB, self string, events ...engine.Event) *stageFix
 		limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout), aliases: alias.New(nil),
 		log: slog.New(slog.DiscardHandler), heartbeat: func(*fiber.Ctx) time.Duration { return time.Hour },
 	}
-	f.p.observe(f.life)
-	f.p.observe(&recentObserver{ring: f.ring})
+	f.p.observe(f.life, false)
+	f.p.observe(&recentObserver{ring: f.ring}, false)
 	return f
 }
 
@@ -301,7 +301,7 @@ func TestServeWhole(t *testing.T) {
 		rec.Usage == nil || rec.Usage.CompletionTokens != 2 || rec.Timings == nil || rec.FirstByteMS != 0 {
 		t.Errorf("recorded %+v", rec)
 	}
-	// Without perToken, later tokens are not told.
+	// Not registered for every token: later tokens are not told.
 	want := []string{"decided local n1-0", "first token", "final 0 stop", "finished 200"}
 	if got := f.life.got(); strings.Join(got, "; ") != strings.Join(want, "; ") {
 		t.Errorf("lifecycle %q, want %q", got, want)
@@ -331,7 +331,7 @@ func TestServeStream(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			f := newStageFixture(t, tc.events...)
-			f.p.perToken = true
+			f.p.perToken = append(f.p.perToken, f.life) // and told of every token
 			status, body := post(t, f.serve(t), `{"model":"m","stream":true,"messages":[{"role":"user","content":"hi"}]}`)
 			if status != 200 || !strings.Contains(body, `"content":"he"`) || !strings.Contains(body, tc.wantIn) {
 				t.Fatalf("%d %s", status, body)
