@@ -15,8 +15,12 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
+// anthropicAPI is Anthropic's Messages API over the pipeline.
+type anthropicAPI struct{ *pipeline }
+
 // anthropicRoutes serves Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens).
-func (p *pipeline) anthropicRoutes(v1 fiber.Router) {
+func anthropicRoutes(v1 fiber.Router, pipe *pipeline) {
+	p := anthropicAPI{pipe}
 	v1.Post("/messages", p.messages)
 	v1.Post("/messages/count_tokens", p.countTokens)
 }
@@ -25,7 +29,7 @@ func (p *pipeline) anthropicRoutes(v1 fiber.Router) {
 func anthropicErrors() dialect { return anthropicMessages{} }
 
 // messages is POST /v1/messages: a generation like chat's, rendered as Anthropic's message or stream.
-func (p *pipeline) messages(c *fiber.Ctx) error {
+func (p anthropicAPI) messages(c *fiber.Ctx) error {
 	setRequestIDHeader(c)
 	scan, err := p.refuseOverlong(c.Body(), "messages")
 	if err != nil {
@@ -74,7 +78,7 @@ func (anthropicMessages) errorBody(dst []byte, e *openai.Error) (int, []byte) {
 }
 
 // anthropicEncoder adapts anthropic.Stream to the gateway's encoder. Its message_start waits for the first
-// event, which may say how long the prompt is; an encoder made only to report a broken hop (proxy.go) thus
+// event, which may say how long the prompt is; an encoder made only to report a broken hop (stage_forward.go) thus
 // sends the error event alone, after the owner's message_start.
 type anthropicEncoder struct{ s *anthropic.Stream }
 
@@ -90,7 +94,7 @@ func (e anthropicEncoder) final(dst []byte, _ int, f *engine.Final) ([]byte, boo
 // countTokens is POST /v1/messages/count_tokens: the prompt's tokens as the engine renders them for a
 // generation (template, tools and thinking included), counted by a local instance of the model, or by the
 // gateway of a node that has one.
-func (p *pipeline) countTokens(c *fiber.Ctx) error {
+func (p anthropicAPI) countTokens(c *fiber.Ctx) error {
 	setRequestIDHeader(c)
 	req, perr := anthropic.ParseCountTokens(c.Body())
 	if perr != nil {
@@ -150,7 +154,7 @@ const maxTokenCountBody = 1 << 20
 
 // forwardCountTokens asks the gateway of a node with a ready instance of the model to count, with that
 // instance pinned, and passes its answer through.
-func (p *pipeline) forwardCountTokens(c *fiber.Ctx, model string) error {
+func (p anthropicAPI) forwardCountTokens(c *fiber.Ctx, model string) error {
 	requestID := requestIDOf(c)
 	snap := p.snapshot()
 	var target *cluster.Record

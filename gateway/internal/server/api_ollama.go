@@ -13,9 +13,14 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
+// ollamaAPI is Ollama's API over the pipeline: its handlers parse in Ollama's dialect and hand generations
+// to the pipeline; its model endpoints read the cluster the pipeline sees.
+type ollamaAPI struct{ *pipeline }
+
 // ollamaRoutes serves Ollama's API under /api: generations go through serve like OpenAI's, so they get the
 // same routing, forwarding, admission and P/D; the model endpoints show the whole cluster's models.
-func (p *pipeline) ollamaRoutes(api fiber.Router) {
+func ollamaRoutes(api fiber.Router, pipe *pipeline) {
+	p := ollamaAPI{pipe}
 	api.Post("/chat", func(c *fiber.Ctx) error { return p.ollamaGenerate(c, ollama.Chat) })
 	api.Post("/generate", func(c *fiber.Ctx) error { return p.ollamaGenerate(c, ollama.Generate) })
 	api.Get("/tags", p.ollamaTags)
@@ -43,7 +48,7 @@ func ollamaUnsupported(msg string) fiber.Handler {
 }
 
 // ollamaGenerate is /api/chat and /api/generate.
-func (p *pipeline) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
+func (p ollamaAPI) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 	models := p.ollamaModels()
 	known := func(id string) bool { _, ok := models[id]; return ok }
 	param := "messages"
@@ -91,7 +96,7 @@ func (p *pipeline) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 
 // ollamaModels is every model the cluster serves (as /v1/models lists them) with what its instances say of
 // it: this node's own description when it has an instance, else another node's published facts.
-func (p *pipeline) ollamaModels() map[string]ollama.Model {
+func (p ollamaAPI) ollamaModels() map[string]ollama.Model {
 	out := map[string]ollama.Model{}
 	for id, t := range p.models() {
 		out[id] = ollama.Model{ID: id, ModifiedAt: t}
@@ -147,12 +152,12 @@ func sortedModels(models map[string]ollama.Model, keep func(id string) bool) []o
 	return out
 }
 
-func (p *pipeline) ollamaTags(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaTags(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(ollama.AppendTags(nil, sortedModels(p.ollamaModels(), nil)))
 }
 
-func (p *pipeline) ollamaShow(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaShow(c *fiber.Ctx) error {
 	name, perr := ollama.ParseShow(c.Body())
 	if perr != nil {
 		return perr
@@ -168,7 +173,7 @@ func (p *pipeline) ollamaShow(c *fiber.Ctx) error {
 
 // ollamaPs lists the models some instance in the cluster is ready to serve. They stay loaded: Ollama says
 // the same of keep_alive -1 with an expiry as far away as a duration reaches.
-func (p *pipeline) ollamaPs(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaPs(c *fiber.Ctx) error {
 	ready := map[string]bool{}
 	for _, in := range p.snapshot().Instances {
 		ready[in.Model] = ready[in.Model] || in.Status == cluster.InstanceReady
@@ -180,7 +185,7 @@ func (p *pipeline) ollamaPs(c *fiber.Ctx) error {
 }
 
 // ollamaVersion reports this gateway's version, as it publishes it to the cluster.
-func (p *pipeline) ollamaVersion(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaVersion(c *fiber.Ctx) error {
 	version := ""
 	if n, ok := p.snapshot().Node(cluster.NodeID(p.reg.Node())); ok {
 		version = n.Tags.Version

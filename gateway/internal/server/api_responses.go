@@ -11,9 +11,13 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
+// responsesAPI is OpenAI's Responses API over the pipeline.
+type responsesAPI struct{ *pipeline }
+
 // responsesRoutes serves OpenAI's Responses API (POST /v1/responses). duet stores no responses, so the
 // routes that read or change a stored one answer 404 saying so.
-func (p *pipeline) responsesRoutes(v1 fiber.Router) {
+func responsesRoutes(v1 fiber.Router, pipe *pipeline) {
+	p := responsesAPI{pipe}
 	v1.Post("/responses", p.createResponse)
 	v1.Get("/responses/:id", notStored)
 	v1.Delete("/responses/:id", notStored)
@@ -26,7 +30,7 @@ const ignoredToolsHeader = "Duet-Ignored-Tools"
 
 func notStored(c *fiber.Ctx) error { return responses.NotStored(c.Params("id")) }
 
-func (p *pipeline) createResponse(c *fiber.Ctx) error {
+func (p responsesAPI) createResponse(c *fiber.Ctx) error {
 	req, perr := responses.Parse(c.Body(), responses.Options{HostedTools: p.cfg.HostedTools, Sealer: p.reasoning})
 	if perr != nil {
 		return perr

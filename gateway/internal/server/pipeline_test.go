@@ -176,7 +176,7 @@ func (f *stageFixture) serveB(t testing.TB) string {
 		finishRequest(c, status, err)
 		return err
 	})
-	f.p.openaiRoutes(app.Group("/v1"))
+	openaiRoutes(app.Group("/v1"), f.p)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -21,7 +21,7 @@ import (
 // maxForwardedBody bounds a non-streamed answer read from an owner (a generation's JSON).
 const maxForwardedBody = 256 << 20
 
-// proxy forwards a request to the gateway of the node that serves its decode instance, with the decision
+// forward sends a request to the gateway of the node that serves its decode instance, with the decision
 // pinned, and passes the answer through: status and body as they come, a stream chunk by chunk. done is false
 // (with no error) when the owner failed before answering (unreachable, or 503 because its engine or instance
 // is not there now): nothing was sent to the client, and the caller may try the router's next candidate.

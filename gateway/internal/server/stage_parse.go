@@ -14,13 +14,17 @@ import (
 // cannot fit any instance's context before parsing it; serve (pipeline.go) takes the parsed request on. The
 // other APIs' handlers are their adapters, api_*.go.
 
+// openaiAPI is OpenAI's chat completions and completions over the pipeline.
+type openaiAPI struct{ *pipeline }
+
 // openaiRoutes serves OpenAI's chat completions and completions.
-func (p *pipeline) openaiRoutes(v1 fiber.Router) {
+func openaiRoutes(v1 fiber.Router, pipe *pipeline) {
+	p := openaiAPI{pipe}
 	v1.Post("/chat/completions", p.chatCompletions)
 	v1.Post("/completions", p.completions)
 }
 
-func (p *pipeline) chatCompletions(c *fiber.Ctx) error {
+func (p openaiAPI) chatCompletions(c *fiber.Ctx) error {
 	scan, err := p.refuseOverlong(c.Body(), "messages")
 	if err != nil {
 		return err
@@ -41,7 +45,7 @@ func (p *pipeline) chatCompletions(c *fiber.Ctx) error {
 	})
 }
 
-func (p *pipeline) completions(c *fiber.Ctx) error {
+func (p openaiAPI) completions(c *fiber.Ctx) error {
 	scan, err := p.refuseOverlong(c.Body(), "prompt")
 	if err != nil {
 		return err

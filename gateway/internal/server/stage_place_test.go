@@ -15,7 +15,7 @@ import (
 
 // TestPinnedCarriesDecision: the route a hop pins carries the router's reason and its estimate, through the
 // header's encoding, and the owner's decision has both back: the reason for its answer's timings.route, the
-// estimate in the Scores that expectEstimate reads, so the node that runs the request records its error.
+// estimate in the Scores that the speed observer reads, so the node that runs the request records its error.
 func TestPinnedCarriesDecision(t *testing.T) {
 	t.Parallel()
 	reg := node.NewRegistry(node.RegistryConfig{Node: "n2"})
