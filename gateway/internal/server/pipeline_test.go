@@ -18,7 +18,6 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
@@ -52,19 +51,6 @@ type engines struct{ e engine.Engine }
 
 func (e engines) Get() (engine.Engine, uint64, error) { return e.e, 1, nil }
 func (engines) Explain(uint64) (bool, string)         { return false, "" }
-
-// fakeCluster is a cluster whose gateways answer at the addresses a test gives.
-type fakeCluster struct {
-	api    map[string]string // node: host:port
-	speeds *cluster.Speeds
-}
-
-func (f fakeCluster) Snapshot() *cluster.Snapshot { return &cluster.Snapshot{} }
-func (f fakeCluster) Speeds() *cluster.Speeds     { return f.speeds }
-func (f fakeCluster) APIEndpoint(node string) (string, bool, bool) {
-	a, ok := f.api[node]
-	return a, false, ok
-}
 
 // fixedView is the router's view of a cluster that does not change.
 type fixedView struct{ snap *router.Snapshot }
@@ -215,79 +201,6 @@ func (f *stageFixture) recorded(t *testing.T) recentRequest {
 	return recentRequest{}
 }
 
-func TestPlace(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		name      string
-		decision  router.Decision
-		err       error
-		model     string
-		hop       *forward.Route
-		wantLocal string // the local instance, or "" when it goes elsewhere
-		wantNode  string
-		wantCode  int // an error's status
-	}{
-		{name: "this node's instance", decision: router.Decision{DecodeInstance: "n1-0"}, wantLocal: "n1-0", wantNode: "n1"},
-		{name: "another node's instance", decision: router.Decision{DecodeInstance: "n2-0"}, wantNode: "n2"},
-		{name: "an unknown model", model: "nope", wantCode: 404},
-		{name: "no candidate", err: fmt.Errorf("all busy: %w", router.ErrNoCandidate), wantCode: 503},
-		{name: "the router fails", err: errors.New("boom"), wantCode: 500},
-		{name: "an instance this node does not serve", decision: router.Decision{DecodeInstance: "n1-9", DecodeNode: "n1"}, wantCode: 503},
-		{name: "a hop's pinned instance", hop: &forward.Route{EntryNode: "n3", DecodeInstance: "n1-0", Reason: "pinned"}, wantLocal: "n1-0", wantNode: "n1"},
-		{name: "a hop's unknown instance", hop: &forward.Route{EntryNode: "n3", DecodeInstance: "n1-7"}, wantCode: 503},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			f := newStageFixture(t)
-			f.router.decision, f.router.err = tc.decision, tc.err
-			r := &request{p: f.p, id: "rid", model: "m", ctx: context.Background(), node: "n1"}
-			if tc.model != "" {
-				r.model = tc.model
-			}
-			if tc.hop != nil {
-				r.hop, r.hopped = *tc.hop, true
-			}
-			err := f.p.place(r)
-			if tc.wantCode != 0 {
-				var apiErr *openai.Error
-				if !errors.As(err, &apiErr) || apiErr.Status != tc.wantCode {
-					t.Fatalf("error %v, want status %d", err, tc.wantCode)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			gotLocal := ""
-			if r.local != nil {
-				gotLocal = r.local.Desc.InstanceID
-			}
-			if gotLocal != tc.wantLocal || r.decision.DecodeNode != tc.wantNode {
-				t.Errorf("placed on %q at node %q, want %q at %q", gotLocal, r.decision.DecodeNode, tc.wantLocal, tc.wantNode)
-			}
-			if tc.hop != nil && (!r.route.Forwarded || r.route.EntryNode != "n3" || len(f.router.got) != 0) {
-				t.Errorf("a hop: route %+v, routed %d times", r.route, len(f.router.got))
-			}
-		})
-	}
-}
-
-// TestPlaceTellsTheRouter: the router hears of the prompt's size (estimated from its bytes when short) and,
-// with a prompt_cache_key, of the key as the first prefix block.
-func TestPlaceTellsTheRouter(t *testing.T) {
-	t.Parallel()
-	f := newStageFixture(t)
-	r := &request{p: f.p, id: "rid", model: "m", ctx: context.Background(), promptBytes: 40, cacheKey: "conv"}
-	if err := f.p.place(r); err != nil {
-		t.Fatal(err)
-	}
-	got := f.router.got[0]
-	if got.PromptTokens != 10 || len(got.PrefixHashes) != 1 || got.PrefixHashes[0] != keyedHashes("conv", nil)[0] {
-		t.Errorf("the router was told %+v", got)
-	}
-}
-
 func TestServeWhole(t *testing.T) {
 	t.Parallel()
 	f := newStageFixture(t, apitest.Text("he"), apitest.Text("llo"),
@@ -393,46 +306,6 @@ func BenchmarkServe(b *testing.B) {
 				if err := client.Do(req, resp); err != nil || resp.StatusCode() != 200 {
 					b.Fatal(err, resp.StatusCode())
 				}
-			}
-		})
-	}
-}
-
-// TestForward: a request placed on another node goes to that node's gateway with the decision pinned, and its
-// answer comes back as the owner gave it, whole or streamed; each gateway records it (the entry as forwarded,
-// with the owner's usage and timings read from the answer; the owner as a hop), and the entry's observers
-// see no tokens.
-func TestForward(t *testing.T) {
-	t.Parallel()
-	for _, stream := range []bool{false, true} {
-		t.Run(fmt.Sprint("stream ", stream), func(t *testing.T) {
-			t.Parallel()
-			events := []engine.Event{apitest.Text("he"), apitest.Text("llo"),
-				{Final: apitest.Final(engine.FinishStop, engine.Usage{PromptTokens: 3, CompletionTokens: 2})}}
-			owner := newNodeFixture(t, "n2", events...)
-			ownerURL := owner.serve(t)
-			entry := newStageFixture(t)
-			entry.router.decision = router.Decision{DecodeInstance: "n2-0", DecodeNode: "n2", Reason: "n2 is idle"}
-			entry.p.cluster = fakeCluster{api: map[string]string{"n2": strings.TrimPrefix(ownerURL, "http://")}}
-			entry.p.fwd = forward.NewClient(nil, nil)
-			body := `{"model":"m","messages":[{"role":"user","content":"hi"}]}`
-			if stream { // usage comes in a stream only when asked for
-				body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}`
-			}
-			status, got := post(t, entry.serve(t), body)
-			if status != 200 || !strings.Contains(got, `"he`) || !strings.Contains(got, `llo"`) {
-				t.Fatalf("%d %s", status, got)
-			}
-			rec := entry.recorded(t)
-			if rec.Status != 200 || !rec.Route.Forwarded || rec.Route.DecodeNode != "n2" || rec.Route.Reason != "n2 is idle" ||
-				rec.Usage == nil || rec.Usage.CompletionTokens != 2 || rec.Timings == nil || rec.Hop {
-				t.Errorf("the entry recorded %+v", rec)
-			}
-			if want := "decided remote n2; finished 200"; strings.Join(entry.life.got(), "; ") != want {
-				t.Errorf("the entry's lifecycle %q, want %q", entry.life.got(), want)
-			}
-			if rec := owner.recorded(t); rec.Status != 200 || !rec.Hop || !rec.Route.Forwarded {
-				t.Errorf("the owner recorded %+v", rec)
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"math"
 	"slices"
@@ -9,6 +11,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -174,4 +177,77 @@ type loadOnly struct{ engine.Engine }
 
 func (loadOnly) Load(_ context.Context, req engine.LoadRequest) (engine.Description, error) {
 	return engine.Description{InstanceID: req.InstanceID}, nil
+}
+
+func TestPlace(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		decision  router.Decision
+		err       error
+		model     string
+		hop       *forward.Route
+		wantLocal string // the local instance, or "" when it goes elsewhere
+		wantNode  string
+		wantCode  int // an error's status
+	}{
+		{name: "this node's instance", decision: router.Decision{DecodeInstance: "n1-0"}, wantLocal: "n1-0", wantNode: "n1"},
+		{name: "another node's instance", decision: router.Decision{DecodeInstance: "n2-0"}, wantNode: "n2"},
+		{name: "an unknown model", model: "nope", wantCode: 404},
+		{name: "no candidate", err: fmt.Errorf("all busy: %w", router.ErrNoCandidate), wantCode: 503},
+		{name: "the router fails", err: errors.New("boom"), wantCode: 500},
+		{name: "an instance this node does not serve", decision: router.Decision{DecodeInstance: "n1-9", DecodeNode: "n1"}, wantCode: 503},
+		{name: "a hop's pinned instance", hop: &forward.Route{EntryNode: "n3", DecodeInstance: "n1-0", Reason: "pinned"}, wantLocal: "n1-0", wantNode: "n1"},
+		{name: "a hop's unknown instance", hop: &forward.Route{EntryNode: "n3", DecodeInstance: "n1-7"}, wantCode: 503},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newStageFixture(t)
+			f.router.decision, f.router.err = tc.decision, tc.err
+			r := &request{p: f.p, id: "rid", model: "m", ctx: context.Background(), node: "n1"}
+			if tc.model != "" {
+				r.model = tc.model
+			}
+			if tc.hop != nil {
+				r.hop, r.hopped = *tc.hop, true
+			}
+			err := f.p.place(r)
+			if tc.wantCode != 0 {
+				var apiErr *openai.Error
+				if !errors.As(err, &apiErr) || apiErr.Status != tc.wantCode {
+					t.Fatalf("error %v, want status %d", err, tc.wantCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotLocal := ""
+			if r.local != nil {
+				gotLocal = r.local.Desc.InstanceID
+			}
+			if gotLocal != tc.wantLocal || r.decision.DecodeNode != tc.wantNode {
+				t.Errorf("placed on %q at node %q, want %q at %q", gotLocal, r.decision.DecodeNode, tc.wantLocal, tc.wantNode)
+			}
+			if tc.hop != nil && (!r.route.Forwarded || r.route.EntryNode != "n3" || len(f.router.got) != 0) {
+				t.Errorf("a hop: route %+v, routed %d times", r.route, len(f.router.got))
+			}
+		})
+	}
+}
+
+// TestPlaceTellsTheRouter: the router hears of the prompt's size (estimated from its bytes when short) and,
+// with a prompt_cache_key, of the key as the first prefix block.
+func TestPlaceTellsTheRouter(t *testing.T) {
+	t.Parallel()
+	f := newStageFixture(t)
+	r := &request{p: f.p, id: "rid", model: "m", ctx: context.Background(), promptBytes: 40, cacheKey: "conv"}
+	if err := f.p.place(r); err != nil {
+		t.Fatal(err)
+	}
+	got := f.router.got[0]
+	if got.PromptTokens != 10 || len(got.PrefixHashes) != 1 || got.PrefixHashes[0] != keyedHashes("conv", nil)[0] {
+		t.Errorf("the router was told %+v", got)
+	}
 }
