@@ -214,7 +214,7 @@ const inlineMACs = 1 << 16
 // small matrices (k_proj, v_proj) share a dispatch with large ones.
 func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 	const chunk = 32 // weight rows per task: a multiple of both kernel tiles (8 and 4)
-	var sbuf [8]int // most products have at most a few jobs; a linear layer's parts may add more
+	var sbuf [8]int  // most products have at most a few jobs; a linear layer's parts may add more
 	starts := sbuf[:]
 	if len(jobs) > len(sbuf) {
 		starts = make([]int, len(jobs))
