@@ -246,7 +246,8 @@ func (s *suite) linearTransfer(t *testing.T, mod *model.Model) {
 }
 
 // linearClone: with Seq.Snapshot at 100 tokens, a cache can be cloned there (and at 0 and at its length), the
-// clone continuing as a cache fed only those tokens does; anywhere else Clone fails with ErrNoSnapshot.
+// clone continuing as a cache fed only those tokens does; Truncate goes back to the newest cut below its
+// argument and continues from there; anywhere else Clone fails with ErrNoSnapshot.
 func (s *suite) linearClone(t *testing.T, mod *model.Model) {
 	m := Load(t, s.b, mod, backend.Options{PrefillChunk: 64})
 	p := Prompt(160, m.VocabSize(), 34)
@@ -277,6 +278,21 @@ func (s *suite) linearClone(t *testing.T, mod *model.Model) {
 		}
 		cl.Release()
 	}
+	// Truncate goes back to the newest cut at or below its argument, and the cache continues from there.
+	tr, err := c.Clone(160)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Truncate(120)
+	if tr.Len() != 100 {
+		t.Errorf("Truncate(120) of a cache with cuts %v left %d positions, want 100", cuts, tr.Len())
+	}
+	again := NewCache(t, m)
+	got, want := Forward(t, m, tr, p[tr.Len():]...), Forward(t, m, again, p...)
+	if ok, d := s.matches(got, want, mod.DType); !ok {
+		t.Errorf("after Truncate the cache continues with logits %.2e from a fresh one's", d)
+	}
+	tr.Release()
 	for _, n := range []int{1, 57, 99, 101, 159} {
 		cl, err := c.Clone(n)
 		if !errors.Is(err, backend.ErrNoSnapshot) {
