@@ -3,7 +3,7 @@ package anthropic
 import (
 	"net/http"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // Anthropic's error types, by the HTTP status they come with.
@@ -47,10 +47,10 @@ func ErrorType(status int) string {
 
 // AppendError appends the error envelope {"type":"error","error":{"type":...,"message":...}}, the body of
 // an error response and the data of a stream's error event.
-func AppendError(dst []byte, e *openai.Error) []byte {
+func AppendError(dst []byte, e *apicore.Error) []byte {
 	dst = append(dst, `{"type":"error","error":{"type":"`...)
 	dst = append(dst, ErrorType(e.Status)...)
 	dst = append(dst, `","message":`...)
-	dst = openai.AppendString(dst, e.Message)
+	dst = apicore.AppendString(dst, e.Message)
 	return append(dst, "}}"...)
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -117,20 +117,20 @@ type outputConfig struct {
 }
 
 // ParseMessages parses and validates a POST /v1/messages body.
-func ParseMessages(data []byte) (Request, *openai.Error) { return parse(data, false) }
+func ParseMessages(data []byte) (Request, *apicore.Error) { return parse(data, false) }
 
 // ParseCountTokens parses and validates a POST /v1/messages/count_tokens body: a Messages body without
 // max_tokens (sampling fields, if sent, are ignored: they do not change the prompt).
-func ParseCountTokens(data []byte) (Request, *openai.Error) { return parse(data, true) }
+func ParseCountTokens(data []byte) (Request, *apicore.Error) { return parse(data, true) }
 
-func parse(data []byte, counting bool) (Request, *openai.Error) {
+func parse(data []byte, counting bool) (Request, *apicore.Error) {
 	r, err := parseBody(data, counting)
 	return r, named(err)
 }
 
 // named puts the field first in a message that does not name it, as Anthropic's messages do: its envelope has
 // no param. (The shared validation's messages name fields in their own way, and some not at all.)
-func named(e *openai.Error) *openai.Error {
+func named(e *apicore.Error) *apicore.Error {
 	if e == nil || e.Param == "" {
 		return e
 	}
@@ -146,14 +146,14 @@ func named(e *openai.Error) *openai.Error {
 	return &out
 }
 
-func parseBody(data []byte, counting bool) (Request, *openai.Error) {
+func parseBody(data []byte, counting bool) (Request, *apicore.Error) {
 	var b body
-	if err := openai.Decode(data, &b); err != nil {
+	if err := apicore.Decode(data, &b); err != nil {
 		return Request{}, err
 	}
 	var r Request
 	if !utf8.Valid(data) {
-		return r, openai.NotUTF8("")
+		return r, apicore.NotUTF8("")
 	}
 	if b.Model == nil || *b.Model == "" {
 		return r, required("model")
@@ -166,7 +166,7 @@ func parseBody(data []byte, counting bool) (Request, *openai.Error) {
 		return r, required("messages")
 	}
 	if len(*b.Messages) == 0 {
-		return r, openai.BadRequest("messages", "messages: at least one message is required")
+		return r, apicore.BadRequest("messages", "messages: at least one message is required")
 	}
 	system, err := parseSystem(b.System)
 	if err != nil {
@@ -198,7 +198,7 @@ func parseBody(data []byte, counting bool) (Request, *openai.Error) {
 		return r, nil
 	}
 	r.Stream = b.Stream != nil && *b.Stream
-	err = openai.Sampling{
+	err = apicore.Sampling{
 		Temperature: b.Temperature, TopP: b.TopP, TopK: b.TopK, MaxTokens: b.MaxTokens, Stop: b.StopSequences,
 		DefaultTemperature: 1, MaxTemperature: maxTemperature, // Anthropic's default and bound
 		Names: map[string]string{"stop": "stop_sequences"},
@@ -207,12 +207,12 @@ func parseBody(data []byte, counting bool) (Request, *openai.Error) {
 }
 
 // required is Anthropic's error for a missing field.
-func required(param string) *openai.Error {
-	return openai.BadRequest(param, "%s: Field required", param)
+func required(param string) *apicore.Error {
+	return apicore.BadRequest(param, "%s: Field required", param)
 }
 
 // parseSystem accepts a string or an array of text blocks, which are joined by newlines.
-func parseSystem(raw json.RawMessage) (string, *openai.Error) {
+func parseSystem(raw json.RawMessage) (string, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -220,19 +220,19 @@ func parseSystem(raw json.RawMessage) (string, *openai.Error) {
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", openai.BadRequest("system", "system: not a valid string")
+			return "", apicore.BadRequest("system", "system: not a valid string")
 		}
 		return s, nil
 	case raw[0] == '[':
 		var blocks []blockBody
 		if err := json.Unmarshal(raw, &blocks); err != nil {
-			return "", openai.BadRequest("system", "system: must be a string or an array of text blocks")
+			return "", apicore.BadRequest("system", "system: must be a string or an array of text blocks")
 		}
 		var texts []string
 		for i, bl := range blocks {
 			param := fmt.Sprintf("system.%d", i)
 			if bl.Type == nil || *bl.Type != "text" {
-				return "", openai.BadRequest(param+".type", "%s: the system prompt takes only text blocks", param)
+				return "", apicore.BadRequest(param+".type", "%s: the system prompt takes only text blocks", param)
 			}
 			if bl.Text == nil {
 				return "", required(param + ".text")
@@ -241,7 +241,7 @@ func parseSystem(raw json.RawMessage) (string, *openai.Error) {
 		}
 		return strings.Join(texts, "\n"), nil
 	}
-	return "", openai.BadRequest("system", "system: must be a string or an array of text blocks")
+	return "", apicore.BadRequest("system", "system: must be a string or an array of text blocks")
 }
 
 // parseMessages converts the conversation. A user turn becomes a "tool" message per tool_result (which
@@ -250,7 +250,7 @@ func parseSystem(raw json.RawMessage) (string, *openai.Error) {
 // environment as one, after the user's first message) becomes a system message where it is, for the chat
 // template to place. Each tool_result must answer a tool_use of the last assistant turn before it, as
 // Anthropic requires: templates pair them by id.
-func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *openai.Error) {
+func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *apicore.Error) {
 	var calls map[string]bool // the tool_use ids of the last assistant turn
 	for i, m := range ms {
 		param := fmt.Sprintf("messages.%d", i)
@@ -277,7 +277,7 @@ func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *o
 			if i == len(ms)-1 {
 				// Anthropic continues a final assistant turn (a prefill); the engine contract can only answer
 				// after it, which would quietly be another answer.
-				return nil, openai.BadRequest(param, "%s: the last message is the assistant's; continuing a prefilled assistant turn is not supported by this server, so end with a user message", param)
+				return nil, apicore.BadRequest(param, "%s: the last message is the assistant's; continuing a prefilled assistant turn is not supported by this server, so end with a user message", param)
 			}
 			out = append(out, msg)
 			calls = ids
@@ -288,7 +288,7 @@ func parseMessages(ms []messageBody, out []engine.Message) ([]engine.Message, *o
 			}
 			out = append(out, msg)
 		default:
-			return nil, openai.BadRequest(param+".role", `%s.role: must be "user", "assistant" or "system", got %q`, param, *m.Role)
+			return nil, apicore.BadRequest(param+".role", `%s.role: must be "user", "assistant" or "system", got %q`, param, *m.Role)
 		}
 	}
 	return out, nil
@@ -302,7 +302,7 @@ type block struct {
 
 // parseContent reads a message's content: a string (one text block) or an array of blocks. It must not be
 // empty: Anthropic allows that only for a final assistant turn, which this server does not continue.
-func parseContent(param string, raw json.RawMessage) ([]block, *openai.Error) {
+func parseContent(param string, raw json.RawMessage) ([]block, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	var blocks []block
 	switch {
@@ -311,7 +311,7 @@ func parseContent(param string, raw json.RawMessage) ([]block, *openai.Error) {
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, openai.BadRequest(param, "%s: not a valid string", param)
+			return nil, apicore.BadRequest(param, "%s: not a valid string", param)
 		}
 		text := "text"
 		blocks = []block{{blockBody: blockBody{Type: &text, Text: &s}, param: param}}
@@ -321,7 +321,7 @@ func parseContent(param string, raw json.RawMessage) ([]block, *openai.Error) {
 	case raw[0] == '[':
 		var bs []blockBody
 		if err := json.Unmarshal(raw, &bs); err != nil {
-			return nil, openai.BadRequest(param, "%s: must be a string or an array of content blocks (%s)", param, typeError(err))
+			return nil, apicore.BadRequest(param, "%s: must be a string or an array of content blocks (%s)", param, typeError(err))
 		}
 		for j, b := range bs {
 			bp := fmt.Sprintf("%s.%d", param, j)
@@ -331,10 +331,10 @@ func parseContent(param string, raw json.RawMessage) ([]block, *openai.Error) {
 			blocks = append(blocks, block{blockBody: b, param: bp})
 		}
 	default:
-		return nil, openai.BadRequest(param, "%s: must be a string or an array of content blocks", param)
+		return nil, apicore.BadRequest(param, "%s: must be a string or an array of content blocks", param)
 	}
 	if len(blocks) == 0 {
-		return nil, openai.BadRequest(param, "%s: messages must have non-empty content", param)
+		return nil, apicore.BadRequest(param, "%s: messages must have non-empty content", param)
 	}
 	return blocks, nil
 }
@@ -350,18 +350,18 @@ func typeError(err error) string {
 
 // unsupported refuses a block type this server cannot pass to an engine, or one that cannot be where it is
 // (in "a user message", say).
-func unsupported(b block, where string) *openai.Error {
+func unsupported(b block, where string) *apicore.Error {
 	switch *b.Type {
 	case "image", "document":
-		return openai.BadRequest(b.param+".type", "%s: %s content is not supported by this server: its engines read text only", b.param, *b.Type)
+		return apicore.BadRequest(b.param+".type", "%s: %s content is not supported by this server: its engines read text only", b.param, *b.Type)
 	case "text", "tool_use", "tool_result", "thinking", "redacted_thinking":
-		return openai.BadRequest(b.param+".type", "%s: a %s block cannot be in %s", b.param, *b.Type, where)
+		return apicore.BadRequest(b.param+".type", "%s: a %s block cannot be in %s", b.param, *b.Type, where)
 	}
-	return openai.BadRequest(b.param+".type", "%s: content blocks of type %q are not supported by this server", b.param, *b.Type)
+	return apicore.BadRequest(b.param+".type", "%s: content blocks of type %q are not supported by this server", b.param, *b.Type)
 }
 
 // systemTurn is a system message inside the conversation: text blocks only, as the system parameter.
-func systemTurn(blocks []block) (engine.Message, *openai.Error) {
+func systemTurn(blocks []block) (engine.Message, *apicore.Error) {
 	texts := make([]string, 0, len(blocks))
 	for _, b := range blocks {
 		if *b.Type != "text" {
@@ -375,7 +375,7 @@ func systemTurn(blocks []block) (engine.Message, *openai.Error) {
 	return engine.Message{Role: "system", Content: strings.Join(texts, "\n")}, nil
 }
 
-func userTurn(param string, blocks []block, calls map[string]bool) ([]engine.Message, *openai.Error) {
+func userTurn(param string, blocks []block, calls map[string]bool) ([]engine.Message, *apicore.Error) {
 	var out []engine.Message
 	var texts []string
 	for _, b := range blocks {
@@ -387,7 +387,7 @@ func userTurn(param string, blocks []block, calls map[string]bool) ([]engine.Mes
 			texts = append(texts, *b.Text)
 		case "tool_result":
 			if len(texts) > 0 {
-				return nil, openai.BadRequest(b.param, "%s: tool_result blocks must come first in a user message, before any text", b.param)
+				return nil, apicore.BadRequest(b.param, "%s: tool_result blocks must come first in a user message, before any text", b.param)
 			}
 			msg, err := toolResult(b, calls)
 			if err != nil {
@@ -404,13 +404,13 @@ func userTurn(param string, blocks []block, calls map[string]bool) ([]engine.Mes
 	return out, nil
 }
 
-func toolResult(b block, calls map[string]bool) (engine.Message, *openai.Error) {
+func toolResult(b block, calls map[string]bool) (engine.Message, *apicore.Error) {
 	if b.ToolUseID == nil || *b.ToolUseID == "" {
 		return engine.Message{}, required(b.param + ".tool_use_id")
 	}
 	id := *b.ToolUseID
 	if !calls[id] {
-		return engine.Message{}, openai.BadRequest(b.param+".tool_use_id", "%s: tool_use_id %q answers no tool_use block of the assistant message just before it", b.param, id)
+		return engine.Message{}, apicore.BadRequest(b.param+".tool_use_id", "%s: tool_use_id %q answers no tool_use block of the assistant message just before it", b.param, id)
 	}
 	raw := bytes.TrimSpace(b.Content)
 	var content string
@@ -418,12 +418,12 @@ func toolResult(b block, calls map[string]bool) (engine.Message, *openai.Error) 
 	case len(raw) == 0 || string(raw) == "null":
 	case raw[0] == '"':
 		if err := json.Unmarshal(raw, &content); err != nil {
-			return engine.Message{}, openai.BadRequest(b.param+".content", "%s.content: not a valid string", b.param)
+			return engine.Message{}, apicore.BadRequest(b.param+".content", "%s.content: not a valid string", b.param)
 		}
 	case raw[0] == '[':
 		var bs []blockBody
 		if err := json.Unmarshal(raw, &bs); err != nil {
-			return engine.Message{}, openai.BadRequest(b.param+".content", "%s.content: must be a string or an array of text blocks", b.param)
+			return engine.Message{}, apicore.BadRequest(b.param+".content", "%s.content: must be a string or an array of text blocks", b.param)
 		}
 		var texts []string
 		for j, inner := range bs {
@@ -440,7 +440,7 @@ func toolResult(b block, calls map[string]bool) (engine.Message, *openai.Error) 
 		}
 		content = strings.Join(texts, "\n")
 	default:
-		return engine.Message{}, openai.BadRequest(b.param+".content", "%s.content: must be a string or an array of text blocks", b.param)
+		return engine.Message{}, apicore.BadRequest(b.param+".content", "%s.content: must be a string or an array of text blocks", b.param)
 	}
 	if b.IsError != nil && *b.IsError {
 		content = strings.TrimSpace("Error: " + content)
@@ -448,7 +448,7 @@ func toolResult(b block, calls map[string]bool) (engine.Message, *openai.Error) 
 	return engine.Message{Role: "tool", ToolCallID: id, Content: content}, nil
 }
 
-func assistantTurn(param string, blocks []block) (engine.Message, map[string]bool, *openai.Error) {
+func assistantTurn(param string, blocks []block) (engine.Message, map[string]bool, *apicore.Error) {
 	msg := engine.Message{Role: "assistant"}
 	var texts, thinking []string
 	ids := map[string]bool{}
@@ -472,7 +472,7 @@ func assistantTurn(param string, blocks []block) (engine.Message, map[string]boo
 				return msg, nil, err
 			}
 			if ids[call.ID] {
-				return msg, nil, openai.BadRequest(b.param+".id", "%s.id: two tool_use blocks have the id %q", b.param, call.ID)
+				return msg, nil, apicore.BadRequest(b.param+".id", "%s.id: two tool_use blocks have the id %q", b.param, call.ID)
 			}
 			ids[call.ID] = true
 			msg.ToolCalls = append(msg.ToolCalls, call)
@@ -485,7 +485,7 @@ func assistantTurn(param string, blocks []block) (engine.Message, map[string]boo
 	return msg, ids, nil
 }
 
-func toolUse(b block) (engine.ToolCall, *openai.Error) {
+func toolUse(b block) (engine.ToolCall, *apicore.Error) {
 	switch {
 	case b.ID == nil || *b.ID == "":
 		return engine.ToolCall{}, required(b.param + ".id")
@@ -498,18 +498,18 @@ func toolUse(b block) (engine.ToolCall, *openai.Error) {
 	}
 	var args bytes.Buffer
 	if input[0] != '{' || json.Compact(&args, input) != nil {
-		return engine.ToolCall{}, openai.BadRequest(b.param+".input", "%s.input: must be an object", b.param)
+		return engine.ToolCall{}, apicore.BadRequest(b.param+".input", "%s.input: must be an object", b.param)
 	}
 	return engine.ToolCall{ID: *b.ID, Name: *b.Name, Arguments: args.String()}, nil
 }
 
 // parseTools reads tools and tool_choice into the shared validation.
-func parseTools(b *body, r *Request) *openai.Error {
-	fns := make([]openai.Function, 0, len(b.Tools))
+func parseTools(b *body, r *Request) *apicore.Error {
+	fns := make([]apicore.Function, 0, len(b.Tools))
 	for i, t := range b.Tools {
 		param := fmt.Sprintf("tools.%d", i)
 		if t.Type != nil && *t.Type != "custom" {
-			return openai.BadRequest(param+".type", "%s: tools of type %q (Anthropic's server tools) are not supported by this server; define the tool with a name and an input_schema", param, *t.Type)
+			return apicore.BadRequest(param+".type", "%s: tools of type %q (Anthropic's server tools) are not supported by this server; define the tool with a name and an input_schema", param, *t.Type)
 		}
 		schema := bytes.TrimSpace(t.InputSchema)
 		if len(schema) == 0 || string(schema) == "null" {
@@ -519,18 +519,18 @@ func parseTools(b *body, r *Request) *openai.Error {
 			Type json.RawMessage `json:"type"`
 		}
 		if schema[0] != '{' || json.Unmarshal(schema, &s) != nil {
-			return openai.BadRequest(param+".input_schema", "%s.input_schema: must be a JSON schema object", param)
+			return apicore.BadRequest(param+".input_schema", "%s.input_schema: must be a JSON schema object", param)
 		}
 		if string(bytes.TrimSpace(s.Type)) != `"object"` {
-			return openai.BadRequest(param+".input_schema.type", `%s.input_schema.type: must be "object"`, param)
+			return apicore.BadRequest(param+".input_schema.type", `%s.input_schema.type: must be "object"`, param)
 		}
 		if t.DeferLoading != nil && *t.DeferLoading {
 			continue
 		}
-		fns = append(fns, openai.Function{Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict, Param: param})
+		fns = append(fns, apicore.Function{Name: t.Name, Description: t.Description, Parameters: schema, Strict: t.Strict, Param: param})
 	}
-	var err *openai.Error
-	if r.Tools, err = openai.Tools(fns, "tools"); err != nil {
+	var err *apicore.Error
+	if r.Tools, err = apicore.Tools(fns, "tools"); err != nil {
 		return err
 	}
 	r.ParallelToolCalls = true
@@ -553,16 +553,16 @@ func parseTools(b *body, r *Request) *openai.Error {
 		case "none":
 			mode = engine.ToolChoiceNone
 		default:
-			return openai.BadRequest("tool_choice.type", `tool_choice.type: must be "auto", "any", "tool" or "none", got %q`, *c.Type)
+			return apicore.BadRequest("tool_choice.type", `tool_choice.type: must be "auto", "any", "tool" or "none", got %q`, *c.Type)
 		}
 		if mode != engine.ToolChoiceNone && len(r.Tools) == 0 {
-			return openai.BadRequest("tool_choice", "tool_choice: %q needs tools, and the request has none", *c.Type)
+			return apicore.BadRequest("tool_choice", "tool_choice: %q needs tools, and the request has none", *c.Type)
 		}
 		if c.DisableParallelToolUse != nil && *c.DisableParallelToolUse {
 			r.ParallelToolCalls = false
 		}
 	}
-	r.ToolChoice, err = openai.ToolChoice(mode, name, r.Tools, "tool_choice")
+	r.ToolChoice, err = apicore.ToolChoice(mode, name, r.Tools, "tool_choice")
 	return err
 }
 
@@ -573,12 +573,12 @@ var efforts = map[string]bool{"low": true, "medium": true, "high": true, "xhigh"
 // thinking, Claude does not think (whatever the effort), so neither does the engine's model; "enabled" thinks;
 // "adaptive" lets the model decide how much, by the effort: it thinks unless the effort is "low", where Claude
 // mostly answers straight away.
-func parseThinking(t *thinkingBody, effort *string, maxTokens *int) (map[string]any, *openai.Error) {
+func parseThinking(t *thinkingBody, effort *string, maxTokens *int) (map[string]any, *apicore.Error) {
 	if effort != nil && !efforts[*effort] {
-		return nil, openai.BadRequest("output_config.effort", `output_config.effort: must be "low", "medium", "high", "xhigh" or "max", got %q`, *effort)
+		return nil, apicore.BadRequest("output_config.effort", `output_config.effort: must be "low", "medium", "high", "xhigh" or "max", got %q`, *effort)
 	}
 	if t == nil {
-		return openai.Thinking(false, nil), nil
+		return apicore.Thinking(false, nil), nil
 	}
 	if t.Type == nil {
 		return nil, required("thinking.type")
@@ -590,29 +590,29 @@ func parseThinking(t *thinkingBody, effort *string, maxTokens *int) (map[string]
 		}
 		n := *t.BudgetTokens
 		if n < minThinkingBudget {
-			return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be at least %d, got %d", minThinkingBudget, n)
+			return nil, apicore.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be at least %d, got %d", minThinkingBudget, n)
 		}
 		if maxTokens != nil && n >= *maxTokens {
-			return nil, openai.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be less than max_tokens (%d), got %d", *maxTokens, n)
+			return nil, apicore.BadRequest("thinking.budget_tokens", "thinking.budget_tokens: must be less than max_tokens (%d), got %d", *maxTokens, n)
 		}
-		return openai.Thinking(true, nil), nil
+		return apicore.Thinking(true, nil), nil
 	case "adaptive":
-		return openai.Thinking(effort == nil || *effort != "low", nil), nil
+		return apicore.Thinking(effort == nil || *effort != "low", nil), nil
 	case "disabled":
-		return openai.Thinking(false, nil), nil
+		return apicore.Thinking(false, nil), nil
 	}
-	return nil, openai.BadRequest("thinking.type", `thinking.type: must be "enabled", "adaptive" or "disabled", got %q`, *t.Type)
+	return nil, apicore.BadRequest("thinking.type", `thinking.type: must be "enabled", "adaptive" or "disabled", got %q`, *t.Type)
 }
 
 // parseOutputConfig reads structured outputs (output_config.format, a JSON schema).
-func parseOutputConfig(c *outputConfig) (engine.ResponseFormat, *openai.Error) {
+func parseOutputConfig(c *outputConfig) (engine.ResponseFormat, *apicore.Error) {
 	if c == nil || c.Format == nil {
 		return engine.ResponseFormat{}, nil
 	}
 	if c.Format.Type == nil || *c.Format.Type != "json_schema" {
-		return engine.ResponseFormat{}, openai.BadRequest("output_config.format.type", `output_config.format.type: must be "json_schema"`)
+		return engine.ResponseFormat{}, apicore.BadRequest("output_config.format.type", `output_config.format.type: must be "json_schema"`)
 	}
-	return openai.JSONSchemaFormat("", c.Format.Schema, true, "output_config.format")
+	return apicore.JSONSchemaFormat("", c.Format.Schema, true, "output_config.format")
 }
 
 // Context edits this server knows: clearing old thinking is applied; clearing old tool results waits for a
@@ -626,7 +626,7 @@ const (
 // applyContextManagement applies context_management.edits to the parsed conversation: clear_thinking drops
 // the thinking of all assistant turns but the last keep.value ones (keep "all" keeps every one; Anthropic's
 // default keeps one).
-func applyContextManagement(c *contextManagement, ms []engine.Message) *openai.Error {
+func applyContextManagement(c *contextManagement, ms []engine.Message) *apicore.Error {
 	if c == nil {
 		return nil
 	}
@@ -646,7 +646,7 @@ func applyContextManagement(c *contextManagement, ms []engine.Message) *openai.E
 			}
 		case clearToolUses:
 		default:
-			return openai.BadRequest(param+".type", "%s.type: must be %q or %q, got %q", param, clearThinking, clearToolUses, *e.Type)
+			return apicore.BadRequest(param+".type", "%s.type: must be %q or %q, got %q", param, clearThinking, clearToolUses, *e.Type)
 		}
 	}
 	return nil
@@ -654,7 +654,7 @@ func applyContextManagement(c *contextManagement, ms []engine.Message) *openai.E
 
 // thinkingTurnsKept reads clear_thinking's keep: how many of the latest assistant turns keep their thinking,
 // or -1 for all.
-func thinkingTurnsKept(raw json.RawMessage, param string) (int, *openai.Error) {
+func thinkingTurnsKept(raw json.RawMessage, param string) (int, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -667,7 +667,7 @@ func thinkingTurnsKept(raw json.RawMessage, param string) (int, *openai.Error) {
 		Value *int    `json:"value"`
 	}
 	if raw[0] != '{' || json.Unmarshal(raw, &k) != nil || k.Type == nil || *k.Type != "thinking_turns" || k.Value == nil || *k.Value < 0 {
-		return 0, openai.BadRequest(param, `%s: must be "all" or {"type": "thinking_turns", "value": n} with n >= 0`, param)
+		return 0, apicore.BadRequest(param, `%s: must be "all" or {"type": "thinking_turns", "value": n} with n >= 0`, param)
 	}
 	return *k.Value, nil
 }

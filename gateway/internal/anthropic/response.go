@@ -9,7 +9,7 @@ import (
 	"hash"
 	"strconv"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -27,11 +27,11 @@ func StopReason(f engine.FinishReason) string {
 
 // AppendMessage appends a whole message object: its thinking, text and tool_use blocks in that order (the
 // order a model writes them), the stop reason and the usage, and duet's timings as an extension field.
-func AppendMessage(dst []byte, m openai.Meta, r *openai.Result) []byte {
+func AppendMessage(dst []byte, m apicore.Meta, r *apicore.Result) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = openai.AppendString(dst, m.ID)
+	dst = apicore.AppendString(dst, m.ID)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
-	dst = openai.AppendString(dst, m.Model)
+	dst = apicore.AppendString(dst, m.Model)
 	dst = append(dst, `,"content":[`...)
 	sep := false
 	next := func() {
@@ -43,7 +43,7 @@ func AppendMessage(dst []byte, m openai.Meta, r *openai.Result) []byte {
 	if thinking := r.Reasoning.String(); thinking != "" {
 		next()
 		dst = append(dst, `{"type":"thinking","thinking":`...)
-		dst = openai.AppendString(dst, thinking)
+		dst = apicore.AppendString(dst, thinking)
 		dst = append(dst, `,"signature":`...)
 		h := newSignature()
 		h.Write([]byte(thinking))
@@ -53,15 +53,15 @@ func AppendMessage(dst []byte, m openai.Meta, r *openai.Result) []byte {
 	if text := r.Text.String(); text != "" {
 		next()
 		dst = append(dst, `{"type":"text","text":`...)
-		dst = openai.AppendString(dst, text)
+		dst = apicore.AppendString(dst, text)
 		dst = append(dst, '}')
 	}
 	for i, c := range r.Final.ToolCalls {
 		next()
 		dst = append(dst, `{"type":"tool_use","id":`...)
-		dst = openai.AppendString(dst, toolUseID(m, i, c.ID))
+		dst = apicore.AppendString(dst, toolUseID(m, i, c.ID))
 		dst = append(dst, `,"name":`...)
-		dst = openai.AppendString(dst, c.Name)
+		dst = apicore.AppendString(dst, c.Name)
 		dst = append(dst, `,"input":`...)
 		dst = appendInput(dst, c.Arguments)
 		dst = append(dst, '}')
@@ -71,7 +71,7 @@ func AppendMessage(dst []byte, m openai.Meta, r *openai.Result) []byte {
 	dst = append(dst, `","stop_sequence":null,"usage":`...)
 	dst = appendUsage(dst, r.Final.Usage)
 	dst = append(dst, `,"timings":`...)
-	dst = openai.AppendTimings(dst, r.Final.Timings, m.Route)
+	dst = apicore.AppendTimings(dst, r.Final.Timings, m.Route)
 	return append(dst, '}')
 }
 
@@ -108,7 +108,7 @@ func appendInput(dst []byte, args string) []byte {
 
 // toolUseID is a call's id: the engine's, or one made from the message id and the call's index when the
 // engine gave none, the same in a stream and in a whole message.
-func toolUseID(m openai.Meta, index int, id string) string {
+func toolUseID(m apicore.Meta, index int, id string) string {
 	if id != "" {
 		return id
 	}

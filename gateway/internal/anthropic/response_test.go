@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -120,22 +120,22 @@ func TestStopReason(t *testing.T) {
 func TestErrorGolden(t *testing.T) {
 	t.Parallel()
 	errs := []struct {
-		err  *openai.Error
+		err  *apicore.Error
 		want string
 	}{
-		{openai.BadRequest("messages", "messages: Field required"), TypeInvalidRequest},
-		{openai.Unauthorized("Incorrect API key provided."), TypeAuthentication},
-		{&openai.Error{Status: http.StatusForbidden, Type: openai.TypeAuthentication, Code: "admin_key_required", Message: "This changes the cluster: it needs an admin key (--admin-key)."}, TypePermission},
-		{openai.ModelNotFound("claude-9"), TypeNotFound},
-		{&openai.Error{Status: http.StatusRequestEntityTooLarge, Type: openai.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}, TypeTooLarge},
-		{openai.FromEngine(&engine.Error{Code: engine.CodeInvalidOutput, Message: "the model wrote a tool call that cannot be used"}), TypeInvalidRequest},
-		{openai.TooManyRequests("the gateway is at capacity"), TypeRateLimit},
-		{&openai.Error{Status: 499, Type: openai.TypeInvalidRequest, Code: "client_closed_request", Message: "the client closed the connection"}, TypeInvalidRequest},
-		{openai.Internal("internal error (request id r1)"), TypeAPI},
-		{openai.Unavailable("no instance of model \"m\" can take the request now"), TypeOverloaded},
-		{&openai.Error{Status: http.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}, TypeTimeout},
-		{&openai.Error{Status: http.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected", Message: "forwarded twice"}, TypeAPI},
-		{&openai.Error{Status: 529, Type: openai.TypeServer, Message: "Overloaded"}, TypeOverloaded},
+		{apicore.BadRequest("messages", "messages: Field required"), TypeInvalidRequest},
+		{apicore.Unauthorized("Incorrect API key provided."), TypeAuthentication},
+		{&apicore.Error{Status: http.StatusForbidden, Type: apicore.TypeAuthentication, Code: "admin_key_required", Message: "This changes the cluster: it needs an admin key (--admin-key)."}, TypePermission},
+		{apicore.ModelNotFound("claude-9"), TypeNotFound},
+		{&apicore.Error{Status: http.StatusRequestEntityTooLarge, Type: apicore.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}, TypeTooLarge},
+		{apicore.FromEngine(&engine.Error{Code: engine.CodeInvalidOutput, Message: "the model wrote a tool call that cannot be used"}), TypeInvalidRequest},
+		{apicore.TooManyRequests("the gateway is at capacity"), TypeRateLimit},
+		{&apicore.Error{Status: 499, Type: apicore.TypeInvalidRequest, Code: "client_closed_request", Message: "the client closed the connection"}, TypeInvalidRequest},
+		{apicore.Internal("internal error (request id r1)"), TypeAPI},
+		{apicore.Unavailable("no instance of model \"m\" can take the request now"), TypeOverloaded},
+		{&apicore.Error{Status: http.StatusGatewayTimeout, Type: apicore.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}, TypeTimeout},
+		{&apicore.Error{Status: http.StatusLoopDetected, Type: apicore.TypeInvalidRequest, Code: "loop_detected", Message: "forwarded twice"}, TypeAPI},
+		{&apicore.Error{Status: 529, Type: apicore.TypeServer, Message: "Overloaded"}, TypeOverloaded},
 	}
 	var all strings.Builder
 	for _, c := range errs {

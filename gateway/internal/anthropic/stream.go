@@ -4,7 +4,7 @@ import (
 	"hash"
 	"strconv"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -20,7 +20,7 @@ import (
 // signature_delta. Every event has an event: line, which Anthropic's SDKs dispatch on. A Stream is used by
 // one goroutine; it has one choice (Messages has no n).
 type Stream struct {
-	meta    openai.Meta
+	meta    apicore.Meta
 	started bool // message_start is out
 	pinged  bool
 	prompt  int // prompt tokens, when progress told them before message_start
@@ -42,7 +42,7 @@ const (
 )
 
 // NewStream starts rendering a stream of the message m describes.
-func NewStream(m openai.Meta) *Stream { return &Stream{meta: m} }
+func NewStream(m apicore.Meta) *Stream { return &Stream{meta: m} }
 
 // Event renders an engine event: a token's thinking, text and tool-call pieces as deltas (progress only
 // starts the message, with its prompt's size).
@@ -96,13 +96,13 @@ func (s *Stream) Final(dst []byte, f *engine.Final) []byte {
 	dst = append(dst, `","stop_sequence":null},"usage":`...)
 	dst = appendUsage(dst, f.Usage)
 	dst = append(dst, `,"timings":`...)
-	dst = openai.AppendTimings(dst, f.Timings, s.meta.Route)
+	dst = apicore.AppendTimings(dst, f.Timings, s.meta.Route)
 	dst = append(dst, "}\n\n"...)
 	return append(dst, "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"...)
 }
 
 // Fail renders an error that ends the stream, as Anthropic sends one after the response has started.
-func (s *Stream) Fail(dst []byte, e *openai.Error) []byte {
+func (s *Stream) Fail(dst []byte, e *apicore.Error) []byte {
 	dst = append(dst, "event: error\ndata: "...)
 	dst = AppendError(dst, e)
 	return append(dst, "\n\n"...)
@@ -120,9 +120,9 @@ func (s *Stream) start(dst []byte) []byte {
 	}
 	s.started = true
 	dst = append(dst, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":"...)
-	dst = openai.AppendString(dst, s.meta.ID)
+	dst = apicore.AppendString(dst, s.meta.ID)
 	dst = append(dst, `,"type":"message","role":"assistant","model":`...)
-	dst = openai.AppendString(dst, s.meta.Model)
+	dst = apicore.AppendString(dst, s.meta.Model)
 	dst = append(dst, `,"content":[],"stop_reason":null,"stop_sequence":null,"usage":`...)
 	dst = appendUsage(dst, engine.Usage{PromptTokens: s.prompt})
 	return append(dst, "}}\n\n"...)
@@ -147,9 +147,9 @@ func (s *Stream) ensure(dst []byte, k blockKind, id, name string) []byte {
 		dst = append(dst, `{"type":"text","text":""}`...)
 	case toolUseBlock:
 		dst = append(dst, `{"type":"tool_use","id":`...)
-		dst = openai.AppendString(dst, id)
+		dst = apicore.AppendString(dst, id)
 		dst = append(dst, `,"name":`...)
-		dst = openai.AppendString(dst, name)
+		dst = apicore.AppendString(dst, name)
 		dst = append(dst, `,"input":{}}`...)
 	}
 	dst = append(dst, "}\n\n"...)
@@ -166,7 +166,7 @@ func (s *Stream) delta(dst []byte, head, text string) []byte {
 	dst = strconv.AppendInt(dst, int64(s.index), 10)
 	dst = append(dst, `,"delta":`...)
 	dst = append(dst, head...)
-	dst = openai.AppendString(dst, text)
+	dst = apicore.AppendString(dst, text)
 	return append(dst, "}}\n\n"...)
 }
 

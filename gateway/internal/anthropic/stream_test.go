@@ -6,13 +6,13 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
 // render streams a generation's events as the gateway's stream writer does.
-func render(m openai.Meta, evs []engine.Event) []byte {
+func render(m apicore.Meta, evs []engine.Event) []byte {
 	s := NewStream(m)
 	var out []byte
 	for _, ev := range evs {
@@ -166,13 +166,13 @@ func TestStreamFail(t *testing.T) {
 	t.Parallel()
 	s := NewStream(meta)
 	out := s.Event(nil, engine.Event{Token: &engine.Token{Text: "Hel"}})
-	out = s.Fail(out, openai.Unavailable("node n2 stopped during the request (request id r1)"))
+	out = s.Fail(out, apicore.Unavailable("node n2 stopped during the request (request id r1)"))
 	apitest.Golden(t, "stream_error.sse", out)
 	evs := decodeSSE(t, out)
 	if last := evs[len(evs)-1]; last.name != "error" || last.data["error"].(map[string]any)["type"] != TypeOverloaded {
 		t.Errorf("last event %+v", last)
 	}
-	alone := NewStream(meta).Fail(nil, openai.Internal("x"))
+	alone := NewStream(meta).Fail(nil, apicore.Internal("x"))
 	if evs := decodeSSE(t, alone); len(evs) != 1 || evs[0].name != "error" {
 		t.Errorf("a fresh stream's failure is %s", alone)
 	}
@@ -197,7 +197,7 @@ func TestStreamSplits(t *testing.T) {
 		}
 		evs = append(evs, engine.Event{Final: withCalls(apitest.Final(engine.FinishToolCalls, usage), engine.ToolCall{ID: "c1", Name: "f", Arguments: args})})
 		got := accumulate(t, decodeSSE(t, render(meta, evs)))
-		r := &openai.Result{}
+		r := &apicore.Result{}
 		for _, ev := range evs {
 			r.Add(ev)
 		}

@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -75,13 +75,13 @@ func Ptr[T any](v T) *T { return &v }
 
 // Meta is the metadata of a response with the given id (and system fingerprint, when not empty), created at
 // 1700000000 by model "m".
-func Meta(id, fingerprint string) openai.Meta {
-	return openai.Meta{ID: id, Created: 1700000000, Model: "m", Fingerprint: fingerprint}
+func Meta(id, fingerprint string) apicore.Meta {
+	return apicore.Meta{ID: id, Created: 1700000000, Model: "m", Fingerprint: fingerprint}
 }
 
 // Routed is m with the route of a request that entered at n3, was forwarded to n2 and prefilled on n1.
-func Routed(m openai.Meta) openai.Meta {
-	m.Route = &openai.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
+func Routed(m apicore.Meta) apicore.Meta {
+	m.Route = &apicore.Route{EntryNode: "n3", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n1-0", PrefillNode: "n1",
 		PrefillAddress: "127.0.0.1:7000", Forwarded: true,
 		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 250 * time.Microsecond, Admission: 40 * time.Microsecond}
 	return m
@@ -116,8 +116,8 @@ func Logprob(token string, v, alt float64) *engine.Logprob {
 }
 
 // Result collects a generation's events as the gateway does for a whole answer.
-func Result(events ...engine.Event) *openai.Result {
-	r := &openai.Result{}
+func Result(events ...engine.Event) *apicore.Result {
+	r := &apicore.Result{}
 	for _, ev := range events {
 		r.Add(ev)
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -119,7 +119,7 @@ type toolBody struct {
 }
 
 // ParseChat parses and validates an /api/chat body.
-func ParseChat(body []byte) (Request, *openai.Error) {
+func ParseChat(body []byte) (Request, *apicore.Error) {
 	var b chatBody
 	if err := decode(body, &b); err != nil {
 		return Request{}, err
@@ -144,7 +144,7 @@ func ParseChat(body []byte) (Request, *openai.Error) {
 // ParseGenerate parses and validates an /api/generate body. Without raw, the prompt (and system) become a
 // chat rendered with the model's template, as Ollama renders them; with raw, the prompt goes to the model
 // as it is.
-func ParseGenerate(body []byte) (Request, *openai.Error) {
+func ParseGenerate(body []byte) (Request, *apicore.Error) {
 	var b generateBody
 	if err := decode(body, &b); err != nil {
 		return Request{}, err
@@ -156,15 +156,15 @@ func ParseGenerate(body []byte) (Request, *openai.Error) {
 	raw := b.Raw != nil && *b.Raw
 	switch {
 	case b.Suffix != nil && *b.Suffix != "":
-		return r, openai.BadRequest("suffix", "suffix (fill in the middle) is not supported by this server")
+		return r, apicore.BadRequest("suffix", "suffix (fill in the middle) is not supported by this server")
 	case b.Template != nil && *b.Template != "":
-		return r, openai.BadRequest("template", "template is not supported: prompts are rendered with the model's own chat template; send raw: true with a prompt you rendered yourself")
+		return r, apicore.BadRequest("template", "template is not supported: prompts are rendered with the model's own chat template; send raw: true with a prompt you rendered yourself")
 	case present(b.Context):
-		return r, openai.BadRequest("context", "context is deprecated and not supported: send the conversation to /api/chat instead")
+		return r, apicore.BadRequest("context", "context is deprecated and not supported: send the conversation to /api/chat instead")
 	case present(b.Images):
 		return r, imagesRefused("images")
 	case raw && b.System != nil && *b.System != "":
-		return r, openai.BadRequest("raw", "raw mode does not support template, system, or context")
+		return r, apicore.BadRequest("raw", "raw mode does not support template, system, or context")
 	}
 	prompt := ""
 	if b.Prompt != nil {
@@ -186,7 +186,7 @@ func ParseGenerate(body []byte) (Request, *openai.Error) {
 }
 
 // ParseShow reads the model an /api/show body names ("model", or the older "name").
-func ParseShow(body []byte) (string, *openai.Error) {
+func ParseShow(body []byte) (string, *apicore.Error) {
 	var b struct {
 		Model *string `json:"model"`
 		Name  *string `json:"name"`
@@ -200,25 +200,25 @@ func ParseShow(body []byte) (string, *openai.Error) {
 	case b.Name != nil && *b.Name != "":
 		return *b.Name, nil
 	}
-	return "", openai.BadRequest("model", "model is required")
+	return "", apicore.BadRequest("model", "model is required")
 }
 
 // ModelNotFound is Ollama's 404 for a model no instance serves.
-func ModelNotFound(name string) *openai.Error {
-	e := openai.ModelNotFound(name)
+func ModelNotFound(name string) *apicore.Error {
+	e := apicore.ModelNotFound(name)
 	e.Message = fmt.Sprintf("model '%s' not found", name)
 	return e
 }
 
 // common validates the fields chat and generate share.
-func (b *commonBody) common() (Request, *openai.Error) {
+func (b *commonBody) common() (Request, *apicore.Error) {
 	var r Request
 	if b.Model == nil || *b.Model == "" {
-		return r, openai.BadRequest("model", "model is required")
+		return r, apicore.BadRequest("model", "model is required")
 	}
 	r.Model = *b.Model
 	r.Stream = b.Stream == nil || *b.Stream
-	var err *openai.Error
+	var err *apicore.Error
 	if _, err = parseKeepAlive(b.KeepAlive); err != nil {
 		return r, err
 	}
@@ -232,7 +232,7 @@ func (b *commonBody) common() (Request, *openai.Error) {
 		return r, err
 	}
 	if b.TopLogprobs != nil && (*b.TopLogprobs < 0 || *b.TopLogprobs > maxTopLogprobs) {
-		return r, openai.BadRequest("top_logprobs", "top_logprobs must be between 0 and %d", maxTopLogprobs)
+		return r, apicore.BadRequest("top_logprobs", "top_logprobs must be between 0 and %d", maxTopLogprobs)
 	}
 	if b.Logprobs != nil && *b.Logprobs {
 		r.Sampling.Logprobs = true
@@ -252,16 +252,16 @@ func (b *commonBody) loadReason() string {
 }
 
 // decode unmarshals a JSON object; its errors say which field has which wrong type, in Ollama's shape.
-func decode(body []byte, v any) *openai.Error {
+func decode(body []byte, v any) *apicore.Error {
 	body = bytes.TrimSpace(body)
 	if len(body) == 0 {
-		return openai.BadRequest("", "missing request body")
+		return apicore.BadRequest("", "missing request body")
 	}
 	if !utf8.Valid(body) {
-		return openai.NotUTF8("")
+		return apicore.NotUTF8("")
 	}
 	if body[0] != '{' {
-		return openai.BadRequest("", "the request body must be a JSON object")
+		return apicore.BadRequest("", "the request body must be a JSON object")
 	}
 	err := json.Unmarshal(body, v)
 	var typeErr *json.UnmarshalTypeError
@@ -273,11 +273,11 @@ func decode(body []byte, v any) *openai.Error {
 		// encoding/json names a field of an embedded struct with the struct's Go name first; the client
 		// knows only the JSON key.
 		field := strings.TrimPrefix(typeErr.Field, "commonBody.")
-		return openai.BadRequest(field, "invalid type for %q: expected %s, got %s", field, openai.JSONTypeName(typeErr.Type.String()), typeErr.Value)
+		return apicore.BadRequest(field, "invalid type for %q: expected %s, got %s", field, apicore.JSONTypeName(typeErr.Type.String()), typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		return openai.BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+		return apicore.BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
 	default:
-		return openai.BadRequest("", "the request body is not valid JSON: %v", err)
+		return apicore.BadRequest("", "the request body is not valid JSON: %v", err)
 	}
 }
 
@@ -290,8 +290,8 @@ func present(raw json.RawMessage) bool {
 	return true
 }
 
-func imagesRefused(param string) *openai.Error {
-	return openai.BadRequest(param, "images are not supported (%s): this server's models read text only", param)
+func imagesRefused(param string) *apicore.Error {
+	return apicore.BadRequest(param, "images are not supported (%s): this server's models read text only", param)
 }
 
 var roles = map[string]bool{"system": true, "user": true, "assistant": true, "tool": true}
@@ -299,18 +299,18 @@ var roles = map[string]bool{"system": true, "user": true, "assistant": true, "to
 // parseMessages converts Ollama messages. Ollama's clients send tool calls without ids, and tool results
 // with the tool's name (tool_name) rather than the call's id: each call gets an id here, and each result the
 // id of the earliest call of that name it may answer, so templates that pair them by id can.
-func parseMessages(in []messageBody) ([]engine.Message, *openai.Error) {
+func parseMessages(in []messageBody) ([]engine.Message, *apicore.Error) {
 	out := make([]engine.Message, 0, len(in))
 	var open []engine.ToolCall // calls of the latest assistant message not answered yet
 	for i, m := range in {
 		param := fmt.Sprintf("messages[%d]", i)
 		if m.Role == nil || *m.Role == "" {
-			return nil, openai.BadRequest(param+".role", "%s is missing the role", param)
+			return nil, apicore.BadRequest(param+".role", "%s is missing the role", param)
 		}
 		// Ollama reads roles without regard to case.
 		role := strings.ToLower(*m.Role)
 		if !roles[role] {
-			return nil, openai.BadRequest(param+".role", "invalid role %q in %s: expected system, user, assistant or tool", *m.Role, param)
+			return nil, apicore.BadRequest(param+".role", "invalid role %q in %s: expected system, user, assistant or tool", *m.Role, param)
 		}
 		if present(m.Images) {
 			return nil, imagesRefused(param + ".images")
@@ -322,7 +322,7 @@ func parseMessages(in []messageBody) ([]engine.Message, *openai.Error) {
 		}
 		msg.Content = content
 		if len(m.ToolCalls) > 0 && role != "assistant" {
-			return nil, openai.BadRequest(param+".tool_calls", "%s is a %s message: only assistant messages carry tool_calls", param, role)
+			return nil, apicore.BadRequest(param+".tool_calls", "%s is a %s message: only assistant messages carry tool_calls", param, role)
 		}
 		switch role {
 		case "assistant":
@@ -376,24 +376,24 @@ func answer(open []engine.ToolCall, msg *engine.Message) []engine.ToolCall {
 	return append(open[:at:at], open[at+1:]...)
 }
 
-func parseContent(param string, raw json.RawMessage) (string, *openai.Error) {
+func parseContent(param string, raw json.RawMessage) (string, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return "", nil
 	}
 	var s string
 	if raw[0] != '"' || json.Unmarshal(raw, &s) != nil {
-		return "", openai.BadRequest(param, "%s must be a string", param)
+		return "", apicore.BadRequest(param, "%s must be a string", param)
 	}
 	return s, nil
 }
 
 // parseToolCall reads a call an assistant message made: its arguments are an object (Ollama's shape); a
 // string holding one, as OpenAI sends it, is taken too.
-func parseToolCall(param string, tc toolCallBody, id string) (engine.ToolCall, *openai.Error) {
+func parseToolCall(param string, tc toolCallBody, id string) (engine.ToolCall, *apicore.Error) {
 	f := tc.Function
 	if f == nil || f.Name == nil || *f.Name == "" {
-		return engine.ToolCall{}, openai.BadRequest(param+".function.name", "%s has no function name", param)
+		return engine.ToolCall{}, apicore.BadRequest(param+".function.name", "%s has no function name", param)
 	}
 	call := engine.ToolCall{ID: id, Name: *f.Name, Arguments: "{}"}
 	if tc.ID != nil && *tc.ID != "" {
@@ -412,71 +412,71 @@ func parseToolCall(param string, tc toolCallBody, id string) (engine.ToolCall, *
 		_ = json.Compact(&compact, args)
 		call.Arguments = compact.String()
 	default:
-		return engine.ToolCall{}, openai.BadRequest(param+".function.arguments", "%s's arguments must be a JSON object", param)
+		return engine.ToolCall{}, apicore.BadRequest(param+".function.arguments", "%s's arguments must be a JSON object", param)
 	}
 	return call, nil
 }
 
-func parseTools(in []toolBody) ([]engine.Tool, engine.ToolChoice, *openai.Error) {
-	fns := make([]openai.Function, 0, len(in))
+func parseTools(in []toolBody) ([]engine.Tool, engine.ToolChoice, *apicore.Error) {
+	fns := make([]apicore.Function, 0, len(in))
 	for i, t := range in {
 		param := fmt.Sprintf("tools[%d]", i)
 		if t.Type != nil && *t.Type != "" && *t.Type != "function" {
-			return nil, engine.ToolChoice{}, openai.BadRequest(param+".type", "%s: only tools of type \"function\" are supported, got %q", param, *t.Type)
+			return nil, engine.ToolChoice{}, apicore.BadRequest(param+".type", "%s: only tools of type \"function\" are supported, got %q", param, *t.Type)
 		}
 		if t.Function == nil {
-			return nil, engine.ToolChoice{}, openai.BadRequest(param+".function", "%s has no function", param)
+			return nil, engine.ToolChoice{}, apicore.BadRequest(param+".function", "%s has no function", param)
 		}
 		f := t.Function
-		fns = append(fns, openai.Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Param: param + ".function"})
+		fns = append(fns, apicore.Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Param: param + ".function"})
 	}
-	tools, err := openai.Tools(fns, "tools")
+	tools, err := apicore.Tools(fns, "tools")
 	if err != nil {
 		return nil, engine.ToolChoice{}, err
 	}
 	// Ollama has no tool_choice: with tools, the model decides.
-	choice, err := openai.ToolChoice("", "", tools, "tools")
+	choice, err := apicore.ToolChoice("", "", tools, "tools")
 	return tools, choice, err
 }
 
 // parseFormat reads format: "json" (any JSON object) or a JSON schema the answer must match.
-func parseFormat(raw json.RawMessage) (engine.ResponseFormat, *openai.Error) {
+func parseFormat(raw json.RawMessage) (engine.ResponseFormat, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null" || string(raw) == `""`:
 		return engine.ResponseFormat{}, nil
 	case raw[0] == '{':
 		// Ollama constrains decoding to the schema: strictly.
-		return openai.JSONSchemaFormat("", raw, true, "format")
+		return apicore.JSONSchemaFormat("", raw, true, "format")
 	case raw[0] == '"':
 		var s string
 		_ = json.Unmarshal(raw, &s)
 		if s == "json" {
 			return engine.ResponseFormat{Type: engine.FormatJSONObject}, nil
 		}
-		return engine.ResponseFormat{}, openai.BadRequest("format", "format %q is not \"json\" or a JSON schema object", s)
+		return engine.ResponseFormat{}, apicore.BadRequest("format", "format %q is not \"json\" or a JSON schema object", s)
 	}
-	return engine.ResponseFormat{}, openai.BadRequest("format", "format must be \"json\" or a JSON schema object")
+	return engine.ResponseFormat{}, apicore.BadRequest("format", "format must be \"json\" or a JSON schema object")
 }
 
 // parseThink reads think: a boolean, or a level (which only turns thinking on: the templates duet renders
 // read enable_thinking).
-func parseThink(raw json.RawMessage) (map[string]any, *openai.Error) {
+func parseThink(raw json.RawMessage) (map[string]any, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch string(raw) {
 	case "", "null":
 		return nil, nil
 	case "true", "false":
-		return openai.Thinking(string(raw) == "true", nil), nil
+		return apicore.Thinking(string(raw) == "true", nil), nil
 	case `"low"`, `"medium"`, `"high"`, `"max"`:
-		return openai.Thinking(true, nil), nil
+		return apicore.Thinking(true, nil), nil
 	}
-	return nil, openai.BadRequest("think", "think must be true, false, \"low\", \"medium\", \"high\" or \"max\", got %s", clip(raw))
+	return nil, apicore.BadRequest("think", "think must be true, false, \"low\", \"medium\", \"high\" or \"max\", got %s", clip(raw))
 }
 
 // parseKeepAlive reads keep_alive (seconds, or a duration such as "5m"), which duet accepts and ignores (its
 // instances stay loaded); it reports whether it is zero, which Ollama's clients send to unload a model.
-func parseKeepAlive(raw json.RawMessage) (zero bool, _ *openai.Error) {
+func parseKeepAlive(raw json.RawMessage) (zero bool, _ *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
@@ -486,13 +486,13 @@ func parseKeepAlive(raw json.RawMessage) (zero bool, _ *openai.Error) {
 		_ = json.Unmarshal(raw, &s)
 		d, err := time.ParseDuration(s)
 		if err != nil {
-			return false, openai.BadRequest("keep_alive", "keep_alive %q is not a duration (e.g. \"5m\", or seconds as a number)", s)
+			return false, apicore.BadRequest("keep_alive", "keep_alive %q is not a duration (e.g. \"5m\", or seconds as a number)", s)
 		}
 		return d == 0, nil
 	}
 	f, err := strconv.ParseFloat(string(raw), 64)
 	if err != nil {
-		return false, openai.BadRequest("keep_alive", "keep_alive must be a duration (e.g. \"5m\") or seconds as a number, got %s", clip(raw))
+		return false, apicore.BadRequest("keep_alive", "keep_alive must be a duration (e.g. \"5m\") or seconds as a number, got %s", clip(raw))
 	}
 	return f == 0, nil
 }
@@ -515,8 +515,8 @@ var names = map[string]string{
 // parseOptions reads the options duet honours into s, validated as every API's are, and returns num_ctx.
 // Ollama ignores options it does not know (with a warning in its log); so does duet, and also those that
 // tune Ollama's own runner (num_gpu, num_thread, mirostat, ...), which mean nothing to duet's engines.
-func parseOptions(opts map[string]json.RawMessage, s *engine.Sampling) (numCtx int, _ *openai.Error) {
-	p := openai.Sampling{DefaultTemperature: defaultTemperature, Names: names}
+func parseOptions(opts map[string]json.RawMessage, s *engine.Sampling) (numCtx int, _ *apicore.Error) {
+	p := apicore.Sampling{DefaultTemperature: defaultTemperature, Names: names}
 	var maxTokens, ctx *int
 	for _, f := range []struct {
 		key string
@@ -546,7 +546,7 @@ func parseOptions(opts map[string]json.RawMessage, s *engine.Sampling) (numCtx i
 	}
 	if ctx != nil {
 		if *ctx < 0 {
-			return 0, openai.BadRequest("options.num_ctx", "options.num_ctx must not be negative, got %d", *ctx)
+			return 0, apicore.BadRequest("options.num_ctx", "options.num_ctx must not be negative, got %d", *ctx)
 		}
 		numCtx = *ctx
 	}
@@ -554,32 +554,32 @@ func parseOptions(opts map[string]json.RawMessage, s *engine.Sampling) (numCtx i
 }
 
 // option decodes one option into dst: **float64, **int, **int64 or *[]string.
-func option(key string, raw json.RawMessage, dst any) *openai.Error {
+func option(key string, raw json.RawMessage, dst any) *apicore.Error {
 	param := "options." + key
 	switch d := dst.(type) {
 	case **float64:
 		var v float64
 		if json.Unmarshal(raw, &v) != nil {
-			return openai.BadRequest(param, "option %q must be a number, got %s", key, clip(raw))
+			return apicore.BadRequest(param, "option %q must be a number, got %s", key, clip(raw))
 		}
 		*d = &v
 	case **int, **int64:
 		// JSON has numbers, not integers: 40.0 is 40, as Ollama reads it; 0.5 is a mistake.
 		var v float64
 		if json.Unmarshal(raw, &v) != nil || v != math.Trunc(v) {
-			return openai.BadRequest(param, "option %q must be an integer, got %s", key, clip(raw))
+			return apicore.BadRequest(param, "option %q must be an integer, got %s", key, clip(raw))
 		}
 		// Counts stay exact on every platform (the shared bounds say what is valid); a seed may be any integer
 		// a float64 holds exactly.
 		if d, ok := d.(**int); ok {
 			if math.Abs(v) > math.MaxInt32 {
-				return openai.BadRequest(param, "option %q must be between %d and %d, got %s", key, math.MinInt32, math.MaxInt32, clip(raw))
+				return apicore.BadRequest(param, "option %q must be between %d and %d, got %s", key, math.MinInt32, math.MaxInt32, clip(raw))
 			}
 			n := int(v)
 			*d = &n
 		} else {
 			if math.Abs(v) > 1<<53 {
-				return openai.BadRequest(param, "option %q must be between -2^53 and 2^53, got %s", key, clip(raw))
+				return apicore.BadRequest(param, "option %q must be between -2^53 and 2^53, got %s", key, clip(raw))
 			}
 			n := int64(v)
 			*dst.(**int64) = &n
@@ -592,7 +592,7 @@ func option(key string, raw json.RawMessage, dst any) *openai.Error {
 			return nil
 		}
 		if json.Unmarshal(raw, d) != nil {
-			return openai.BadRequest(param, "option %q must be an array of strings", key)
+			return apicore.BadRequest(param, "option %q must be an array of strings", key)
 		}
 	}
 	return nil

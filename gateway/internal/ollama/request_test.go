@@ -8,8 +8,8 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -200,12 +200,12 @@ func TestParseShow(t *testing.T) {
 // errorCase is a bad input and the status it gets; its body is in testdata/errors.json.
 type errorCase struct {
 	name   string
-	parse  func([]byte) (Request, *openai.Error)
+	parse  func([]byte) (Request, *apicore.Error)
 	body   string
 	status int
 }
 
-func show(body []byte) (Request, *openai.Error) {
+func show(body []byte) (Request, *apicore.Error) {
 	_, err := ParseShow(body)
 	return Request{}, err
 }
@@ -269,7 +269,7 @@ func errorCases() []errorCase {
 		{"show/empty body", show, ``, 400},
 		{"show/no model", show, `{}`, 400},
 		{"show/model not a string", show, `{"model":["m"]}`, 400},
-		{"model not found", func([]byte) (Request, *openai.Error) { return Request{}, ModelNotFound("llama3:8b") }, ``, 404},
+		{"model not found", func([]byte) (Request, *apicore.Error) { return Request{}, ModelNotFound("llama3:8b") }, ``, 404},
 	}
 }
 

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -31,7 +31,7 @@ type Reply struct {
 	// Logprobs: the request asked for log probabilities.
 	Logprobs bool
 	// Route, when set, is where the request ran, for the timings extension of the last object.
-	Route *openai.Route
+	Route *apicore.Route
 }
 
 // object is one rendered object: a chunk, or with final set the done object (or a whole answer).
@@ -45,7 +45,7 @@ type object struct {
 }
 
 // AppendAnswer appends the one object of a non-streamed answer ("stream": false).
-func (r Reply) AppendAnswer(dst []byte, at time.Time, res *openai.Result) []byte {
+func (r Reply) AppendAnswer(dst []byte, at time.Time, res *apicore.Result) []byte {
 	o := object{content: res.Text.String(), thinking: res.Reasoning.String(), final: res.Final}
 	if r.Kind == Chat {
 		o.calls = res.Final.ToolCalls
@@ -137,7 +137,7 @@ func (r Reply) appendObject(dst []byte, at time.Time, o object) []byte {
 	if o.final != nil {
 		// duet's per-phase timings and route, as its OpenAI answers carry them: an extension clients ignore.
 		dst = append(dst, `,"timings":`...)
-		dst = openai.AppendTimings(dst, o.final.Timings, r.Route)
+		dst = apicore.AppendTimings(dst, o.final.Timings, r.Route)
 	}
 	return append(dst, '}')
 }
@@ -325,7 +325,7 @@ func (s *Stream) Final(dst []byte, f *engine.Final) []byte {
 }
 
 // Fail renders an error that ends the stream, as Ollama does: a last line {"error": ...}.
-func (s *Stream) Fail(dst []byte, e *openai.Error) []byte {
+func (s *Stream) Fail(dst []byte, e *apicore.Error) []byte {
 	return append(AppendError(dst, e.Message), '\n')
 }
 

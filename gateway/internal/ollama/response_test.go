@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -35,8 +35,8 @@ var calls = []engine.ToolCall{
 }
 
 // routed is the route of a request that entered at n1, was forwarded to n2 and prefilled on n3.
-func routed() *openai.Route {
-	return &openai.Route{EntryNode: "n1", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n3-0", PrefillNode: "n3",
+func routed() *apicore.Route {
+	return &apicore.Route{EntryNode: "n1", DecodeNode: "n2", DecodeInstance: "n2-0", PrefillInstance: "n3-0", PrefillNode: "n3",
 		PrefillAddress: "10.0.0.3:7000", Forwarded: true,
 		Reason: "auto: remote 14.9 s (first token 2.16 s) vs local 32.7 s", Time: 300 * time.Microsecond, Admission: 40 * time.Microsecond}
 }
@@ -50,7 +50,7 @@ func TestAnswers(t *testing.T) {
 	cases := []struct {
 		name  string
 		reply Reply
-		res   *openai.Result
+		res   *apicore.Result
 	}{
 		{"chat", Reply{Kind: Chat, Model: "echo:latest"},
 			apitest.Result(apitest.Text("Hello"), apitest.Text(" <world> & \"you\"\n"), engine.Event{Final: final(engine.FinishStop)})},
@@ -114,7 +114,7 @@ func TestStreams(t *testing.T) {
 		name   string
 		reply  Reply
 		events []engine.Event
-		fail   *openai.Error // ends the stream instead of a final
+		fail   *apicore.Error // ends the stream instead of a final
 	}{
 		{"chat", Reply{Kind: Chat, Model: "echo:latest"}, []engine.Event{
 			{Progress: &engine.Progress{Done: 26, Total: 26}}, apitest.Text("Hello"), apitest.Text(""), apitest.Text(" world"), {Final: held},
@@ -136,7 +136,7 @@ func TestStreams(t *testing.T) {
 			{Token: &engine.Token{Text: "Hé", Logprob: apitest.Logprob("Hé", -0.5, -2.5)}}, {Token: &engine.Token{Logprob: apitest.Logprob("\xe2", -0.1, -2.5)}}, {Final: final(engine.FinishLength)},
 		}, nil},
 		{"chat_fail", Reply{Kind: Chat, Model: "echo:latest"}, []engine.Event{apitest.Text("Hel")},
-			openai.Unavailable("node n2 stopped during the request (request id r1)")},
+			apicore.Unavailable("node n2 stopped during the request (request id r1)")},
 		{"generate", Reply{Kind: Generate, Model: "echo:latest", Route: routed()}, []engine.Event{
 			apitest.Text("The sky"), {Token: &engine.Token{Reasoning: "hmm"}}, apitest.Text(" is blue."), {Final: held},
 		}, nil},

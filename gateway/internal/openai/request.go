@@ -3,13 +3,13 @@ package openai
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -18,14 +18,8 @@ const (
 	maxStopSequences  = 4
 	maxTopLogprobs    = 20
 	maxLogprobsLegacy = 5
-	// maxCount bounds every count a client sends (max_tokens, top_k, ...). No context comes near it, and it keeps
-	// each value exact on every platform and wire it crosses: larger values are a 400, never a narrowed number.
-	maxCount = 1<<31 - 1
 	// maxChoices is OpenAI's bound on n; the engine says how many it serves (Capabilities.MaxChoices).
-	maxChoices = 128
-	// maxTools and the name pattern are OpenAI's.
-	maxTools        = 128
-	maxToolNameLen  = 64
+	maxChoices      = 128
 	maxLogitBias    = 1024
 	maxLogitBiasAbs = 100
 )
@@ -164,9 +158,9 @@ type completionBody struct {
 const completionsDefaultMaxTokens = 16
 
 // ParseChat parses and validates a chat completion request body.
-func ParseChat(body []byte) (ChatRequest, *Error) {
+func ParseChat(body []byte) (ChatRequest, *apicore.Error) {
 	var b chatBody
-	if err := decode(body, &b); err != nil {
+	if err := apicore.Decode(body, &b); err != nil {
 		return ChatRequest{}, err
 	}
 	var r ChatRequest
@@ -178,14 +172,14 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 				break
 			}
 		}
-		return r, notUTF8(param)
+		return r, apicore.NotUTF8(param)
 	}
 	if b.Model == nil || *b.Model == "" {
-		return r, BadRequest("model", "you must provide a model parameter")
+		return r, apicore.BadRequest("model", "you must provide a model parameter")
 	}
 	r.Model = *b.Model
 	if len(b.Messages) == 0 {
-		return r, BadRequest("messages", "messages must be a non-empty array")
+		return r, apicore.BadRequest("messages", "messages must be a non-empty array")
 	}
 	for i, m := range b.Messages {
 		msg, err := parseMessage(i, m)
@@ -194,7 +188,7 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		}
 		r.Messages = append(r.Messages, msg)
 	}
-	var err *Error
+	var err *apicore.Error
 	if err = b.parseTools(&r); err != nil {
 		return r, err
 	}
@@ -206,8 +200,8 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 	}
 	r.N = 1
 	if b.N != nil {
-		if err := checkCount("n", *b.N, 1); err != nil || *b.N > maxChoices {
-			return r, BadRequest("n", "n must be between 1 and %d, got %d", maxChoices, *b.N)
+		if err := apicore.CheckCount("n", *b.N, 1); err != nil || *b.N > maxChoices {
+			return r, apicore.BadRequest("n", "n must be between 1 and %d, got %d", maxChoices, *b.N)
 		}
 		r.N = *b.N
 	}
@@ -216,7 +210,7 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 	}
 	r.TemplateVars = b.ChatTemplateKwargs
 	if e := b.ReasoningEffort; e != nil {
-		if r.TemplateVars, err = ReasoningEffort(*e, r.TemplateVars, "reasoning_effort"); err != nil {
+		if r.TemplateVars, err = apicore.ReasoningEffort(*e, r.TemplateVars, "reasoning_effort"); err != nil {
 			return r, err
 		}
 	}
@@ -225,7 +219,7 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 		maxTokens, param = b.MaxTokens, "max_tokens"
 	}
 	if maxTokens != nil {
-		if err := checkCount(param, *maxTokens, 1); err != nil {
+		if err := apicore.CheckCount(param, *maxTokens, 1); err != nil {
 			return r, err
 		}
 		r.Sampling.MaxTokens = *maxTokens
@@ -239,10 +233,10 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 	if b.TopLogprobs != nil {
 		n := *b.TopLogprobs
 		if n < 0 || n > maxTopLogprobs {
-			return r, BadRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, n)
+			return r, apicore.BadRequest("top_logprobs", "top_logprobs must be between 0 and %d, got %d", maxTopLogprobs, n)
 		}
 		if n > 0 && !r.Sampling.Logprobs {
-			return r, BadRequest("top_logprobs", "top_logprobs requires logprobs to be true")
+			return r, apicore.BadRequest("top_logprobs", "top_logprobs requires logprobs to be true")
 		}
 		r.Sampling.TopLogprobs = n
 	}
@@ -250,9 +244,9 @@ func ParseChat(body []byte) (ChatRequest, *Error) {
 }
 
 // ParseCompletion parses and validates a legacy completion request body.
-func ParseCompletion(body []byte) (CompletionRequest, *Error) {
+func ParseCompletion(body []byte) (CompletionRequest, *apicore.Error) {
 	var b completionBody
-	if err := decode(body, &b); err != nil {
+	if err := apicore.Decode(body, &b); err != nil {
 		return CompletionRequest{}, err
 	}
 	var r CompletionRequest
@@ -261,16 +255,16 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 		if !utf8.Valid(b.Prompt) {
 			param = "prompt"
 		}
-		return r, notUTF8(param)
+		return r, apicore.NotUTF8(param)
 	}
 	if b.Model == nil || *b.Model == "" {
-		return r, BadRequest("model", "you must provide a model parameter")
+		return r, apicore.BadRequest("model", "you must provide a model parameter")
 	}
 	r.Model = *b.Model
 	if err := parsePrompt(b.Prompt, &r); err != nil {
 		return r, err
 	}
-	var err *Error
+	var err *apicore.Error
 	if r.Stream, r.IncludeUsage, err = parseStream(b.Stream, b.StreamOptions); err != nil {
 		return r, err
 	}
@@ -281,14 +275,14 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 		return r, err
 	}
 	if b.Echo != nil && *b.Echo {
-		return r, BadRequest("echo", "echo is not supported by this server")
+		return r, apicore.BadRequest("echo", "echo is not supported by this server")
 	}
 	if b.Suffix != nil && *b.Suffix != "" {
-		return r, BadRequest("suffix", "suffix is not supported by this server")
+		return r, apicore.BadRequest("suffix", "suffix is not supported by this server")
 	}
 	r.Sampling.MaxTokens = completionsDefaultMaxTokens
 	if b.MaxTokens != nil {
-		if err := checkCount("max_tokens", *b.MaxTokens, 1); err != nil {
+		if err := apicore.CheckCount("max_tokens", *b.MaxTokens, 1); err != nil {
 			return r, err
 		}
 		r.Sampling.MaxTokens = *b.MaxTokens
@@ -299,7 +293,7 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 	if b.Logprobs != nil {
 		n := *b.Logprobs
 		if n < 0 || n > maxLogprobsLegacy {
-			return r, BadRequest("logprobs", "logprobs must be between 0 and %d, got %d", maxLogprobsLegacy, n)
+			return r, apicore.BadRequest("logprobs", "logprobs must be between 0 and %d, got %d", maxLogprobsLegacy, n)
 		}
 		r.Logprobs = &n
 		r.Sampling.Logprobs = true
@@ -308,73 +302,16 @@ func ParseCompletion(body []byte) (CompletionRequest, *Error) {
 	return r, nil
 }
 
-// notUTF8 is the 400 for a body that is not UTF-8. JSON text must be (RFC 8259 §8.1); encoding/json would
-// quietly turn the bad bytes into U+FFFD, so the model would see text the client never sent.
-func notUTF8(param string) *Error {
-	what := "the request body"
-	if param != "" {
-		what = param
-	}
-	return BadRequest(param, "%s is not valid UTF-8; JSON text must be UTF-8", what)
-}
-
-// decode unmarshals a JSON object, turning type errors into 400s that name the field.
-func decode(body []byte, v any) *Error {
-	body = bytes.TrimSpace(body)
-	if len(body) == 0 {
-		return BadRequest("", "the request body is empty; expected a JSON object")
-	}
-	if body[0] != '{' {
-		return BadRequest("", "the request body must be a JSON object")
-	}
-	err := json.Unmarshal(body, v)
-	if err == nil {
-		return nil
-	}
-	var typeErr *json.UnmarshalTypeError
-	var syntaxErr *json.SyntaxError
-	switch {
-	case errors.As(err, &typeErr):
-		// encoding/json names a field of an embedded struct with the struct's Go name first; the client knows
-		// only the JSON key.
-		field := strings.TrimPrefix(typeErr.Field, "commonBody.")
-		return BadRequest(field, "invalid type for '%s': expected %s, got %s", field, JSONTypeName(typeErr.Type.String()), typeErr.Value)
-	case errors.As(err, &syntaxErr):
-		return BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
-	default:
-		return BadRequest("", "the request body is not valid JSON: %v", err)
-	}
-}
-
-// JSONTypeName is how a client names the JSON type a Go type decodes from ("an integer" for int64), for
-// errors about a field of the wrong type.
-func JSONTypeName(goType string) string {
-	switch {
-	case strings.HasPrefix(goType, "[]"):
-		return "an array"
-	case strings.Contains(goType, "int"):
-		return "an integer"
-	case strings.Contains(goType, "float"):
-		return "a number"
-	case goType == "string":
-		return "a string"
-	case goType == "bool":
-		return "a boolean"
-	default:
-		return "an object"
-	}
-}
-
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
-func parseMessage(i int, m messageBody) (engine.Message, *Error) {
+func parseMessage(i int, m messageBody) (engine.Message, *apicore.Error) {
 	param := fmt.Sprintf("messages[%d]", i)
 	if m.Role == nil {
-		return engine.Message{}, BadRequest(param+".role", "%s is missing the role", param)
+		return engine.Message{}, apicore.BadRequest(param+".role", "%s is missing the role", param)
 	}
 	role := *m.Role
 	if !roles[role] {
-		return engine.Message{}, BadRequest(param+".role", "invalid role %q: expected system, developer, user, assistant or tool", role)
+		return engine.Message{}, apicore.BadRequest(param+".role", "invalid role %q: expected system, developer, user, assistant or tool", role)
 	}
 	if role == "developer" {
 		role = "system" // OpenAI's newer name for system; chat templates know "system"
@@ -383,13 +320,13 @@ func parseMessage(i int, m messageBody) (engine.Message, *Error) {
 	switch role {
 	case "tool":
 		if m.ToolCallID == nil || *m.ToolCallID == "" {
-			return engine.Message{}, BadRequest(param+".tool_call_id", "%s is a tool message without tool_call_id", param)
+			return engine.Message{}, apicore.BadRequest(param+".tool_call_id", "%s is a tool message without tool_call_id", param)
 		}
 		msg.ToolCallID = *m.ToolCallID
 	case "function":
 		// The deprecated functions API: the answer of a call, named by its function.
 		if m.Name == nil || *m.Name == "" {
-			return engine.Message{}, BadRequest(param+".name", "%s is a function message without name", param)
+			return engine.Message{}, apicore.BadRequest(param+".name", "%s is a function message without name", param)
 		}
 		role = "tool"
 	case "assistant":
@@ -412,7 +349,7 @@ func parseMessage(i int, m messageBody) (engine.Message, *Error) {
 		}
 	}
 	if len(m.ToolCalls) > 0 && role != "assistant" {
-		return engine.Message{}, BadRequest(param+".tool_calls", "only assistant messages carry tool_calls")
+		return engine.Message{}, apicore.BadRequest(param+".tool_calls", "only assistant messages carry tool_calls")
 	}
 	content, err := parseContent(param+".content", m.Content, role == "assistant")
 	if err != nil {
@@ -425,12 +362,12 @@ func parseMessage(i int, m messageBody) (engine.Message, *Error) {
 	return msg, nil
 }
 
-func parseToolCall(param string, tc toolCallBody) (engine.ToolCall, *Error) {
+func parseToolCall(param string, tc toolCallBody) (engine.ToolCall, *apicore.Error) {
 	if tc.Type != nil && *tc.Type != "function" {
-		return engine.ToolCall{}, BadRequest(param+".type", "tool call type %q is not supported; only \"function\"", *tc.Type)
+		return engine.ToolCall{}, apicore.BadRequest(param+".type", "tool call type %q is not supported; only \"function\"", *tc.Type)
 	}
 	if tc.Function == nil || tc.Function.Name == nil || *tc.Function.Name == "" {
-		return engine.ToolCall{}, BadRequest(param+".function.name", "%s has no function name", param)
+		return engine.ToolCall{}, apicore.BadRequest(param+".function.name", "%s has no function name", param)
 	}
 	call := engine.ToolCall{Name: *tc.Function.Name, Arguments: "{}"}
 	if tc.ID != nil {
@@ -438,7 +375,7 @@ func parseToolCall(param string, tc toolCallBody) (engine.ToolCall, *Error) {
 	}
 	if a := tc.Function.Arguments; a != nil && *a != "" {
 		if !json.Valid([]byte(*a)) {
-			return engine.ToolCall{}, BadRequest(param+".function.arguments", "%s's arguments are not valid JSON", param)
+			return engine.ToolCall{}, apicore.BadRequest(param+".function.arguments", "%s's arguments are not valid JSON", param)
 		}
 		call.Arguments = *a
 	}
@@ -446,27 +383,27 @@ func parseToolCall(param string, tc toolCallBody) (engine.ToolCall, *Error) {
 }
 
 // parseTools reads tools and tool_choice (and the deprecated functions and function_call).
-func (b *chatBody) parseTools(r *ChatRequest) *Error {
+func (b *chatBody) parseTools(r *ChatRequest) *apicore.Error {
 	if len(b.Tools) > 0 && len(b.Functions) > 0 {
-		return BadRequest("functions", "send tools or functions, not both")
+		return apicore.BadRequest("functions", "send tools or functions, not both")
 	}
-	var fns []Function
+	var fns []apicore.Function
 	for i, t := range b.Tools {
 		param := fmt.Sprintf("tools[%d]", i)
 		if t.Type == nil || *t.Type != "function" {
-			return BadRequest(param+".type", "%s: only tools of type \"function\" are supported", param)
+			return apicore.BadRequest(param+".type", "%s: only tools of type \"function\" are supported", param)
 		}
 		if t.Function == nil {
-			return BadRequest(param+".function.name", "%s.function has no name", param)
+			return apicore.BadRequest(param+".function.name", "%s.function has no name", param)
 		}
 		f := t.Function
-		fns = append(fns, Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict, Param: param + ".function"})
+		fns = append(fns, apicore.Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict, Param: param + ".function"})
 	}
 	for i, f := range b.Functions {
-		fns = append(fns, Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict, Param: fmt.Sprintf("functions[%d]", i)})
+		fns = append(fns, apicore.Function{Name: f.Name, Description: f.Description, Parameters: f.Parameters, Strict: f.Strict, Param: fmt.Sprintf("functions[%d]", i)})
 	}
-	var err *Error
-	if r.Tools, err = Tools(fns, "tools"); err != nil {
+	var err *apicore.Error
+	if r.Tools, err = apicore.Tools(fns, "tools"); err != nil {
 		return err
 	}
 	r.ParallelToolCalls = b.ParallelToolCalls == nil || *b.ParallelToolCalls
@@ -481,7 +418,7 @@ func (b *chatBody) parseTools(r *ChatRequest) *Error {
 		var s string
 		_ = json.Unmarshal(choice, &s)
 		if s == engine.ToolChoiceFunction {
-			return BadRequest(param, "%s must be \"none\", \"auto\", \"required\" or a function, got %q", param, s)
+			return apicore.BadRequest(param, "%s must be \"none\", \"auto\", \"required\" or a function, got %q", param, s)
 		}
 		mode = s
 	case choice[0] == '{':
@@ -493,7 +430,7 @@ func (b *chatBody) parseTools(r *ChatRequest) *Error {
 			} `json:"function"`
 		}
 		if err := json.Unmarshal(choice, &c); err != nil {
-			return BadRequest(param, "%s is not a valid object: %v", param, err)
+			return apicore.BadRequest(param, "%s is not a valid object: %v", param, err)
 		}
 		name = c.Function.Name
 		if name == "" {
@@ -501,25 +438,13 @@ func (b *chatBody) parseTools(r *ChatRequest) *Error {
 		}
 		mode = engine.ToolChoiceFunction
 	default:
-		return BadRequest(param, "invalid type for '%s': expected a string or an object", param)
+		return apicore.BadRequest(param, "invalid type for '%s': expected a string or an object", param)
 	}
-	r.ToolChoice, err = ToolChoice(mode, name, r.Tools, param)
+	r.ToolChoice, err = apicore.ToolChoice(mode, name, r.Tools, param)
 	return err
 }
 
-func validToolName(s string) bool {
-	if s == "" || len(s) > maxToolNameLen {
-		return false
-	}
-	for _, c := range s {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-func parseResponseFormat(f *responseFormat) (engine.ResponseFormat, *Error) {
+func parseResponseFormat(f *responseFormat) (engine.ResponseFormat, *apicore.Error) {
 	if f == nil {
 		return engine.ResponseFormat{}, nil
 	}
@@ -531,32 +456,32 @@ func parseResponseFormat(f *responseFormat) (engine.ResponseFormat, *Error) {
 	case engine.FormatJSONSchema:
 		js := f.JSONSchema
 		if js == nil {
-			return engine.ResponseFormat{}, BadRequest("response_format.json_schema", "response_format json_schema needs a json_schema object")
+			return engine.ResponseFormat{}, apicore.BadRequest("response_format.json_schema", "response_format json_schema needs a json_schema object")
 		}
 		if js.Name == "" {
-			return engine.ResponseFormat{}, BadRequest("response_format.json_schema.name", "the schema's name must be 1 to %d letters, digits, _ or -", maxToolNameLen)
+			return engine.ResponseFormat{}, apicore.BadRequest("response_format.json_schema.name", "the schema's name must be 1 to %d letters, digits, _ or -", apicore.MaxToolNameLen)
 		}
-		return JSONSchemaFormat(js.Name, js.Schema, js.Strict != nil && *js.Strict, "response_format.json_schema")
+		return apicore.JSONSchemaFormat(js.Name, js.Schema, js.Strict != nil && *js.Strict, "response_format.json_schema")
 	}
-	return engine.ResponseFormat{}, BadRequest("response_format.type", "response_format type %q is not text, json_object or json_schema", f.Type)
+	return engine.ResponseFormat{}, apicore.BadRequest("response_format.type", "response_format type %q is not text, json_object or json_schema", f.Type)
 }
 
-func parseLogitBias(m map[string]json.Number) (map[int32]float64, *Error) {
+func parseLogitBias(m map[string]json.Number) (map[int32]float64, *apicore.Error) {
 	if len(m) == 0 {
 		return nil, nil
 	}
 	if len(m) > maxLogitBias {
-		return nil, BadRequest("logit_bias", "logit_bias holds %d tokens, more than %d", len(m), maxLogitBias)
+		return nil, apicore.BadRequest("logit_bias", "logit_bias holds %d tokens, more than %d", len(m), maxLogitBias)
 	}
 	out := make(map[int32]float64, len(m))
 	for k, v := range m {
 		id, err := strconv.ParseInt(k, 10, 32)
 		if err != nil || id < 0 {
-			return nil, BadRequest("logit_bias", "logit_bias key %q is not a token id", k)
+			return nil, apicore.BadRequest("logit_bias", "logit_bias key %q is not a token id", k)
 		}
 		f, err := v.Float64()
 		if err != nil || math.IsNaN(f) || f < -maxLogitBiasAbs || f > maxLogitBiasAbs {
-			return nil, BadRequest("logit_bias", "logit_bias of token %s must be between -100 and 100, got %s", k, v)
+			return nil, apicore.BadRequest("logit_bias", "logit_bias of token %s must be between -100 and 100, got %s", k, v)
 		}
 		out[int32(id)] = f
 	}
@@ -564,77 +489,77 @@ func parseLogitBias(m map[string]json.Number) (map[int32]float64, *Error) {
 }
 
 // parseContent accepts a string or an array of text parts, which are joined.
-func parseContent(param string, raw json.RawMessage, nullable bool) (string, *Error) {
+func parseContent(param string, raw json.RawMessage, nullable bool) (string, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		if nullable {
 			return "", nil
 		}
-		return "", BadRequest(param, "%s is required", param)
+		return "", apicore.BadRequest(param, "%s is required", param)
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", BadRequest(param, "%s is not a valid string", param)
+			return "", apicore.BadRequest(param, "%s is not a valid string", param)
 		}
 		return s, nil
 	case raw[0] == '[':
 		var parts []contentPart
 		if err := json.Unmarshal(raw, &parts); err != nil {
-			return "", BadRequest(param, "%s must be a string or an array of content parts", param)
+			return "", apicore.BadRequest(param, "%s must be a string or an array of content parts", param)
 		}
 		var b strings.Builder
 		for j, p := range parts {
 			pp := fmt.Sprintf("%s[%d]", param, j)
 			if p.Type == nil {
-				return "", BadRequest(pp+".type", "%s is missing its type", pp)
+				return "", apicore.BadRequest(pp+".type", "%s is missing its type", pp)
 			}
 			if *p.Type != "text" {
-				return "", BadRequest(pp+".type", "content part type %q is not supported; only \"text\"", *p.Type)
+				return "", apicore.BadRequest(pp+".type", "content part type %q is not supported; only \"text\"", *p.Type)
 			}
 			if p.Text == nil {
-				return "", BadRequest(pp+".text", "%s is missing its text", pp)
+				return "", apicore.BadRequest(pp+".text", "%s is missing its text", pp)
 			}
 			b.WriteString(*p.Text)
 		}
 		return b.String(), nil
 	default:
-		return "", BadRequest(param, "invalid type for '%s': expected a string or an array of content parts", param)
+		return "", apicore.BadRequest(param, "invalid type for '%s': expected a string or an array of content parts", param)
 	}
 }
 
-func parsePrompt(raw json.RawMessage, r *CompletionRequest) *Error {
+func parsePrompt(raw json.RawMessage, r *CompletionRequest) *apicore.Error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
-		return BadRequest("prompt", "you must provide a prompt")
+		return apicore.BadRequest("prompt", "you must provide a prompt")
 	}
 	switch raw[0] {
 	case '"':
 		if err := json.Unmarshal(raw, &r.Prompt); err != nil {
-			return BadRequest("prompt", "prompt is not a valid string")
+			return apicore.BadRequest("prompt", "prompt is not a valid string")
 		}
 		return nil
 	case '[':
 	default:
-		return BadRequest("prompt", "invalid type for 'prompt': expected a string, an array of strings or an array of token ids")
+		return apicore.BadRequest("prompt", "invalid type for 'prompt': expected a string, an array of strings or an array of token ids")
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return BadRequest("prompt", "prompt is not a valid array")
+		return apicore.BadRequest("prompt", "prompt is not a valid array")
 	}
 	if len(items) == 0 {
-		return BadRequest("prompt", "prompt must not be empty")
+		return apicore.BadRequest("prompt", "prompt must not be empty")
 	}
 	first := bytes.TrimSpace(items[0])
 	switch {
 	case len(first) > 0 && first[0] == '"':
 		if len(items) > 1 {
-			return BadRequest("prompt", "batched prompts are not supported; send one prompt per request")
+			return apicore.BadRequest("prompt", "batched prompts are not supported; send one prompt per request")
 		}
 		return parsePrompt(first, r)
 	case len(first) > 0 && first[0] == '[':
 		if len(items) > 1 {
-			return BadRequest("prompt", "batched prompts are not supported; send one prompt per request")
+			return apicore.BadRequest("prompt", "batched prompts are not supported; send one prompt per request")
 		}
 		return parsePrompt(first, r)
 	}
@@ -642,7 +567,7 @@ func parsePrompt(raw json.RawMessage, r *CompletionRequest) *Error {
 	for i, it := range items {
 		var id int64
 		if err := json.Unmarshal(it, &id); err != nil || id < 0 || id > math.MaxInt32 {
-			return BadRequest("prompt", "prompt[%d] is not a valid token id", i)
+			return apicore.BadRequest("prompt", "prompt[%d] is not a valid token id", i)
 		}
 		ids[i] = int32(id)
 	}
@@ -650,46 +575,38 @@ func parsePrompt(raw json.RawMessage, r *CompletionRequest) *Error {
 	return nil
 }
 
-func parseStream(stream *bool, opts *streamOptions) (bool, bool, *Error) {
+func parseStream(stream *bool, opts *streamOptions) (bool, bool, *apicore.Error) {
 	s := stream != nil && *stream
 	if opts == nil {
 		return s, false, nil
 	}
 	if !s {
-		return false, false, BadRequest("stream_options", "stream_options is only allowed when stream is true")
+		return false, false, apicore.BadRequest("stream_options", "stream_options is only allowed when stream is true")
 	}
 	return true, opts.IncludeUsage != nil && *opts.IncludeUsage, nil
 }
 
-// checkCount checks a count the client sent against [least, maxCount].
-func checkCount(param string, v, least int) *Error {
-	if v < least || v > maxCount {
-		return BadRequest(param, "%s must be between %d and %d, got %d", param, least, maxCount, v)
-	}
-	return nil
-}
-
-func checkN(n *int, param string) *Error {
+func checkN(n *int, param string) *apicore.Error {
 	if n != nil && *n != 1 {
-		return BadRequest(param, "%s must be 1: this server returns one choice per request (got %d)", param, *n)
+		return apicore.BadRequest(param, "%s must be 1: this server returns one choice per request (got %d)", param, *n)
 	}
 	return nil
 }
 
 // applySampling validates the shared sampling fields into s.
-func (c *commonBody) applySampling(s *engine.Sampling) *Error {
+func (c *commonBody) applySampling(s *engine.Sampling) *apicore.Error {
 	stops, err := parseStop(c.Stop)
 	if err != nil {
 		return err
 	}
-	return Sampling{
+	return apicore.Sampling{
 		Temperature: c.Temperature, TopP: c.TopP, TopK: c.TopK, MinP: c.MinP, Seed: c.Seed,
 		PresencePenalty: c.PresencePenalty, FrequencyPenalty: c.FrequencyPenalty, RepetitionPenalty: c.RepetitionPenalty,
 		IgnoreEOS: c.IgnoreEOS, Stop: stops, DefaultTemperature: 1, // the OpenAI default
 	}.Apply(s)
 }
 
-func parseStop(raw json.RawMessage) ([]string, *Error) {
+func parseStop(raw json.RawMessage) ([]string, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return nil, nil
@@ -699,18 +616,18 @@ func parseStop(raw json.RawMessage) ([]string, *Error) {
 	case '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, BadRequest("stop", "stop is not a valid string")
+			return nil, apicore.BadRequest("stop", "stop is not a valid string")
 		}
 		stops = []string{s}
 	case '[':
 		if err := json.Unmarshal(raw, &stops); err != nil {
-			return nil, BadRequest("stop", "invalid type for 'stop': expected a string or an array of strings")
+			return nil, apicore.BadRequest("stop", "invalid type for 'stop': expected a string or an array of strings")
 		}
 	default:
-		return nil, BadRequest("stop", "invalid type for 'stop': expected a string or an array of strings")
+		return nil, apicore.BadRequest("stop", "invalid type for 'stop': expected a string or an array of strings")
 	}
 	if len(stops) > maxStopSequences {
-		return nil, BadRequest("stop", "stop takes at most %d sequences, got %d", maxStopSequences, len(stops))
+		return nil, apicore.BadRequest("stop", "stop takes at most %d sequences, got %d", maxStopSequences, len(stops))
 	}
 	return stops, nil
 }

@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -169,7 +170,7 @@ func TestParseChatErrors(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error for %s", c.body)
 			}
-			if err.Status != 400 || err.Type != openai.TypeInvalidRequest {
+			if err.Status != 400 || err.Type != apicore.TypeInvalidRequest {
 				t.Errorf("status %d type %q, want 400 invalid_request_error", err.Status, err.Type)
 			}
 			if err.Param != c.param {

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -20,7 +21,7 @@ func remoteFinal() *engine.Final {
 }
 
 // toolResult is a choice that thought, then called a tool without text.
-func toolResult() *openai.Result {
+func toolResult() *apicore.Result {
 	f := remoteFinal()
 	f.FinishReason = engine.FinishToolCalls
 	f.ToolCalls = []engine.ToolCall{{ID: "call_abc", Name: "get_weather", Arguments: `{"city":"Oslo"}`}}
@@ -30,7 +31,7 @@ func toolResult() *openai.Result {
 		engine.Event{Final: f})
 }
 
-func result() *openai.Result {
+func result() *apicore.Result {
 	return apitest.Result(
 		engine.Event{Progress: &engine.Progress{Done: 5, Total: 5}},
 		engine.Event{Token: &engine.Token{ID: 1, Text: "Hé", Logprob: apitest.Logprob("Hé", -0.5, -3)}},
@@ -43,46 +44,27 @@ func result() *openai.Result {
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]byte{
-		"chat_completion":        openai.AppendChatCompletion(nil, meta, openai.Results{result()}, true),
-		"chat_completion_plain":  openai.AppendChatCompletion(nil, meta, openai.Results{result()}, false),
-		"chat_completion_routed": openai.AppendChatCompletion(nil, apitest.Routed(meta), openai.Results{result()}, false),
-		"chat_completion_tools":  openai.AppendChatCompletion(nil, meta, openai.Results{toolResult()}, false),
-		"chat_completion_n2":     openai.AppendChatCompletion(nil, meta, openai.Results{result(), toolResult()}, false),
-		"chat_chunk_call_start": openai.AppendChatChunk(nil, meta, openai.ChatChunk{Index: 1, ToolCalls: []engine.ToolCallDelta{
+		"chat_completion":        openai.AppendChatCompletion(nil, meta, apicore.Results{result()}, true),
+		"chat_completion_plain":  openai.AppendChatCompletion(nil, meta, apicore.Results{result()}, false),
+		"chat_completion_routed": openai.AppendChatCompletion(nil, apitest.Routed(meta), apicore.Results{result()}, false),
+		"chat_completion_tools":  openai.AppendChatCompletion(nil, meta, apicore.Results{toolResult()}, false),
+		"chat_completion_n2":     openai.AppendChatCompletion(nil, meta, apicore.Results{result(), toolResult()}, false),
+		"chat_chunk_call_start": openai.AppendChatChunk(nil, openai.ChunkMeta{Meta: meta}, openai.ChatChunk{Index: 1, ToolCalls: []engine.ToolCallDelta{
 			{Index: 0, ID: "call_abc", Name: "get_weather", Arguments: ""}}}),
-		"chat_chunk_call_args":   openai.AppendChatChunk(nil, meta, openai.ChatChunk{ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}),
-		"chat_chunk_reasoning":   openai.AppendChatChunk(nil, meta, openai.ChatChunk{Role: true, Reasoning: "Let me think."}),
-		"chat_chunk_role":        openai.AppendChatChunk(nil, meta, openai.ChatChunk{Role: true, UsageNull: true}),
-		"chat_chunk_content":     openai.AppendChatChunk(nil, meta, openai.ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
-		"chat_chunk_final":       openai.AppendChatChunk(nil, meta, openai.ChatChunk{Finish: remoteFinal(), UsageNull: true}),
-		"usage_chunk":            openai.AppendUsageChunk(nil, "chat.completion.chunk", meta, remoteFinal().Usage),
-		"completion":             openai.AppendCompletion(nil, meta, openai.Results{result()}, true),
-		"completion_chunk":       openai.AppendCompletionChunk(nil, meta, openai.CompletionChunk{Text: "llo", Logprobs: result().Logprobs[1:], TextOffset: 3}),
-		"completion_chunk_final": openai.AppendCompletionChunk(nil, meta, openai.CompletionChunk{Finish: remoteFinal()}),
+		"chat_chunk_call_args":   openai.AppendChatChunk(nil, openai.ChunkMeta{Meta: meta}, openai.ChatChunk{ToolCalls: []engine.ToolCallDelta{{Index: 0, Arguments: `{"city":`}}}),
+		"chat_chunk_reasoning":   openai.AppendChatChunk(nil, openai.ChunkMeta{Meta: meta}, openai.ChatChunk{Role: true, Reasoning: "Let me think."}),
+		"chat_chunk_role":        openai.AppendChatChunk(nil, openai.ChunkMeta{Meta: meta}, openai.ChatChunk{Role: true, UsageNull: true}),
+		"chat_chunk_content":     openai.AppendChatChunk(nil, openai.ChunkMeta{Meta: meta}, openai.ChatChunk{Content: "hi \"there\"", Logprobs: result().Logprobs[:1]}),
+		"chat_chunk_final":       openai.AppendChatChunk(nil, openai.ChunkMeta{Meta: meta}, openai.ChatChunk{Finish: remoteFinal(), UsageNull: true}),
+		"usage_chunk":            openai.AppendUsageChunk(nil, "chat.completion.chunk", openai.ChunkMeta{Meta: meta}, remoteFinal().Usage),
+		"completion":             openai.AppendCompletion(nil, meta, apicore.Results{result()}, true),
+		"completion_chunk":       openai.AppendCompletionChunk(nil, openai.ChunkMeta{Meta: meta}, openai.CompletionChunk{Text: "llo", Logprobs: result().Logprobs[1:], TextOffset: 3}),
+		"completion_chunk_final": openai.AppendCompletionChunk(nil, openai.ChunkMeta{Meta: meta}, openai.CompletionChunk{Finish: remoteFinal()}),
 		"models":                 openai.AppendModelList(nil, []openai.Model{{ID: "a/b", Created: 1, OwnedBy: "duet"}, {ID: "c", Created: 2, OwnedBy: "duet"}}),
-		"error_model_not_found":  openai.ModelNotFound("gpt-9").AppendEnvelope(nil),
-		"error_bad_request":      openai.BadRequest("messages[0].role", "bad role").AppendEnvelope(nil),
 	}
 	for name, got := range cases {
 		t.Run(name, func(t *testing.T) {
 			apitest.GoldenJSON(t, name+".json", got)
 		})
-	}
-}
-
-func TestFromEngine(t *testing.T) {
-	t.Parallel()
-	cases := []struct {
-		code   engine.Code
-		status int
-	}{
-		{engine.CodeInvalidArgument, 400}, {engine.CodeContextLength, 400}, {engine.CodeNotFound, 404},
-		{engine.CodeResourceExhausted, 429}, {engine.CodeUnavailable, 503}, {engine.CodeInternal, 500}, {"weird", 500},
-	}
-	for _, c := range cases {
-		got := openai.FromEngine(&engine.Error{Code: c.code, Message: "m", Param: "p"})
-		if got.Status != c.status {
-			t.Errorf("%s: status %d, want %d", c.code, got.Status, c.status)
-		}
 	}
 }

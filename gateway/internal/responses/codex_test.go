@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -208,7 +208,7 @@ func TestHostedTools(t *testing.T) {
 	if got := strings.Join(r.IgnoredTools, ","); got != "web_search,file_search,code_interpreter,image_generation,local_shell" || len(r.Generate.Tools) != 1 {
 		t.Errorf("ignored %q, tools %v", got, r.Generate.Tools)
 	}
-	out := AppendResponse(nil, meta, r.Echo, &openai.Result{Final: apitest.Final(engine.FinishStop, usage)})
+	out := AppendResponse(nil, meta, r.Echo, &apicore.Result{Final: apitest.Final(engine.FinishStop, usage)})
 	if !bytes.Contains(out, []byte(`"ignored_tools":["web_search","file_search","code_interpreter","image_generation","local_shell"]`)) {
 		t.Errorf("the response does not name the ignored tools: %s", out)
 	}

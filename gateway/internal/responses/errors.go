@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // NotStored is the 404 of a request for a stored response (GET, DELETE, cancel, input items): duet stores
 // none.
-func NotStored(id string) *openai.Error {
-	return &openai.Error{
-		Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+func NotStored(id string) *apicore.Error {
+	return &apicore.Error{
+		Status: http.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "not_found",
 		Message: fmt.Sprintf("Response with id '%s' not found: duet does not store responses (it keeps no state "+
 			"between requests), so none can be retrieved, deleted or cancelled. Read a response when it is made, "+
 			"and send the whole conversation as input.", id),
@@ -27,7 +27,7 @@ var params = map[string]string{
 }
 
 // Rename returns e with its param spelled as this API spells it.
-func Rename(e *openai.Error) *openai.Error {
+func Rename(e *apicore.Error) *apicore.Error {
 	p, ok := params[e.Param]
 	if !ok {
 		return e

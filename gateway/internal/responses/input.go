@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -45,26 +45,26 @@ var roles = map[string]string{"user": "user", "assistant": "assistant", "system"
 // unsupportedParts are content the API takes that a text model cannot read.
 var unsupportedParts = map[string]string{"input_image": "images", "input_file": "files", "input_audio": "audio"}
 
-func parseInput(raw json.RawMessage, tools *toolSet, sealer *Sealer) ([]engine.Message, *openai.Error) {
+func parseInput(raw json.RawMessage, tools *toolSet, sealer *Sealer) ([]engine.Message, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
-		return nil, openai.BadRequest("input", "input is required: duet keeps no conversations, so each request carries the whole conversation as input")
+		return nil, apicore.BadRequest("input", "input is required: duet keeps no conversations, so each request carries the whole conversation as input")
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, openai.BadRequest("input", "input is not a valid string")
+			return nil, apicore.BadRequest("input", "input is not a valid string")
 		}
 		return []engine.Message{{Role: "user", Content: s}}, nil
 	case raw[0] != '[':
-		return nil, openai.BadRequest("input", "invalid type for 'input': expected a string or an array of input items")
+		return nil, apicore.BadRequest("input", "invalid type for 'input': expected a string or an array of input items")
 	}
 	var items []json.RawMessage
 	if err := json.Unmarshal(raw, &items); err != nil {
-		return nil, openai.BadRequest("input", "input is not a valid array")
+		return nil, apicore.BadRequest("input", "input is not a valid array")
 	}
 	if len(items) == 0 {
-		return nil, openai.BadRequest("input", "input must not be empty")
+		return nil, apicore.BadRequest("input", "input must not be empty")
 	}
 	c := conversation{calls: map[string]string{}, tools: tools, sealer: sealer}
 	for i, it := range items {
@@ -87,7 +87,7 @@ type conversation struct {
 	sealer    *Sealer           // opens reasoning's encrypted_content; nil: ignore it
 }
 
-func (c *conversation) add(param string, raw json.RawMessage) *openai.Error {
+func (c *conversation) add(param string, raw json.RawMessage) *apicore.Error {
 	var it itemBody
 	if err := decodeAt(raw, param, &it); err != nil {
 		return err
@@ -96,7 +96,7 @@ func (c *conversation) add(param string, raw json.RawMessage) *openai.Error {
 	if it.Type != nil {
 		typ = *it.Type
 	} else if it.Role == nil {
-		return openai.BadRequest(param+".type", "%s has neither a type nor a role", param)
+		return apicore.BadRequest(param+".type", "%s has neither a type nor a role", param)
 	}
 	switch typ {
 	case "message":
@@ -113,18 +113,18 @@ func (c *conversation) add(param string, raw json.RawMessage) *openai.Error {
 	case "reasoning":
 		return c.addReasoning(param, &it)
 	case "item_reference":
-		return openai.BadRequest(param+".type", "%s is an item_reference, but duet does not store items: send the item itself", param)
+		return apicore.BadRequest(param+".type", "%s is an item_reference, but duet does not store items: send the item itself", param)
 	}
-	return openai.BadRequest(param+".type", "%s: input item type %q is not supported; duet takes message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning and additional_tools items", param, typ)
+	return apicore.BadRequest(param+".type", "%s: input item type %q is not supported; duet takes message, function_call, function_call_output, custom_tool_call, custom_tool_call_output, reasoning and additional_tools items", param, typ)
 }
 
-func (c *conversation) message(param string, it *itemBody) *openai.Error {
+func (c *conversation) message(param string, it *itemBody) *apicore.Error {
 	if it.Role == nil {
-		return openai.BadRequest(param+".role", "%s is missing the role", param)
+		return apicore.BadRequest(param+".role", "%s is missing the role", param)
 	}
 	role, ok := roles[*it.Role]
 	if !ok {
-		return openai.BadRequest(param+".role", "invalid role %q: expected user, assistant, system or developer (a tool's answer is a function_call_output item)", *it.Role)
+		return apicore.BadRequest(param+".role", "invalid role %q: expected user, assistant, system or developer (a tool's answer is a function_call_output item)", *it.Role)
 	}
 	content, err := parseContent(param+".content", it.Content, role == "assistant")
 	if err != nil {
@@ -142,16 +142,16 @@ func (c *conversation) message(param string, it *itemBody) *openai.Error {
 // functionCall adds a function_call item, or a custom_tool_call item (custom), to its turn. A call into a
 // namespace is a call of the function the model saw, NAMESPACE__NAME; a custom tool's input is the one
 // argument of its function.
-func (c *conversation) functionCall(param string, it *itemBody, custom bool) *openai.Error {
+func (c *conversation) functionCall(param string, it *itemBody, custom bool) *apicore.Error {
 	typ := "function_call"
 	if custom {
 		typ = "custom_tool_call"
 	}
 	if it.CallID == nil || *it.CallID == "" {
-		return openai.BadRequest(param+".call_id", "%s is a %s without call_id", param, typ)
+		return apicore.BadRequest(param+".call_id", "%s is a %s without call_id", param, typ)
 	}
 	if it.Name == nil || *it.Name == "" {
-		return openai.BadRequest(param+".name", "%s is a %s without name", param, typ)
+		return apicore.BadRequest(param+".name", "%s is a %s without name", param, typ)
 	}
 	call := engine.ToolCall{ID: *it.CallID, Name: *it.Name, Arguments: "{}"}
 	if ns := it.Namespace; ns != nil && *ns != "" {
@@ -160,7 +160,7 @@ func (c *conversation) functionCall(param string, it *itemBody, custom bool) *op
 	switch a := it.Arguments; {
 	case custom:
 		if it.Input == nil {
-			return openai.BadRequest(param+".input", "%s is a custom_tool_call without input", param)
+			return apicore.BadRequest(param+".input", "%s is a custom_tool_call without input", param)
 		}
 		args, _ := json.Marshal(struct {
 			Input string `json:"input"`
@@ -168,7 +168,7 @@ func (c *conversation) functionCall(param string, it *itemBody, custom bool) *op
 		call.Arguments = string(args)
 	case a != nil && *a != "":
 		if !json.Valid([]byte(*a)) {
-			return openai.BadRequest(param+".arguments", "%s's arguments are not valid JSON", param)
+			return apicore.BadRequest(param+".arguments", "%s's arguments are not valid JSON", param)
 		}
 		call.Arguments = *a
 	}
@@ -182,13 +182,13 @@ func (c *conversation) functionCall(param string, it *itemBody, custom bool) *op
 	return nil
 }
 
-func (c *conversation) functionCallOutput(param string, it *itemBody) *openai.Error {
+func (c *conversation) functionCallOutput(param string, it *itemBody) *apicore.Error {
 	if it.CallID == nil || *it.CallID == "" {
-		return openai.BadRequest(param+".call_id", "%s is a %s without call_id", param, *it.Type)
+		return apicore.BadRequest(param+".call_id", "%s is a %s without call_id", param, *it.Type)
 	}
 	name, ok := c.calls[*it.CallID]
 	if !ok {
-		return openai.BadRequest(param+".call_id", "no call before %s has call_id %q: send the function_call (or custom_tool_call) item of the earlier response before its output", param, *it.CallID)
+		return apicore.BadRequest(param+".call_id", "no call before %s has call_id %q: send the function_call (or custom_tool_call) item of the earlier response before its output", param, *it.CallID)
 	}
 	out, err := parseContent(param+".output", it.Output, false)
 	if err != nil {
@@ -203,11 +203,11 @@ func (c *conversation) functionCallOutput(param string, it *itemBody) *openai.Er
 // when this cluster sealed it (the whole reasoning, as the model wrote it), else its reasoning_text content,
 // else its summary. encrypted_content that does not open here (OpenAI's, another cluster's, or altered) is
 // dropped, as if the item had none: the conversation goes on without that reasoning rather than fail.
-func (c *conversation) addReasoning(param string, it *itemBody) *openai.Error {
+func (c *conversation) addReasoning(param string, it *itemBody) *apicore.Error {
 	var parts []partBody
 	if ct := bytes.TrimSpace(it.Content); len(ct) > 0 && string(ct) != "null" {
 		if err := json.Unmarshal(ct, &parts); err != nil {
-			return openai.BadRequest(param+".content", "%s.content must be an array of reasoning_text parts", param)
+			return apicore.BadRequest(param+".content", "%s.content must be an array of reasoning_text parts", param)
 		}
 	}
 	text := ""
@@ -240,26 +240,26 @@ func joinParts(parts []partBody, typ string) string {
 
 // parseContent reads a message's content or a function call's output: a string, or an array of text parts,
 // which are joined.
-func parseContent(param string, raw json.RawMessage, nullable bool) (string, *openai.Error) {
+func parseContent(param string, raw json.RawMessage, nullable bool) (string, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	switch {
 	case len(raw) == 0 || string(raw) == "null":
 		if nullable {
 			return "", nil
 		}
-		return "", openai.BadRequest(param, "%s is required", param)
+		return "", apicore.BadRequest(param, "%s is required", param)
 	case raw[0] == '"':
 		var s string
 		if err := json.Unmarshal(raw, &s); err != nil {
-			return "", openai.BadRequest(param, "%s is not a valid string", param)
+			return "", apicore.BadRequest(param, "%s is not a valid string", param)
 		}
 		return s, nil
 	case raw[0] != '[':
-		return "", openai.BadRequest(param, "invalid type for '%s': expected a string or an array of content parts", param)
+		return "", apicore.BadRequest(param, "invalid type for '%s': expected a string or an array of content parts", param)
 	}
 	var parts []json.RawMessage
 	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", openai.BadRequest(param, "%s must be a string or an array of content parts", param)
+		return "", apicore.BadRequest(param, "%s must be a string or an array of content parts", param)
 	}
 	var b strings.Builder
 	for j, pr := range parts {
@@ -269,7 +269,7 @@ func parseContent(param string, raw json.RawMessage, nullable bool) (string, *op
 			return "", err
 		}
 		if p.Type == nil {
-			return "", openai.BadRequest(pp+".type", "%s is missing its type", pp)
+			return "", apicore.BadRequest(pp+".type", "%s is missing its type", pp)
 		}
 		text, field := p.Text, "text"
 		switch t := *p.Type; {
@@ -277,12 +277,12 @@ func parseContent(param string, raw json.RawMessage, nullable bool) (string, *op
 		case t == "refusal":
 			text, field = p.Refusal, "refusal"
 		case unsupportedParts[t] != "":
-			return "", openai.BadRequest(pp+".type", "%s is %s, but duet serves text models, which cannot read %s; send text only", pp, t, unsupportedParts[t])
+			return "", apicore.BadRequest(pp+".type", "%s is %s, but duet serves text models, which cannot read %s; send text only", pp, t, unsupportedParts[t])
 		default:
-			return "", openai.BadRequest(pp+".type", "content part type %q is not supported; only input_text, output_text and refusal", t)
+			return "", apicore.BadRequest(pp+".type", "content part type %q is not supported; only input_text, output_text and refusal", t)
 		}
 		if text == nil {
-			return "", openai.BadRequest(pp+"."+field, "%s is missing its %s", pp, field)
+			return "", apicore.BadRequest(pp+"."+field, "%s is missing its %s", pp, field)
 		}
 		b.WriteString(*text)
 	}

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -102,9 +102,9 @@ type reasoningBody struct {
 }
 
 // Parse parses and validates a request body.
-func Parse(raw []byte, o Options) (Request, *openai.Error) {
+func Parse(raw []byte, o Options) (Request, *apicore.Error) {
 	var b body
-	if err := openai.Decode(raw, &b); err != nil {
+	if err := apicore.Decode(raw, &b); err != nil {
 		return Request{}, err
 	}
 	var r Request
@@ -113,13 +113,13 @@ func Parse(raw []byte, o Options) (Request, *openai.Error) {
 		if !utf8.Valid(b.Input) {
 			param = "input"
 		}
-		return r, openai.NotUTF8(param)
+		return r, apicore.NotUTF8(param)
 	}
 	if err := b.stateless(); err != nil {
 		return r, err
 	}
 	if b.Model == nil || *b.Model == "" {
-		return r, openai.BadRequest("model", "you must provide a model parameter")
+		return r, apicore.BadRequest("model", "you must provide a model parameter")
 	}
 	r.Model = *b.Model
 	g := &r.Generate
@@ -141,7 +141,7 @@ func Parse(raw []byte, o Options) (Request, *openai.Error) {
 			r.PromptBytes += len(c.Name) + len(c.Arguments)
 		}
 	}
-	if g.Tools, err = openai.Tools(tools.fns, "tools"); err != nil {
+	if g.Tools, err = apicore.Tools(tools.fns, "tools"); err != nil {
 		return r, err
 	}
 	r.IgnoredTools = tools.ignored
@@ -155,10 +155,10 @@ func Parse(raw []byte, o Options) (Request, *openai.Error) {
 			return r, err
 		}
 		if v := b.Text.Verbosity; v != nil && *v != "low" && *v != "medium" && *v != "high" {
-			return r, openai.BadRequest("text.verbosity", "text.verbosity must be low, medium or high, got %q", *v)
+			return r, apicore.BadRequest("text.verbosity", "text.verbosity must be low, medium or high, got %q", *v)
 		}
 	}
-	if err := (openai.Sampling{
+	if err := (apicore.Sampling{
 		Temperature: b.Temperature, TopP: b.TopP, MaxTokens: b.MaxOutputTokens, DefaultTemperature: 1,
 		Names: map[string]string{"max_tokens": "max_output_tokens"},
 	}).Apply(&g.Sampling); err != nil {
@@ -166,7 +166,7 @@ func Parse(raw []byte, o Options) (Request, *openai.Error) {
 	}
 	if b.Reasoning != nil {
 		if e := b.Reasoning.Effort; e != nil {
-			if g.TemplateVars, err = openai.ReasoningEffort(*e, g.TemplateVars, "reasoning.effort"); err != nil {
+			if g.TemplateVars, err = apicore.ReasoningEffort(*e, g.TemplateVars, "reasoning.effort"); err != nil {
 				return r, err
 			}
 		}
@@ -175,7 +175,7 @@ func Parse(raw []byte, o Options) (Request, *openai.Error) {
 			v     *string
 		}{{"reasoning.summary", b.Reasoning.Summary}, {"reasoning.generate_summary", b.Reasoning.GenerateSummary}} {
 			if s.v != nil && *s.v != "auto" && *s.v != "concise" && *s.v != "detailed" {
-				return r, openai.BadRequest(s.param, "%s must be auto, concise or detailed, got %q", s.param, *s.v)
+				return r, apicore.BadRequest(s.param, "%s must be auto, concise or detailed, got %q", s.param, *s.v)
 			}
 		}
 	}
@@ -201,68 +201,68 @@ func Parse(raw []byte, o Options) (Request, *openai.Error) {
 
 // stateless refuses what needs a response or conversation stored by the server. duet stores nothing, so these
 // are errors rather than requests quietly answered without the context the client meant to give.
-func (b *body) stateless() *openai.Error {
+func (b *body) stateless() *apicore.Error {
 	switch {
 	case b.Store != nil && *b.Store:
-		return openai.BadRequest("store", "duet does not store responses: it keeps no state between requests. "+
+		return apicore.BadRequest("store", "duet does not store responses: it keeps no state between requests. "+
 			"Send \"store\": false (or leave store out) and send the whole conversation as input.")
 	case b.PreviousResponseID != nil && *b.PreviousResponseID != "":
-		return openai.BadRequest("previous_response_id", "duet does not store responses, so it cannot continue "+
+		return apicore.BadRequest("previous_response_id", "duet does not store responses, so it cannot continue "+
 			"response %q: send the whole conversation as input instead (the earlier input items, the output items "+
 			"of each response and the new ones).", *b.PreviousResponseID)
 	case len(b.Conversation) > 0 && string(bytes.TrimSpace(b.Conversation)) != "null":
-		return openai.BadRequest("conversation", "duet does not store conversations: send the whole conversation as input instead.")
+		return apicore.BadRequest("conversation", "duet does not store conversations: send the whole conversation as input instead.")
 	case b.Background != nil && *b.Background:
-		return openai.BadRequest("background", "duet does not run responses in the background (it does not store them to be fetched later): send background false and wait for the answer, or stream it.")
+		return apicore.BadRequest("background", "duet does not run responses in the background (it does not store them to be fetched later): send background false and wait for the answer, or stream it.")
 	case len(b.Prompt) > 0 && string(bytes.TrimSpace(b.Prompt)) != "null":
-		return openai.BadRequest("prompt", "prompt templates are stored on OpenAI's platform; duet has none. Send instructions and input instead.")
+		return apicore.BadRequest("prompt", "prompt templates are stored on OpenAI's platform; duet has none. Send instructions and input instead.")
 	}
 	return nil
 }
 
 // checkRest validates the fields that change nothing duet does, so that a value OpenAI would refuse is refused
 // here too.
-func (b *body) checkRest() *openai.Error {
+func (b *body) checkRest() *apicore.Error {
 	if n := b.TopLogprobs; n != nil && *n != 0 {
-		return openai.BadRequest("top_logprobs", "top_logprobs is not supported on /v1/responses by this server; use /v1/chat/completions for logprobs")
+		return apicore.BadRequest("top_logprobs", "top_logprobs is not supported on /v1/responses by this server; use /v1/chat/completions for logprobs")
 	}
 	if n := b.MaxToolCalls; n != nil {
 		// It bounds calls of built-in tools, which duet has none of: any bound holds.
-		if err := openai.CheckCount("max_tool_calls", *n, 1); err != nil {
+		if err := apicore.CheckCount("max_tool_calls", *n, 1); err != nil {
 			return err
 		}
 	}
 	if t := b.Truncation; t != nil && *t != "auto" && *t != "disabled" {
-		return openai.BadRequest("truncation", "truncation must be auto or disabled, got %q", *t)
+		return apicore.BadRequest("truncation", "truncation must be auto or disabled, got %q", *t)
 	}
 	if len(b.Metadata) > maxMetadata {
-		return openai.BadRequest("metadata", "metadata holds at most %d pairs, got %d", maxMetadata, len(b.Metadata))
+		return apicore.BadRequest("metadata", "metadata holds at most %d pairs, got %d", maxMetadata, len(b.Metadata))
 	}
 	for k, v := range b.Metadata {
 		if len(k) > maxMetadataKeyLen {
-			return openai.BadRequest("metadata", "metadata key %q is longer than %d characters", k, maxMetadataKeyLen)
+			return apicore.BadRequest("metadata", "metadata key %q is longer than %d characters", k, maxMetadataKeyLen)
 		}
 		if len(v) > maxMetadataValueLen {
-			return openai.BadRequest("metadata", "metadata value of %q is longer than %d characters", k, maxMetadataValueLen)
+			return apicore.BadRequest("metadata", "metadata value of %q is longer than %d characters", k, maxMetadataValueLen)
 		}
 	}
 	return nil
 }
 
-func parseStream(stream *bool, opts json.RawMessage) (bool, *openai.Error) {
+func parseStream(stream *bool, opts json.RawMessage) (bool, *apicore.Error) {
 	s := stream != nil && *stream
 	if o := bytes.TrimSpace(opts); len(o) > 0 && string(o) != "null" {
 		if !s {
-			return false, openai.BadRequest("stream_options", "stream_options is only allowed when stream is true")
+			return false, apicore.BadRequest("stream_options", "stream_options is only allowed when stream is true")
 		}
 		if o[0] != '{' {
-			return false, openai.BadRequest("stream_options", "invalid type for 'stream_options': expected an object")
+			return false, apicore.BadRequest("stream_options", "invalid type for 'stream_options': expected an object")
 		}
 	}
 	return s, nil
 }
 
-func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoice, *openai.Error) {
+func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoice, *apicore.Error) {
 	raw = bytes.TrimSpace(raw)
 	mode, name := "", ""
 	switch {
@@ -270,7 +270,7 @@ func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoic
 	case raw[0] == '"':
 		_ = json.Unmarshal(raw, &mode)
 		if mode == engine.ToolChoiceFunction {
-			return engine.ToolChoice{}, openai.BadRequest("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}, got %q", mode)
+			return engine.ToolChoice{}, apicore.BadRequest("tool_choice", "tool_choice must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"name\": ...}, got %q", mode)
 		}
 	case raw[0] == '{':
 		var c struct {
@@ -283,40 +283,40 @@ func parseToolChoice(raw json.RawMessage, tools []engine.Tool) (engine.ToolChoic
 		}
 		switch {
 		case c.Type == nil:
-			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice is missing its type")
+			return engine.ToolChoice{}, apicore.BadRequest("tool_choice.type", "tool_choice is missing its type")
 		case *c.Type == "function" || *c.Type == "custom":
 		case *c.Type == "allowed_tools":
-			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice allowed_tools is not supported by this server; send only the allowed tools, with tool_choice auto or required")
+			return engine.ToolChoice{}, apicore.BadRequest("tool_choice.type", "tool_choice allowed_tools is not supported by this server; send only the allowed tools, with tool_choice auto or required")
 		default:
-			return engine.ToolChoice{}, openai.BadRequest("tool_choice.type", "tool_choice of type %q is not supported: duet serves only function and custom tools", *c.Type)
+			return engine.ToolChoice{}, apicore.BadRequest("tool_choice.type", "tool_choice of type %q is not supported: duet serves only function and custom tools", *c.Type)
 		}
 		if c.Name == nil || *c.Name == "" {
-			return engine.ToolChoice{}, openai.BadRequest("tool_choice.name", "tool_choice names no function")
+			return engine.ToolChoice{}, apicore.BadRequest("tool_choice.name", "tool_choice names no function")
 		}
 		mode, name = engine.ToolChoiceFunction, *c.Name
 		if c.Namespace != nil && *c.Namespace != "" {
 			name = *c.Namespace + namespaceSep + name
 		}
 	default:
-		return engine.ToolChoice{}, openai.BadRequest("tool_choice", "invalid type for 'tool_choice': expected a string or an object")
+		return engine.ToolChoice{}, apicore.BadRequest("tool_choice", "invalid type for 'tool_choice': expected a string or an object")
 	}
-	return openai.ToolChoice(mode, name, tools, "tool_choice")
+	return apicore.ToolChoice(mode, name, tools, "tool_choice")
 }
 
-func parseFormat(raw json.RawMessage) (engine.ResponseFormat, formatBody, *openai.Error) {
+func parseFormat(raw json.RawMessage) (engine.ResponseFormat, formatBody, *apicore.Error) {
 	var f formatBody
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		return engine.ResponseFormat{}, f, nil
 	}
 	if raw[0] != '{' {
-		return engine.ResponseFormat{}, f, openai.BadRequest("text.format", "invalid type for 'text.format': expected an object")
+		return engine.ResponseFormat{}, f, apicore.BadRequest("text.format", "invalid type for 'text.format': expected an object")
 	}
 	if err := decodeAt(raw, "text.format", &f); err != nil {
 		return engine.ResponseFormat{}, f, err
 	}
 	if f.Type == nil {
-		return engine.ResponseFormat{}, f, openai.BadRequest("text.format.type", "text.format is missing its type")
+		return engine.ResponseFormat{}, f, apicore.BadRequest("text.format.type", "text.format is missing its type")
 	}
 	switch *f.Type {
 	case engine.FormatText:
@@ -325,27 +325,27 @@ func parseFormat(raw json.RawMessage) (engine.ResponseFormat, formatBody, *opena
 		return engine.ResponseFormat{Type: engine.FormatJSONObject}, f, nil
 	case engine.FormatJSONSchema:
 		if f.Name == nil || *f.Name == "" {
-			return engine.ResponseFormat{}, f, openai.BadRequest("text.format.name", "text.format json_schema needs a name")
+			return engine.ResponseFormat{}, f, apicore.BadRequest("text.format.name", "text.format json_schema needs a name")
 		}
-		rf, err := openai.JSONSchemaFormat(*f.Name, f.Schema, f.Strict != nil && *f.Strict, "text.format")
+		rf, err := apicore.JSONSchemaFormat(*f.Name, f.Schema, f.Strict != nil && *f.Strict, "text.format")
 		return rf, f, err
 	}
-	return engine.ResponseFormat{}, f, openai.BadRequest("text.format.type", "text.format type %q is not text, json_object or json_schema", *f.Type)
+	return engine.ResponseFormat{}, f, apicore.BadRequest("text.format.type", "text.format type %q is not text, json_object or json_schema", *f.Type)
 }
 
 // decodeAt decodes the object raw, which sits at param in the body: type errors name the whole path.
-func decodeAt(raw json.RawMessage, param string, v any) *openai.Error {
+func decodeAt(raw json.RawMessage, param string, v any) *apicore.Error {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || raw[0] != '{' {
-		return openai.BadRequest(param, "invalid type for '%s': expected an object", param)
+		return apicore.BadRequest(param, "invalid type for '%s': expected an object", param)
 	}
-	err := openai.Decode(raw, v)
+	err := apicore.Decode(raw, v)
 	if err == nil {
 		return nil
 	}
 	if err.Param == "" {
-		return openai.BadRequest(param, "%s is not valid JSON", param)
+		return apicore.BadRequest(param, "%s is not valid JSON", param)
 	}
 	full := param + "." + err.Param
-	return openai.BadRequest(full, "%s", bytes.Replace([]byte(err.Message), []byte("'"+err.Param+"'"), []byte("'"+full+"'"), 1))
+	return apicore.BadRequest(full, "%s", bytes.Replace([]byte(err.Message), []byte("'"+err.Param+"'"), []byte("'"+full+"'"), 1))
 }

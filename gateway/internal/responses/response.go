@@ -5,7 +5,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -42,13 +42,13 @@ type item struct {
 
 // itemID names the index'th output item of response m: ids that are the same in a stream and in the whole
 // answer of a request, and that say which response they came from.
-func itemID(kind itemKind, m openai.Meta, index int) string {
+func itemID(kind itemKind, m apicore.Meta, index int) string {
 	prefix := [...]string{kindReasoning: "rs_", kindMessage: "msg_", kindCall: "fc_"}[kind]
 	return prefix + strings.TrimPrefix(m.ID, "resp_") + "_" + strconv.Itoa(index)
 }
 
 // callID is a function call's call_id: the engine's, or one made from the response's when the engine gave none.
-func callID(engineID string, m openai.Meta, index int) string {
+func callID(engineID string, m apicore.Meta, index int) string {
 	if engineID != "" {
 		return engineID
 	}
@@ -57,7 +57,7 @@ func callID(engineID string, m openai.Meta, index int) string {
 
 // outputItems are the output of a whole answer: reasoning, then the message, then the function calls. A message
 // comes when there is text, or when there would be no output at all (so output_text reads "").
-func outputItems(m openai.Meta, r *openai.Result) []*item {
+func outputItems(m apicore.Meta, r *apicore.Result) []*item {
 	var items []*item
 	add := func(kind itemKind) *item {
 		it := &item{kind: kind, id: itemID(kind, m, len(items)), index: len(items), status: statusCompleted}
@@ -83,7 +83,7 @@ func outputItems(m openai.Meta, r *openai.Result) []*item {
 }
 
 // AppendResponse appends the response object of a whole answer: r is the generation's one choice.
-func AppendResponse(dst []byte, m openai.Meta, echo *Echo, r *openai.Result) []byte {
+func AppendResponse(dst []byte, m apicore.Meta, echo *Echo, r *apicore.Result) []byte {
 	status := statusCompleted
 	if r.Final.FinishReason == engine.FinishLength {
 		status = statusIncomplete
@@ -99,13 +99,13 @@ type snapshot struct {
 	items           []*item
 	final           *engine.Final // nil until done: no usage yet
 	reasoningTokens int
-	err             *openai.Error // of a failed response
+	err             *apicore.Error // of a failed response
 }
 
 // appendResponse appends a response object.
-func appendResponse(dst []byte, m openai.Meta, echo *Echo, s snapshot) []byte {
+func appendResponse(dst []byte, m apicore.Meta, echo *Echo, s snapshot) []byte {
 	dst = append(dst, `{"id":`...)
-	dst = openai.AppendString(dst, m.ID)
+	dst = apicore.AppendString(dst, m.ID)
 	dst = append(dst, `,"object":"response","created_at":`...)
 	dst = strconv.AppendInt(dst, m.Created, 10)
 	dst = append(dst, `,"status":"`...)
@@ -129,7 +129,7 @@ func appendResponse(dst []byte, m openai.Meta, echo *Echo, s snapshot) []byte {
 		dst = append(dst, "null"...)
 	}
 	dst = append(dst, `,"model":`...)
-	dst = openai.AppendString(dst, m.Model)
+	dst = apicore.AppendString(dst, m.Model)
 	if echo != nil && len(echo.members) > 0 {
 		dst = append(dst, ',')
 		dst = append(dst, echo.members...)
@@ -145,7 +145,7 @@ func appendResponse(dst []byte, m openai.Meta, echo *Echo, s snapshot) []byte {
 	if f := s.final; f != nil {
 		dst = appendUsage(dst, f.Usage, s.reasoningTokens)
 		dst = append(dst, `,"timings":`...)
-		dst = openai.AppendTimings(dst, f.Timings, m.Route)
+		dst = apicore.AppendTimings(dst, f.Timings, m.Route)
 	} else {
 		dst = append(dst, "null"...)
 	}
@@ -153,15 +153,15 @@ func appendResponse(dst []byte, m openai.Meta, echo *Echo, s snapshot) []byte {
 }
 
 // appendResponseError appends a failed response's error: {"code", "message"}.
-func appendResponseError(dst []byte, e *openai.Error) []byte {
+func appendResponseError(dst []byte, e *apicore.Error) []byte {
 	code := e.Code
 	if code == "" {
 		code = "server_error"
 	}
 	dst = append(dst, `{"code":`...)
-	dst = openai.AppendString(dst, code)
+	dst = apicore.AppendString(dst, code)
 	dst = append(dst, `,"message":`...)
-	dst = openai.AppendString(dst, e.Message)
+	dst = apicore.AppendString(dst, e.Message)
 	return append(dst, '}')
 }
 
@@ -188,7 +188,7 @@ func appendItem(dst []byte, it *item, added bool, e *Echo) []byte {
 		status = statusInProgress
 	}
 	dst = append(dst, `{"id":`...)
-	dst = openai.AppendString(dst, it.id)
+	dst = apicore.AppendString(dst, it.id)
 	switch it.kind {
 	case kindReasoning:
 		dst = append(dst, `,"type":"reasoning","summary":[`...)
@@ -206,7 +206,7 @@ func appendItem(dst []byte, it *item, added bool, e *Echo) []byte {
 		if added || it.sealed == "" {
 			dst = append(dst, "null"...)
 		} else {
-			dst = openai.AppendString(dst, it.sealed)
+			dst = apicore.AppendString(dst, it.sealed)
 		}
 	case kindMessage:
 		dst = append(dst, `,"type":"message","role":"assistant","content":[`...)
@@ -221,24 +221,24 @@ func appendItem(dst []byte, it *item, added bool, e *Echo) []byte {
 		} else {
 			dst = append(dst, `,"type":"function_call","call_id":`...)
 		}
-		dst = openai.AppendString(dst, it.callID)
+		dst = apicore.AppendString(dst, it.callID)
 		dst = append(dst, `,"name":`...)
-		dst = openai.AppendString(dst, tn.name)
+		dst = apicore.AppendString(dst, tn.name)
 		if tn.namespace != "" {
 			dst = append(dst, `,"namespace":`...)
-			dst = openai.AppendString(dst, tn.namespace)
+			dst = apicore.AppendString(dst, tn.namespace)
 		}
 		switch {
 		case tn.custom && added:
 			dst = append(dst, `,"input":""`...)
 		case tn.custom:
 			dst = append(dst, `,"input":`...)
-			dst = openai.AppendString(dst, customInput(it.text.String()))
+			dst = apicore.AppendString(dst, customInput(it.text.String()))
 		case added:
 			dst = append(dst, `,"arguments":""`...)
 		default:
 			dst = append(dst, `,"arguments":`...)
-			dst = openai.AppendString(dst, it.text.String())
+			dst = apicore.AppendString(dst, it.text.String())
 		}
 	}
 	dst = append(dst, `,"status":"`...)
@@ -250,17 +250,17 @@ func appendItem(dst []byte, it *item, added bool, e *Echo) []byte {
 func appendPart(dst []byte, kind itemKind, text string) []byte {
 	if kind == kindReasoning {
 		dst = append(dst, `{"type":"reasoning_text","text":`...)
-		dst = openai.AppendString(dst, text)
+		dst = apicore.AppendString(dst, text)
 		return append(dst, '}')
 	}
 	dst = append(dst, `{"type":"output_text","text":`...)
-	dst = openai.AppendString(dst, text)
+	dst = apicore.AppendString(dst, text)
 	return append(dst, `,"annotations":[],"logprobs":[]}`...)
 }
 
 // appendSummary appends a reasoning summary part.
 func appendSummary(dst []byte, text string) []byte {
 	dst = append(dst, `{"type":"summary_text","text":`...)
-	dst = openai.AppendString(dst, text)
+	dst = apicore.AppendString(dst, text)
 	return append(dst, '}')
 }

@@ -13,8 +13,8 @@ import (
 	sdk "github.com/openai/openai-go/v3/packages/ssestream"
 	sdkresponses "github.com/openai/openai-go/v3/responses"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -62,7 +62,7 @@ var usage = engine.Usage{PromptTokens: 5, CompletionTokens: 4, CachedTokens: 2}
 // A script is what an engine says for one generation, ending with its final event.
 type script struct {
 	name   string
-	meta   openai.Meta
+	meta   apicore.Meta
 	body   string
 	events []engine.Event
 }
@@ -125,7 +125,7 @@ func scripts() []script {
 // whole renders a script as a whole answer.
 func whole(t *testing.T, s script) []byte {
 	t.Helper()
-	rs := openai.NewResults(1)
+	rs := apicore.NewResults(1)
 	for _, ev := range s.events {
 		rs.Add(ev)
 	}
@@ -133,7 +133,7 @@ func whole(t *testing.T, s script) []byte {
 }
 
 // streamed renders a script as a stream, and fail (when set) after the events instead of a final one.
-func streamed(t *testing.T, s script, fail *openai.Error) []byte {
+func streamed(t *testing.T, s script, fail *apicore.Error) []byte {
 	t.Helper()
 	st := NewStream(s.meta, echoOf(t, s.body))
 	dst := st.Start(nil)
@@ -165,9 +165,9 @@ func TestGolden(t *testing.T) {
 	}
 	failed := scripts()[0]
 	failed.events = failed.events[:4]
-	apitest.Golden(t, "stream_failed.sse", streamed(t, failed, openai.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
+	apitest.Golden(t, "stream_failed.sse", streamed(t, failed, apicore.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
 	// A hop whose owner died: the entry gateway has only the error to say, on a stream of its own.
-	apitest.Golden(t, "stream_failed_hop.sse", NewStream(meta, nil).Fail(nil, openai.Unavailable("node n2 stopped during the request (request id abc)")))
+	apitest.Golden(t, "stream_failed_hop.sse", NewStream(meta, nil).Fail(nil, apicore.Unavailable("node n2 stopped during the request (request id abc)")))
 	apitest.Golden(t, "error_not_stored.json", append(NotStored("resp_123").AppendEnvelope(nil), '\n'))
 }
 
@@ -321,7 +321,7 @@ func TestOpenAIGoReads(t *testing.T) {
 	t.Run("failed", func(t *testing.T) {
 		t.Parallel()
 		s := scripts()[0]
-		stream := sdkStream(streamed(t, s, openai.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
+		stream := sdkStream(streamed(t, s, apicore.FromEngine(&engine.Error{Code: engine.CodeInternal, Message: "the engine failed mid-stream"})))
 		n := 0
 		for stream.Next() {
 			n++
@@ -342,7 +342,7 @@ func sdkStream(b []byte) *sdk.Stream[sdkresponses.ResponseStreamEventUnion] {
 func TestFailedStream(t *testing.T) {
 	t.Parallel()
 	s := scripts()[0]
-	evs := apitest.SSE(t, streamed(t, s, openai.TooManyRequests("the engine is at capacity")))
+	evs := apitest.SSE(t, streamed(t, s, apicore.TooManyRequests("the engine is at capacity")))
 	if n := len(evs); n < 2 || evs[n-2].Name != "error" || evs[n-1].Name != "response.failed" {
 		t.Fatalf("events end %v", evs)
 	}
@@ -363,7 +363,7 @@ func TestFailedStream(t *testing.T) {
 func TestRename(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct{ in, want string }{{"messages", "input"}, {"max_tokens", "max_output_tokens"}, {"response_format", "text.format"}, {"tools", "tools"}, {"", ""}} {
-		e := openai.BadRequest(c.in, "x")
+		e := apicore.BadRequest(c.in, "x")
 		if got := Rename(e); got.Param != c.want || e.Param != c.in {
 			t.Errorf("%q: renamed %q (the original now %q), want %q", c.in, got.Param, e.Param, c.want)
 		}

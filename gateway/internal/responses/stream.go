@@ -3,7 +3,7 @@ package responses
 import (
 	"strconv"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -32,7 +32,7 @@ import (
 //
 // A Stream is used by one goroutine.
 type Stream struct {
-	meta  openai.Meta
+	meta  apicore.Meta
 	echo  *Echo
 	seq   int
 	items []*item
@@ -43,7 +43,7 @@ type Stream struct {
 }
 
 // NewStream starts rendering a stream for response m.
-func NewStream(m openai.Meta, echo *Echo) *Stream {
+func NewStream(m apicore.Meta, echo *Echo) *Stream {
 	return &Stream{meta: m, echo: echo, calls: map[int]int{}}
 }
 
@@ -130,7 +130,7 @@ func (s *Stream) Final(dst []byte, f *engine.Final) []byte {
 }
 
 // Fail renders an error that ends the stream: an error event, then response.failed with the output so far.
-func (s *Stream) Fail(dst []byte, e *openai.Error) []byte {
+func (s *Stream) Fail(dst []byte, e *apicore.Error) []byte {
 	if s.open != nil {
 		s.open.status, s.open = statusIncomplete, nil
 	}
@@ -138,7 +138,7 @@ func (s *Stream) Fail(dst []byte, e *openai.Error) []byte {
 	dst = append(dst, `,"code":`...)
 	dst = appendNullable(dst, e.Code)
 	dst = append(dst, `,"message":`...)
-	dst = openai.AppendString(dst, e.Message)
+	dst = apicore.AppendString(dst, e.Message)
 	dst = append(dst, `,"param":`...)
 	dst = appendNullable(dst, e.Param)
 	env := e.AppendEnvelope(nil) // {"error":{...}}
@@ -201,7 +201,7 @@ func (s *Stream) delta(dst []byte, it *item, text string) []byte {
 	}
 	dst = where(dst, it, r)
 	dst = append(dst, `,"delta":`...)
-	dst = openai.AppendString(dst, text)
+	dst = apicore.AppendString(dst, text)
 	if it.kind == kindMessage {
 		dst = append(dst, `,"logprobs":[]`...)
 	}
@@ -222,20 +222,20 @@ func (s *Stream) closeOpen(dst []byte, status string) []byte {
 		dst = s.head(dst, "response.custom_tool_call_input.delta")
 		dst = where(dst, it, refID)
 		dst = append(dst, `,"delta":`...)
-		dst = openai.AppendString(dst, input)
+		dst = apicore.AppendString(dst, input)
 		dst = end(dst)
 		dst = s.head(dst, "response.custom_tool_call_input.done")
 		dst = where(dst, it, refID)
 		dst = append(dst, `,"input":`...)
-		dst = openai.AppendString(dst, input)
+		dst = apicore.AppendString(dst, input)
 		dst = end(dst)
 	case it.kind == kindCall:
 		dst = s.head(dst, "response.function_call_arguments.done")
 		dst = where(dst, it, refID)
 		dst = append(dst, `,"name":`...)
-		dst = openai.AppendString(dst, s.echo.tool(it.name).name)
+		dst = apicore.AppendString(dst, s.echo.tool(it.name).name)
 		dst = append(dst, `,"arguments":`...)
-		dst = openai.AppendString(dst, text)
+		dst = apicore.AppendString(dst, text)
 		dst = end(dst)
 	default:
 		typ := "response.output_text.done"
@@ -245,7 +245,7 @@ func (s *Stream) closeOpen(dst []byte, status string) []byte {
 		dst = s.head(dst, typ)
 		dst = where(dst, it, refPart)
 		dst = append(dst, `,"text":`...)
-		dst = openai.AppendString(dst, text)
+		dst = apicore.AppendString(dst, text)
 		if it.kind == kindMessage {
 			dst = append(dst, `,"logprobs":[]`...)
 		}
@@ -292,7 +292,7 @@ const (
 func where(dst []byte, it *item, r ref) []byte {
 	if r >= refID {
 		dst = append(dst, `,"item_id":`...)
-		dst = openai.AppendString(dst, it.id)
+		dst = apicore.AppendString(dst, it.id)
 	}
 	dst = append(dst, `,"output_index":`...)
 	dst = strconv.AppendInt(dst, int64(it.index), 10)
@@ -308,7 +308,7 @@ func appendNullable(dst []byte, s string) []byte {
 	if s == "" {
 		return append(dst, "null"...)
 	}
-	return openai.AppendString(dst, s)
+	return apicore.AppendString(dst, s)
 }
 
 // summary renders the events of a reasoning item's one summary part, which is its whole text: it is known when
@@ -328,7 +328,7 @@ func (s *Stream) summary(dst []byte, it *item, text string) []byte {
 		if ev.field == "part" {
 			dst = appendSummary(dst, ev.value)
 		} else {
-			dst = openai.AppendString(dst, ev.value)
+			dst = apicore.AppendString(dst, ev.value)
 		}
 		dst = end(dst)
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // Tools: the model sees functions, and the Responses API's other kinds of tool become functions, or are left
@@ -76,13 +76,13 @@ type toolName struct {
 // toolSet gathers a request's tools, from its tools and from additional_tools input items.
 type toolSet struct {
 	hosted  HostedTools
-	fns     []openai.Function
+	fns     []apicore.Function
 	names   map[string]toolName // the function's name -> what it stands for, for those that are not plain functions
 	ignored []string            // hosted tool types left out, in order, each once
 }
 
 // add adds the tools of the array at param.
-func (s *toolSet) add(param string, raw []json.RawMessage) *openai.Error {
+func (s *toolSet) add(param string, raw []json.RawMessage) *apicore.Error {
 	for i, r := range raw {
 		if err := s.addTool(fmt.Sprintf("%s[%d]", param, i), r, ""); err != nil {
 			return err
@@ -91,13 +91,13 @@ func (s *toolSet) add(param string, raw []json.RawMessage) *openai.Error {
 	return nil
 }
 
-func (s *toolSet) addTool(param string, raw json.RawMessage, namespace string) *openai.Error {
+func (s *toolSet) addTool(param string, raw json.RawMessage, namespace string) *apicore.Error {
 	var t toolBody
 	if err := decodeAt(raw, param, &t); err != nil {
 		return err
 	}
 	if t.Type == nil {
-		return openai.BadRequest(param+".type", "%s is missing its type", param)
+		return apicore.BadRequest(param+".type", "%s is missing its type", param)
 	}
 	switch typ := *t.Type; {
 	case typ == "function":
@@ -106,7 +106,7 @@ func (s *toolSet) addTool(param string, raw json.RawMessage, namespace string) *
 			strict = new(bool)
 			*strict = true // the Responses API's default, unlike chat's
 		}
-		f := openai.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: strict, Param: param}
+		f := apicore.Function{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: strict, Param: param}
 		if namespace != "" {
 			s.qualify(&f, namespace, false)
 		}
@@ -120,7 +120,7 @@ func (s *toolSet) addTool(param string, raw json.RawMessage, namespace string) *
 		s.fns = append(s.fns, f)
 	case typ == "namespace" && namespace == "":
 		if t.Name == nil || !validName(*t.Name) {
-			return openai.BadRequest(param+".name", "%s: a namespace's name must be 1 to 64 letters, digits, _ or -", param)
+			return apicore.BadRequest(param+".name", "%s: a namespace's name must be 1 to 64 letters, digits, _ or -", param)
 		}
 		ns := *t.Name
 		for i, m := range t.Tools {
@@ -139,7 +139,7 @@ func (s *toolSet) addTool(param string, raw json.RawMessage, namespace string) *
 		}
 	case hostedTools[typ] != "" && namespace == "":
 		if s.hosted == HostedToolsError {
-			return openai.BadRequest(param+".type", "%s is of type %q, %s: duet runs only the client's tools (function, custom and namespace), and this server refuses others (--hosted-tools=error)", param, typ, hostedTools[typ])
+			return apicore.BadRequest(param+".type", "%s is of type %q, %s: duet runs only the client's tools (function, custom and namespace), and this server refuses others (--hosted-tools=error)", param, typ, hostedTools[typ])
 		}
 		for _, seen := range s.ignored {
 			if seen == typ {
@@ -152,15 +152,15 @@ func (s *toolSet) addTool(param string, raw json.RawMessage, namespace string) *
 		if namespace != "" {
 			where = "a namespace holds only function and custom tools"
 		}
-		return openai.BadRequest(param+".type", "%s: tool type %q is not supported; %s", param, typ, where)
+		return apicore.BadRequest(param+".type", "%s: tool type %q is not supported; %s", param, typ, where)
 	}
 	return nil
 }
 
 // qualify renames f to the function the model sees for a tool of namespace, and remembers what it stands for.
-func (s *toolSet) qualify(f *openai.Function, namespace string, custom bool) {
+func (s *toolSet) qualify(f *apicore.Function, namespace string, custom bool) {
 	if f.Name == nil {
-		return // openai.Tools says it has no name
+		return // apicore.Tools says it has no name
 	}
 	tn := toolName{namespace: namespace, name: *f.Name, custom: custom}
 	name := *f.Name
@@ -175,7 +175,7 @@ func (s *toolSet) qualify(f *openai.Function, namespace string, custom bool) {
 }
 
 // customFunction is the function a custom tool is to the model: one string argument, input.
-func customFunction(param string, t *toolBody) (openai.Function, *openai.Error) {
+func customFunction(param string, t *toolBody) (apicore.Function, *apicore.Error) {
 	input := map[string]any{"type": "string", "description": "the tool's input, free-form text"}
 	var desc strings.Builder
 	if t.Description != nil {
@@ -184,15 +184,15 @@ func customFunction(param string, t *toolBody) (openai.Function, *openai.Error) 
 	if f := bytes.TrimSpace(t.Format); len(f) > 0 && string(f) != "null" {
 		var cf customFormat
 		if err := decodeAt(f, param+".format", &cf); err != nil {
-			return openai.Function{}, err
+			return apicore.Function{}, err
 		}
 		switch {
 		case cf.Type == nil:
-			return openai.Function{}, openai.BadRequest(param+".format.type", "%s.format is missing its type", param)
+			return apicore.Function{}, apicore.BadRequest(param+".format.type", "%s.format is missing its type", param)
 		case *cf.Type == "text":
 		case *cf.Type == "grammar":
 			if cf.Definition == nil || *cf.Definition == "" {
-				return openai.Function{}, openai.BadRequest(param+".format.definition", "%s.format is a grammar without a definition", param)
+				return apicore.Function{}, apicore.BadRequest(param+".format.definition", "%s.format is a grammar without a definition", param)
 			}
 			syntax := ""
 			if cf.Syntax != nil {
@@ -209,10 +209,10 @@ func customFunction(param string, t *toolBody) (openai.Function, *openai.Error) 
 				desc.WriteString("The input must match this Lark grammar:\n")
 				desc.WriteString(*cf.Definition)
 			default:
-				return openai.Function{}, openai.BadRequest(param+".format.syntax", "%s.format.syntax must be lark or regex, got %q", param, syntax)
+				return apicore.Function{}, apicore.BadRequest(param+".format.syntax", "%s.format.syntax must be lark or regex, got %q", param, syntax)
 			}
 		default:
-			return openai.Function{}, openai.BadRequest(param+".format.type", "%s.format.type must be text or grammar, got %q", param, *cf.Type)
+			return apicore.Function{}, apicore.BadRequest(param+".format.type", "%s.format.type must be text or grammar, got %q", param, *cf.Type)
 		}
 	}
 	params, _ := json.Marshal(map[string]any{
@@ -220,7 +220,7 @@ func customFunction(param string, t *toolBody) (openai.Function, *openai.Error) 
 	})
 	d := desc.String()
 	strict := true
-	return openai.Function{Name: t.Name, Description: &d, Parameters: params, Strict: &strict, Param: param}, nil
+	return apicore.Function{Name: t.Name, Description: &d, Parameters: params, Strict: &strict, Param: param}, nil
 }
 
 // validName is OpenAI's pattern of tool names.

@@ -13,9 +13,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -90,7 +90,7 @@ func (a *adminAPI) updateLink(c *fiber.Ctx) error {
 }
 
 func linkNotFound(id string) error {
-	return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+	return &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "not_found",
 		Message: fmt.Sprintf("no instance link %q", id)}
 }
 
@@ -98,7 +98,7 @@ func linkNotFound(id string) error {
 func (a *adminAPI) writeLink(c *fiber.Ctx, id string, update bool) error {
 	var b linkBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
-		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
+		return apicore.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
 	}
 	check, err := cluster.CheckLink(a.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
 	if err != nil {
@@ -106,12 +106,12 @@ func (a *adminAPI) writeLink(c *fiber.Ctx, id string, update bool) error {
 		if strings.Contains(err.Error(), "decode_instances") {
 			param = "decode_instances"
 		}
-		return openai.BadRequest(param, "%v", err)
+		return apicore.BadRequest(param, "%v", err)
 	}
 	if err := a.agent.Cluster().PutInstanceLink(cluster.InstanceLink{
 		LinkID: id, PrefillInstances: b.PrefillInstances, DecodeInstances: b.DecodeInstances,
 	}); err != nil {
-		return openai.BadRequest("", "%v", err)
+		return apicore.BadRequest("", "%v", err)
 	}
 	verb := "created"
 	if update {
@@ -127,7 +127,7 @@ func (a *adminAPI) deleteLink(c *fiber.Ctx) error {
 		return linkNotFound(id)
 	}
 	if err != nil {
-		return openai.Internal(err.Error())
+		return apicore.Internal(err.Error())
 	}
 	return c.JSON(fiber.Map{"message": "instance link deleted", "command_id": commandID(), "link_id": id})
 }
@@ -161,31 +161,31 @@ func (a *adminAPI) getRouter(c *fiber.Ctx) error {
 // after its calls returned. A router that fails to start leaves the old one in place.
 func (a *adminAPI) putRouter(c *fiber.Ctx) error {
 	if a.swap == nil {
-		return &openai.Error{Status: fiber.StatusNotImplemented, Type: openai.TypeServer, Message: "this gateway cannot swap its router"}
+		return &apicore.Error{Status: fiber.StatusNotImplemented, Type: apicore.TypeServer, Message: "this gateway cannot swap its router"}
 	}
 	var b struct {
 		Router string `json:"router"`
 		SHA256 string `json:"sha256"`
 	}
 	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Router == "" {
-		return openai.BadRequest("router", "the body must be {\"router\": name, \"sha256\"?: hex}")
+		return apicore.BadRequest("router", "the body must be {\"router\": name, \"sha256\"?: hex}")
 	}
 	var sum []byte
 	if b.SHA256 != "" {
 		var err error
 		if sum, err = decodeHex32(b.SHA256); err != nil {
-			return openai.BadRequest("sha256", "%v", err)
+			return apicore.BadRequest("sha256", "%v", err)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := a.swap.SwapRouter(ctx, b.Router, sum); err != nil {
 		if errors.Is(err, node.ErrRouterRefused) {
-			return openai.BadRequest("router", "the router was not swapped: %s", strings.TrimPrefix(err.Error(), node.ErrRouterRefused.Error()+": "))
+			return apicore.BadRequest("router", "the router was not swapped: %s", strings.TrimPrefix(err.Error(), node.ErrRouterRefused.Error()+": "))
 		}
 		// What a plugin printed (its stderr, a handshake line on its stdout) is for the operator's log only.
 		a.log.Warn("router swap failed", "request_id", requestIDOf(c), "router", b.Router, "error", err)
-		return openai.BadRequest("router", "the router was not swapped: router %q did not start; the gateway's log says why (request id %s)", b.Router, requestIDOf(c))
+		return apicore.BadRequest("router", "the router was not swapped: router %q did not start; the gateway's log says why (request id %s)", b.Router, requestIDOf(c))
 	}
 	a.log.Info("router swapped", "router", a.swap.Current())
 	return c.JSON(fiber.Map{"router": a.swap.Current(), "message": "new requests use this router"})
@@ -220,7 +220,7 @@ func decodeHex32(s string) ([]byte, error) {
 func (a *adminAPI) listKeys(c *fiber.Ctx) error {
 	st, err := a.agent.Cluster().ListKeys()
 	if err != nil {
-		return openai.BadRequest("", "%v", err)
+		return apicore.BadRequest("", "%v", err)
 	}
 	return c.JSON(st)
 }
@@ -233,11 +233,11 @@ func (a *adminAPI) changeKeys(c *fiber.Ctx) error {
 		Key string `json:"key"`
 	}
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
-		return openai.BadRequest("", "the body must be {\"op\": install|use|remove, \"key\": base64}")
+		return apicore.BadRequest("", "the body must be {\"op\": install|use|remove, \"key\": base64}")
 	}
 	key, err := base64.StdEncoding.DecodeString(b.Key)
 	if err != nil {
-		return openai.BadRequest("key", "key is not base64: %v", err)
+		return apicore.BadRequest("key", "key is not base64: %v", err)
 	}
 	cl := a.agent.Cluster()
 	switch b.Op {
@@ -248,10 +248,10 @@ func (a *adminAPI) changeKeys(c *fiber.Ctx) error {
 	case "remove":
 		err = cl.RemoveKey(key)
 	default:
-		return openai.BadRequest("op", "op %q is not install, use or remove", b.Op)
+		return apicore.BadRequest("op", "op %q is not install, use or remove", b.Op)
 	}
 	if err != nil {
-		return openai.BadRequest("", "%v", err)
+		return apicore.BadRequest("", "%v", err)
 	}
 	return c.JSON(fiber.Map{"message": "keyring " + b.Op + " done"})
 }

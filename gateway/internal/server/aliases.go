@@ -5,7 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // Model aliases (GET and PUT /admin/v1/model-aliases) are this node's own, as its router is: they rename what
@@ -27,10 +27,10 @@ func (a *adminAPI) getModelAliases(c *fiber.Ctx) error {
 func (a *adminAPI) putModelAliases(c *fiber.Ctx) error {
 	var b aliasesBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil || b.Aliases == nil {
-		return openai.BadRequest("aliases", `the body must be {"aliases": {"NAME": "MODEL", ...}}`)
+		return apicore.BadRequest("aliases", `the body must be {"aliases": {"NAME": "MODEL", ...}}`)
 	}
 	if err := a.aliases.Set(b.Aliases); err != nil {
-		return openai.BadRequest("aliases", "%v", err)
+		return apicore.BadRequest("aliases", "%v", err)
 	}
 	a.log.Info("model aliases set", "aliases", b.Aliases)
 	return c.JSON(aliasesBody{Aliases: a.aliases.All()})

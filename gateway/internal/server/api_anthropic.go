@@ -8,10 +8,10 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/anthropic"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -63,17 +63,17 @@ var (
 	_ encoder = anthropicEncoder{}
 )
 
-func (anthropicMessages) answer(dst []byte, m openai.Meta, rs openai.Results) []byte {
+func (anthropicMessages) answer(dst []byte, m apicore.Meta, rs apicore.Results) []byte {
 	return anthropic.AppendMessage(dst, m, rs[0])
 }
 
-func (anthropicMessages) encoder(m openai.Meta, _ int) encoder {
+func (anthropicMessages) encoder(m apicore.Meta, _ int) encoder {
 	return anthropicEncoder{anthropic.NewStream(m)}
 }
 
 func (anthropicMessages) streamType() string { return "text/event-stream" }
 
-func (anthropicMessages) errorBody(dst []byte, e *openai.Error) (int, []byte) {
+func (anthropicMessages) errorBody(dst []byte, e *apicore.Error) (int, []byte) {
 	return e.Status, anthropic.AppendError(dst, e)
 }
 
@@ -82,10 +82,10 @@ func (anthropicMessages) errorBody(dst []byte, e *openai.Error) (int, []byte) {
 // sends the error event alone, after the owner's message_start.
 type anthropicEncoder struct{ s *anthropic.Stream }
 
-func (e anthropicEncoder) start(dst []byte) []byte                   { return dst }
-func (e anthropicEncoder) event(dst []byte, ev engine.Event) []byte  { return e.s.Event(dst, ev) }
-func (e anthropicEncoder) fail(dst []byte, err *openai.Error) []byte { return e.s.Fail(dst, err) }
-func (e anthropicEncoder) heartbeat(dst []byte) []byte               { return anthropic.Ping(dst) }
+func (e anthropicEncoder) start(dst []byte) []byte                    { return dst }
+func (e anthropicEncoder) event(dst []byte, ev engine.Event) []byte   { return e.s.Event(dst, ev) }
+func (e anthropicEncoder) fail(dst []byte, err *apicore.Error) []byte { return e.s.Fail(dst, err) }
+func (e anthropicEncoder) heartbeat(dst []byte) []byte                { return anthropic.Ping(dst) }
 
 func (e anthropicEncoder) final(dst []byte, _ int, f *engine.Final) ([]byte, bool) {
 	return e.s.Final(dst, f), true
@@ -108,7 +108,7 @@ func (p anthropicAPI) countTokens(c *fiber.Ctx) error {
 		got, found := p.reg.Get(hop.DecodeInstance)
 		// The entry gateway resolved the name with its own aliases, which this node may not have.
 		if !found || got.Spec.Model != req.Model && got.Spec.Model != asked {
-			return openai.Unavailable(fmt.Sprintf("instance %q of model %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, req.Model, requestIDOf(c)))
+			return apicore.Unavailable(fmt.Sprintf("instance %q of model %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, req.Model, requestIDOf(c)))
 		}
 		in = got
 	} else {
@@ -123,7 +123,7 @@ func (p anthropicAPI) countTokens(c *fiber.Ctx) error {
 		}
 	}
 	if !in.Desc.Capabilities.Chat {
-		return openai.BadRequest("messages", "model %s (engine %s) has no chat template to render messages with", in.Desc.ModelID, in.Desc.Backend)
+		return apicore.BadRequest("messages", "model %s (engine %s) has no chat template to render messages with", in.Desc.ModelID, in.Desc.Backend)
 	}
 	gr := engine.GenerateRequest{Messages: req.Messages, Tools: req.Tools, ToolChoice: req.ToolChoice, ResponseFormat: req.ResponseFormat}
 	if err := supports(in.Desc, &gr); err != nil {
@@ -131,7 +131,7 @@ func (p anthropicAPI) countTokens(c *fiber.Ctx) error {
 	}
 	e, gen, err := p.engines.Get()
 	if err != nil {
-		return openai.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", requestIDOf(c)))
+		return apicore.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", requestIDOf(c)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 	defer cancel()
@@ -143,7 +143,7 @@ func (p anthropicAPI) countTokens(c *fiber.Ctx) error {
 		if engine.CodeOf(err) == engine.CodeUnavailable {
 			err = p.engineUnavailable(requestIDOf(c), gen, err)
 		}
-		return openai.FromEngine(err)
+		return apicore.FromEngine(err)
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(anthropic.AppendTokenCount(nil, len(res.Tokens)))
@@ -172,14 +172,14 @@ func (p anthropicAPI) forwardCountTokens(c *fiber.Ctx, model string) error {
 	}
 	switch {
 	case !known:
-		return openai.ModelNotFound(model)
+		return apicore.ModelNotFound(model)
 	case target == nil:
-		return openai.Unavailable(fmt.Sprintf("no instance of model %q is ready to count tokens now; retry shortly (request id %s)", model, requestID))
+		return apicore.Unavailable(fmt.Sprintf("no instance of model %q is ready to count tokens now; retry shortly (request id %s)", model, requestID))
 	}
 	node := string(target.Node)
 	hostPort, tls, ok := p.cluster.APIEndpoint(node)
 	if !ok {
-		return openai.Unavailable(fmt.Sprintf("node %s, which serves model %q, advertises no API address (request id %s)", node, model, requestID))
+		return apicore.Unavailable(fmt.Sprintf("node %s, which serves model %q, advertises no API address (request id %s)", node, model, requestID))
 	}
 	header := requestHeader(c)
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
@@ -194,12 +194,12 @@ func (p anthropicAPI) forwardCountTokens(c *fiber.Ctx, model string) error {
 	<-sent
 	if err != nil {
 		p.log.Warn("forward: count_tokens", "request_id", requestID, "node", node, "error", err)
-		return openai.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestID))
+		return apicore.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestID))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxTokenCountBody))
 	if err != nil {
-		return openai.Unavailable(fmt.Sprintf("node %s broke off its answer (request id %s)", node, requestID))
+		return apicore.Unavailable(fmt.Sprintf("node %s broke off its answer (request id %s)", node, requestID))
 	}
 	c.Set(fiber.HeaderContentType, resp.Header.Get(fiber.HeaderContentType))
 	c.Set("X-Duet-Forwarded-To", node)

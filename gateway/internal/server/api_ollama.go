@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/ollama"
 	"github.com/duet-ai/duet/gateway/internal/openai"
@@ -43,7 +44,7 @@ func ollamaErrors() dialect { return ollamaDialect{} }
 // this server does not have) that says why.
 func ollamaUnsupported(msg string) fiber.Handler {
 	return func(*fiber.Ctx) error {
-		return &openai.Error{Status: http.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url", Message: msg}
+		return &apicore.Error{Status: http.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "unknown_url", Message: msg}
 	}
 }
 
@@ -67,7 +68,7 @@ func (p ollamaAPI) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 		}
 	}
 	var req ollama.Request
-	var perr *openai.Error
+	var perr *apicore.Error
 	if kind == ollama.Chat {
 		req, perr = ollama.ParseChat(c.Body())
 	} else {
@@ -81,7 +82,7 @@ func (p ollamaAPI) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 		return ollama.ModelNotFound(req.Model)
 	}
 	if n, limit := req.NumCtx, models[id].ContextLength; limit > 0 && n > limit {
-		return openai.BadRequest("options.num_ctx", "options.num_ctx is %d, but model %s has a context of %d tokens, fixed when it loads; ask for at most %d", n, req.Model, limit, limit)
+		return apicore.BadRequest("options.num_ctx", "options.num_ctx is %d, but model %s has a context of %d tokens, fixed when it loads; ask for at most %d", n, req.Model, limit, limit)
 	}
 	reply := ollama.Reply{Kind: kind, Model: req.Model, Logprobs: req.Sampling.Logprobs}
 	if req.Load != "" {
@@ -199,7 +200,7 @@ type ollamaDialect struct {
 	reply ollama.Reply
 }
 
-func (d ollamaDialect) answer(dst []byte, m openai.Meta, rs openai.Results) []byte {
+func (d ollamaDialect) answer(dst []byte, m apicore.Meta, rs apicore.Results) []byte {
 	r := d.reply
 	r.Route = m.Route
 	return r.AppendAnswer(dst, time.Now(), rs[0])
@@ -207,11 +208,11 @@ func (d ollamaDialect) answer(dst []byte, m openai.Meta, rs openai.Results) []by
 
 func (ollamaDialect) streamType() string { return ollama.ContentType }
 
-func (ollamaDialect) errorBody(dst []byte, e *openai.Error) (int, []byte) {
+func (ollamaDialect) errorBody(dst []byte, e *apicore.Error) (int, []byte) {
 	return e.Status, ollama.AppendError(dst, e.Message)
 }
 
-func (d ollamaDialect) encoder(m openai.Meta, _ int) encoder {
+func (d ollamaDialect) encoder(m apicore.Meta, _ int) encoder {
 	r := d.reply
 	r.Route = m.Route
 	return ollamaEncoder{r.NewStream(nil)}
@@ -220,9 +221,9 @@ func (d ollamaDialect) encoder(m openai.Meta, _ int) encoder {
 // ollamaEncoder adapts ollama.Stream to the encoder interface; Ollama requests have one choice.
 type ollamaEncoder struct{ s *ollama.Stream }
 
-func (e ollamaEncoder) start(dst []byte) []byte                   { return dst }
-func (e ollamaEncoder) event(dst []byte, ev engine.Event) []byte  { return e.s.Event(dst, ev) }
-func (e ollamaEncoder) fail(dst []byte, err *openai.Error) []byte { return e.s.Fail(dst, err) }
+func (e ollamaEncoder) start(dst []byte) []byte                    { return dst }
+func (e ollamaEncoder) event(dst []byte, ev engine.Event) []byte   { return e.s.Event(dst, ev) }
+func (e ollamaEncoder) fail(dst []byte, err *apicore.Error) []byte { return e.s.Fail(dst, err) }
 func (e ollamaEncoder) final(dst []byte, _ int, f *engine.Final) ([]byte, bool) {
 	return e.s.Final(dst, f), true
 }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -49,7 +49,7 @@ func (p responsesAPI) createResponse(c *fiber.Ctx) error {
 		promptBytes: req.PromptBytes,
 		cacheKey:    req.CacheKey,
 	})
-	var apiErr *openai.Error
+	var apiErr *apicore.Error
 	if errors.As(err, &apiErr) {
 		return responses.Rename(apiErr)
 	}
@@ -59,17 +59,17 @@ func (p responsesAPI) createResponse(c *fiber.Ctx) error {
 // openaiResponses is /v1/responses. Its errors are OpenAI's envelope, as chat's are.
 type openaiResponses struct{ echo *responses.Echo }
 
-func (d openaiResponses) answer(dst []byte, m openai.Meta, rs openai.Results) []byte {
+func (d openaiResponses) answer(dst []byte, m apicore.Meta, rs apicore.Results) []byte {
 	return responses.AppendResponse(dst, m, d.echo, rs[0])
 }
 
 func (openaiResponses) streamType() string { return "text/event-stream" }
 
-func (openaiResponses) errorBody(dst []byte, e *openai.Error) (int, []byte) {
+func (openaiResponses) errorBody(dst []byte, e *apicore.Error) (int, []byte) {
 	return e.Status, e.AppendEnvelope(dst)
 }
 
-func (d openaiResponses) encoder(m openai.Meta, _ int) encoder {
+func (d openaiResponses) encoder(m apicore.Meta, _ int) encoder {
 	return responsesEncoder{responses.NewStream(m, d.echo)}
 }
 
@@ -90,6 +90,6 @@ func (e responsesEncoder) final(dst []byte, _ int, f *engine.Final) ([]byte, boo
 	return e.s.Final(dst, f), true // one choice: its end is the stream's
 }
 
-func (e responsesEncoder) fail(dst []byte, err *openai.Error) []byte {
+func (e responsesEncoder) fail(dst []byte, err *apicore.Error) []byte {
 	return e.s.Fail(dst, responses.Rename(err))
 }

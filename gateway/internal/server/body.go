@@ -10,7 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // The gateway reads request bodies itself (fasthttp streams them: Config.StreamRequestBody), so that it can
@@ -61,7 +61,7 @@ func (b *bodyReader) read(c *fiber.Ctx) error {
 		cancel()
 		if err != nil {
 			c.Context().SetConnectionClose()
-			return openai.TooManyRequests("the server holds as many request bytes as it may; retry later")
+			return apicore.TooManyRequests("the server holds as many request bytes as it may; retry later")
 		}
 		var once sync.Once
 		release = func() { once.Do(func() { b.budget.release(weight) }) }
@@ -89,7 +89,7 @@ func (b *bodyReader) read(c *fiber.Ctx) error {
 	}
 	if err != nil {
 		c.Context().SetConnectionClose()
-		return openai.BadRequest("", "could not read the request body: %v", err)
+		return apicore.BadRequest("", "could not read the request body: %v", err)
 	}
 	req.SetBodyRaw(body)
 	var once sync.Once

@@ -15,6 +15,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
@@ -62,11 +63,11 @@ func (a *clusterAPI) listModels(c *fiber.Ctx) error {
 func (a *clusterAPI) getModel(c *fiber.Ctx) error {
 	id, err := url.PathUnescape(c.Params("+"))
 	if err != nil {
-		return openai.ModelNotFound(c.Params("+"))
+		return apicore.ModelNotFound(c.Params("+"))
 	}
 	created, ok := a.catalog.usableModels()[id]
 	if !ok {
-		return openai.ModelNotFound(id)
+		return apicore.ModelNotFound(id)
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Send(openai.AppendModel(nil, openai.Model{ID: id, Created: created.Unix(), OwnedBy: "duet"}))
@@ -287,10 +288,10 @@ type createInstanceBody struct {
 func (a *clusterAPI) createInstance(c *fiber.Ctx) error {
 	var b createInstanceBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
-		return openai.BadRequest("", "the body must be a JSON object {model, node?, id?, role?, options?}: %v", err)
+		return apicore.BadRequest("", "the body must be a JSON object {model, node?, id?, role?, options?}: %v", err)
 	}
 	if b.Model == "" {
-		return openai.BadRequest("model", "model is required")
+		return apicore.BadRequest("model", "model is required")
 	}
 	role := cluster.Role(b.Role)
 	switch role {
@@ -298,14 +299,14 @@ func (a *clusterAPI) createInstance(c *fiber.Ctx) error {
 		role = cluster.RoleBoth
 	case cluster.RolePrefill, cluster.RoleDecode, cluster.RoleBoth:
 	default:
-		return openai.BadRequest("role", "role %q is not prefill, decode or both", b.Role)
+		return apicore.BadRequest("role", "role %q is not prefill, decode or both", b.Role)
 	}
 	if b.ID != "" {
 		if err := cluster.CheckNodeID(b.ID); err != nil {
-			return openai.BadRequest("id", "instance id: %v", err)
+			return apicore.BadRequest("id", "instance id: %v", err)
 		}
 		if _, taken := a.agent.Snapshot().Instance(b.ID); taken {
-			return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "conflict",
+			return &apicore.Error{Status: fiber.StatusConflict, Type: apicore.TypeInvalidRequest, Code: "conflict",
 				Message: fmt.Sprintf("instance %q exists already", b.ID)}
 		}
 	}
@@ -326,20 +327,20 @@ func (a *clusterAPI) createInstance(c *fiber.Ctx) error {
 	e, _, err := a.engines.Get()
 	if err != nil {
 		a.log.Warn("engine unavailable", "error", err)
-		return openai.Unavailable("the engine plugin is not running now; retry shortly")
+		return apicore.Unavailable("the engine plugin is not running now; retry shortly")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), a.requestTimeout)
 	defer cancel()
 	in, err := a.reg.Add(ctx, e, node.InstanceSpec{ID: b.ID, Model: model, Options: b.Options, Role: role})
 	if errors.Is(err, node.ErrTooManyInstances) {
-		return &openai.Error{Status: fiber.StatusConflict, Type: openai.TypeInvalidRequest, Code: "too_many_instances", Message: err.Error()[len(node.ErrTooManyInstances.Error())+2:]}
+		return &apicore.Error{Status: fiber.StatusConflict, Type: apicore.TypeInvalidRequest, Code: "too_many_instances", Message: err.Error()[len(node.ErrTooManyInstances.Error())+2:]}
 	}
 	if err != nil {
 		var ee *engine.Error
 		if errors.As(err, &ee) {
-			return openai.FromEngine(err)
+			return apicore.FromEngine(err)
 		}
-		return openai.BadRequest("", "%v", err)
+		return apicore.BadRequest("", "%v", err)
 	}
 	rec, ok := a.agent.Snapshot().Instance(in.Desc.InstanceID)
 	if !ok {
@@ -352,7 +353,7 @@ func (a *clusterAPI) createInstance(c *fiber.Ctx) error {
 func (a *clusterAPI) deleteInstance(c *fiber.Ctx) error {
 	id, err := url.PathUnescape(c.Params("+"))
 	if err != nil {
-		return openai.BadRequest("", "bad instance id")
+		return apicore.BadRequest("", "bad instance id")
 	}
 	rec, ok := a.agent.Snapshot().Instance(id)
 	if ok && string(rec.Node) != a.reg.Node() {
@@ -362,10 +363,10 @@ func (a *clusterAPI) deleteInstance(c *fiber.Ctx) error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := a.reg.Remove(ctx, e, id); errors.Is(err, node.ErrNoInstance) {
-		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+		return &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no instance %q in the cluster", id)}
 	} else if err != nil {
-		return openai.FromEngine(err)
+		return apicore.FromEngine(err)
 	}
 	return c.JSON(fiber.Map{"message": "instance unloaded", "id": id})
 }
@@ -374,12 +375,12 @@ func (a *clusterAPI) deleteInstance(c *fiber.Ctx) error {
 // back.
 func (a *clusterAPI) forwardAdmin(c *fiber.Ctx, node string) error {
 	if c.Locals(hopRouteKey) != nil {
-		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
+		return &apicore.Error{Status: fiber.StatusLoopDetected, Type: apicore.TypeInvalidRequest, Code: "loop_detected",
 			Message: fmt.Sprintf("node %s was asked to forward a forwarded request", a.reg.Node())}
 	}
 	hostPort, tls, ok := cluster.APIEndpoint(a.agent.Snapshot(), a.reg.Node(), node)
 	if !ok {
-		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+		return &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
 	}
 	header := requestHeader(c)
@@ -391,12 +392,12 @@ func (a *clusterAPI) forwardAdmin(c *fiber.Ctx, node string) error {
 	})
 	if err != nil {
 		a.log.Warn("forward: admin write", "node", node, "error", err)
-		return openai.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestIDOf(c)))
+		return apicore.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestIDOf(c)))
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return openai.Unavailable(fmt.Sprintf("node %s broke off its answer (request id %s)", node, requestIDOf(c)))
+		return apicore.Unavailable(fmt.Sprintf("node %s broke off its answer (request id %s)", node, requestIDOf(c)))
 	}
 	c.Set(fiber.HeaderContentType, resp.Header.Get(fiber.HeaderContentType))
 	return c.Status(resp.StatusCode).Send(body)

@@ -3,6 +3,7 @@ package server
 import (
 	"strings"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -13,13 +14,13 @@ import (
 // mechanics of streaming) is shared, so every API gets the same routing, P/D and limits.
 type dialect interface {
 	// answer renders a whole non-streamed answer.
-	answer(dst []byte, m openai.Meta, rs openai.Results) []byte
+	answer(dst []byte, m apicore.Meta, rs apicore.Results) []byte
 	// encoder starts rendering a stream of a generation of n choices.
-	encoder(m openai.Meta, n int) encoder
+	encoder(m apicore.Meta, n int) encoder
 	// streamType is the Content-Type of a stream.
 	streamType() string
 	// errorBody renders an error in the API's envelope, with the status to send it with.
-	errorBody(dst []byte, e *openai.Error) (status int, body []byte)
+	errorBody(dst []byte, e *apicore.Error) (status int, body []byte)
 }
 
 // An encoder renders one stream, event by event. It is used by one goroutine.
@@ -31,7 +32,7 @@ type encoder interface {
 	// final renders the end of a choice, which ended without an error; over says the stream is complete.
 	final(dst []byte, choice int, f *engine.Final) (out []byte, over bool)
 	// fail renders an error that ends the stream.
-	fail(dst []byte, e *openai.Error) []byte
+	fail(dst []byte, e *apicore.Error) []byte
 	// heartbeat keeps an idle stream open through proxies.
 	heartbeat(dst []byte) []byte
 }
@@ -58,18 +59,18 @@ type openaiChat struct {
 	logprobs bool
 }
 
-func (d openaiChat) answer(dst []byte, m openai.Meta, rs openai.Results) []byte {
+func (d openaiChat) answer(dst []byte, m apicore.Meta, rs apicore.Results) []byte {
 	return openai.AppendChatCompletion(dst, m, rs, d.logprobs)
 }
 
 func (openaiChat) streamType() string { return "text/event-stream" }
 
-func (openaiChat) errorBody(dst []byte, e *openai.Error) (int, []byte) {
+func (openaiChat) errorBody(dst []byte, e *apicore.Error) (int, []byte) {
 	return e.Status, e.AppendEnvelope(dst)
 }
 
-func (d openaiChat) encoder(m openai.Meta, n int) encoder {
-	return &openaiEncoder{meta: m.WithChunkHead("chat.completion.chunk"), usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "chat.completion.chunk"}
+func (d openaiChat) encoder(m apicore.Meta, n int) encoder {
+	return &openaiEncoder{meta: openai.WithChunkHead(m, "chat.completion.chunk"), usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "chat.completion.chunk"}
 }
 
 // openaiCompletions is /v1/completions.
@@ -78,24 +79,24 @@ type openaiCompletions struct {
 	logprobs bool
 }
 
-func (d openaiCompletions) answer(dst []byte, m openai.Meta, rs openai.Results) []byte {
+func (d openaiCompletions) answer(dst []byte, m apicore.Meta, rs apicore.Results) []byte {
 	return openai.AppendCompletion(dst, m, rs, d.logprobs)
 }
 
 func (openaiCompletions) streamType() string { return "text/event-stream" }
 
-func (openaiCompletions) errorBody(dst []byte, e *openai.Error) (int, []byte) {
+func (openaiCompletions) errorBody(dst []byte, e *apicore.Error) (int, []byte) {
 	return e.Status, e.AppendEnvelope(dst)
 }
 
-func (d openaiCompletions) encoder(m openai.Meta, n int) encoder {
-	return &openaiEncoder{meta: m.WithChunkHead("text_completion"), usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "text_completion", legacy: true}
+func (d openaiCompletions) encoder(m apicore.Meta, n int) encoder {
+	return &openaiEncoder{meta: openai.WithChunkHead(m, "text_completion"), usage: d.usage, logprobs: d.logprobs, choices: make([]openaiChoice, max(n, 1)), object: "text_completion", legacy: true}
 }
 
 // openaiEncoder streams chat.completion.chunk or text_completion objects as server-sent events, ending with
 // a usage chunk (include_usage) and [DONE].
 type openaiEncoder struct {
-	meta     openai.Meta
+	meta     openai.ChunkMeta
 	usage    bool
 	logprobs bool
 	legacy   bool
@@ -113,7 +114,7 @@ type openaiChoice struct {
 func (e *openaiEncoder) start(dst []byte) []byte     { return dst }
 func (e *openaiEncoder) heartbeat(dst []byte) []byte { return append(dst, ": keep-alive\n\n"...) }
 
-func (e *openaiEncoder) fail(dst []byte, err *openai.Error) []byte {
+func (e *openaiEncoder) fail(dst []byte, err *apicore.Error) []byte {
 	dst = append(dst, "data: "...)
 	dst = err.AppendEnvelope(dst)
 	return append(dst, "\n\n"...)
@@ -177,9 +178,9 @@ func (e *openaiEncoder) final(dst []byte, choice int, f *engine.Final) ([]byte, 
 		return dst, false
 	}
 	if e.usage {
-		rs := make(openai.Results, len(e.choices))
+		rs := make(apicore.Results, len(e.choices))
 		for i := range e.choices {
-			rs[i] = &openai.Result{Final: e.choices[i].final}
+			rs[i] = &apicore.Result{Final: e.choices[i].final}
 		}
 		dst = append(dst, "data: "...)
 		dst = openai.AppendUsageChunk(dst, e.object, e.meta, rs.Usage())

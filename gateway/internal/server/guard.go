@@ -10,9 +10,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
 // guard decides who may do what: the API keys on every read and generation, the admin keys on the cluster
@@ -55,10 +55,10 @@ func (g *guard) auth(c *fiber.Ctx) error {
 	}
 	token, ok := bearer(c)
 	if !ok {
-		return openai.Unauthorized("You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.")
+		return apicore.Unauthorized("You didn't provide an API key. Provide it in the Authorization header as 'Bearer <key>'.")
 	}
 	if !matchKey(token, g.keys) && !matchKey(token, g.adminKeys) {
-		return openai.Unauthorized("Incorrect API key provided.")
+		return apicore.Unauthorized("Incorrect API key provided.")
 	}
 	return c.Next()
 }
@@ -101,7 +101,7 @@ func (g *guard) adminOnly(c *fiber.Ctx) error {
 	if token, ok := bearer(c); ok && matchKey(token, g.adminKeys) {
 		return c.Next()
 	}
-	return &openai.Error{Status: fiber.StatusForbidden, Type: openai.TypeAuthentication, Code: "admin_key_required",
+	return &apicore.Error{Status: fiber.StatusForbidden, Type: apicore.TypeAuthentication, Code: "admin_key_required",
 		Message: "This changes the cluster: it needs an admin key (--admin-key)."}
 }
 
@@ -131,13 +131,13 @@ func (g *guard) authOrHop(c *fiber.Ctx) error {
 	}
 	if n, err := strconv.Atoi(h); err != nil || n < 1 || n > forward.MaxHops {
 		g.metrics.HopReceived(metrics.HopRefused)
-		return &openai.Error{Status: fiber.StatusLoopDetected, Type: openai.TypeInvalidRequest, Code: "loop_detected",
+		return &apicore.Error{Status: fiber.StatusLoopDetected, Type: apicore.TypeInvalidRequest, Code: "loop_detected",
 			Message: fmt.Sprintf("The request has been forwarded %q times; a gateway forwards a request at most once.", h)}
 	}
 	route, err := forward.DecodeRoute(c.Get(forward.HeaderRoute))
 	if err != nil {
 		g.metrics.HopReceived(metrics.HopRefused)
-		return openai.BadRequest("", "a forwarded request with a bad route: %v", err)
+		return apicore.BadRequest("", "a forwarded request with a bad route: %v", err)
 	}
 	if g.hops == nil {
 		c.Locals(hopRouteKey, route)
@@ -155,7 +155,7 @@ func (g *guard) refuseHop(c *fiber.Ctx, err error) error {
 	g.metrics.HopReceived(metrics.HopRefused)
 	g.log.Warn("refused a forwarded request", "request_id", requestIDOf(c), "remote", c.IP(), "error", err)
 	c.Context().SetConnectionClose() // a body that may follow is not read
-	return openai.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
+	return apicore.Unauthorized("The forwarded request's cluster credential is missing or wrong.")
 }
 
 // verifyHop checks that a hop's body is the one its proof covers.

@@ -5,7 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // limiter is the gateway's admission control: at most maxInFlight generations run, at most maxQueue wait for
@@ -30,7 +30,7 @@ func (l *limiter) acquire(ctx context.Context) error {
 	}
 	if l.queued.Add(1) > l.maxQueue {
 		l.queued.Add(-1)
-		return openai.TooManyRequests("the server is at capacity; retry later")
+		return apicore.TooManyRequests("the server is at capacity; retry later")
 	}
 	defer l.queued.Add(-1)
 	t := time.NewTimer(l.queueTimeout)
@@ -39,7 +39,7 @@ func (l *limiter) acquire(ctx context.Context) error {
 	case l.slots <- struct{}{}:
 		return nil
 	case <-t.C:
-		return openai.TooManyRequests("the server is at capacity: the request waited too long for a slot; retry later")
+		return apicore.TooManyRequests("the server is at capacity: the request waited too long for a slot; retry later")
 	case <-ctx.Done():
 		return ctx.Err()
 	}

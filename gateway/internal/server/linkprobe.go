@@ -9,8 +9,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
 // The serving side of the node's link probes (node/linkprobe.go says why they exist): a peer's prober
@@ -37,11 +37,11 @@ func (p *linkProbes) routes(admin fiber.Router) {
 // served), within linkProbeWriteTimeout.
 func (p *linkProbes) probe(c *fiber.Ctx) error {
 	if !p.serving.CompareAndSwap(false, true) {
-		return openai.Unavailable("another link probe is being served; retry later")
+		return apicore.Unavailable("another link probe is being served; retry later")
 	}
 	if err := c.Context().SetWriteDeadline(time.Now().Add(linkProbeWriteTimeout)); err != nil {
 		p.serving.Store(false)
-		return openai.Unavailable("the link probe cannot be served on this connection")
+		return apicore.Unavailable("the link probe cannot be served on this connection")
 	}
 	c.Set(fiber.HeaderContentType, "application/octet-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")

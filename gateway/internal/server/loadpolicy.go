@@ -15,7 +15,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // What a load over the API (POST /v1/instances) may ask of a node: a model and a role, and engine options
@@ -43,10 +43,10 @@ func checkLoadOptions(opts map[string]string) error {
 	slices.Sort(keys)
 	for _, k := range keys {
 		if slices.Contains(operatorLoadOptions, k) {
-			return openai.BadRequest("options", "option %s names an address or a file on the node: it is the node operator's setting (duet --engine-opt %s=...), not a request's", k, k)
+			return apicore.BadRequest("options", "option %s names an address or a file on the node: it is the node operator's setting (duet --engine-opt %s=...), not a request's", k, k)
 		}
 		if !slices.Contains(apiLoadOptions, k) {
-			return openai.BadRequest("options", "option %q is not one a load over the API may set (those are %s; others are the node operator's, with duet --engine-opt)", k, strings.Join(apiLoadOptions, ", "))
+			return apicore.BadRequest("options", "option %q is not one a load over the API may set (those are %s; others are the node operator's, with duet --engine-opt)", k, strings.Join(apiLoadOptions, ", "))
 		}
 	}
 	return nil
@@ -63,7 +63,7 @@ func isHubID(model string) bool {
 // names nothing, something unreadable, or something outside --models-dir: the same status and words, so the
 // API tells nothing about the node's files.
 func modelUnavailable(model string) error {
-	return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Param: "model", Code: "model_not_found",
+	return &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Param: "model", Code: "model_not_found",
 		Message: fmt.Sprintf("model %q is not one this node loads over the API: give a Hugging Face id (org/name), \"embedded\", a model the node serves with --model, or a model directory under the node's --models-dir", model)}
 }
 
@@ -201,6 +201,6 @@ func checkFits(model string, size int64) error {
 	if !ok || size == 0 || size <= avail {
 		return nil
 	}
-	return &openai.Error{Status: fiber.StatusInsufficientStorage, Type: openai.TypeInvalidRequest, Param: "model", Code: "insufficient_memory",
+	return &apicore.Error{Status: fiber.StatusInsufficientStorage, Type: apicore.TypeInvalidRequest, Param: "model", Code: "insufficient_memory",
 		Message: fmt.Sprintf("model %q does not fit: it takes about %d MiB (its size on disk) and this node has %d MiB of memory available", model, size>>20, avail>>20)}
 }

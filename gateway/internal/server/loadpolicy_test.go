@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 func TestCheckLoadOptions(t *testing.T) {
@@ -31,7 +31,7 @@ func TestCheckLoadOptions(t *testing.T) {
 				}
 				return
 			}
-			var e *openai.Error
+			var e *apicore.Error
 			if !errors.As(err, &e) || e.Status != 400 || !strings.Contains(e.Message, tc.says) {
 				t.Fatalf("got %v, want a 400 saying %q", err, tc.says)
 			}
@@ -89,8 +89,8 @@ func TestResolveAPIModel(t *testing.T) {
 				}
 				return
 			}
-			var e *openai.Error
-			if !errors.As(err, &e) || e.Status != 404 || e.Code != "model_not_found" || e.Message != modelUnavailable(tc.model).(*openai.Error).Message {
+			var e *apicore.Error
+			if !errors.As(err, &e) || e.Status != 404 || e.Code != "model_not_found" || e.Message != modelUnavailable(tc.model).(*apicore.Error).Message {
 				t.Fatalf("got %q, %v; want the one refusal", got, err)
 			}
 		})
@@ -103,7 +103,7 @@ func TestCheckFits(t *testing.T) {
 	if err := checkFits("m", 512<<20); err != nil {
 		t.Errorf("half the memory: %v", err)
 	}
-	var e *openai.Error
+	var e *apicore.Error
 	if err := checkFits("m", 2<<30); !errors.As(err, &e) || e.Status != 507 || !strings.Contains(e.Message, "2048 MiB") {
 		t.Errorf("twice the memory: %v", err)
 	}

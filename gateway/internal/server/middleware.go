@@ -11,8 +11,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
 // The middleware every request passes before its handler (routes in server.go) that needs no owner of its own:
@@ -42,7 +42,7 @@ func rejectAmbiguousFraming(c *fiber.Ctx) error {
 		name, _, ok := bytes.Cut(line, []byte{':'})
 		if ok && bytes.EqualFold(bytes.TrimSpace(name), []byte(fiber.HeaderContentLength)) {
 			c.Context().SetConnectionClose()
-			return openai.BadRequest("", "the request has both Content-Length and Transfer-Encoding; send one of them")
+			return apicore.BadRequest("", "the request has both Content-Length and Transfer-Encoding; send one of them")
 		}
 	}
 	return c.Next()
@@ -85,7 +85,7 @@ func accessLog(log *slog.Logger, finished func(c *fiber.Ctx, status int, err err
 		start := time.Now()
 		err := c.Next()
 		status := c.Response().StatusCode()
-		var apiErr *openai.Error
+		var apiErr *apicore.Error
 		if errors.As(err, &apiErr) {
 			status = apiErr.Status
 		} else if fe := (*fiber.Error)(nil); errors.As(err, &fe) {

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -26,7 +26,7 @@ func TestAPIOf(t *testing.T) {
 // TestServerTiming: the header's phases in the order and units (milliseconds, W3C dur) docs/metrics.md shows.
 func TestServerTiming(t *testing.T) {
 	t.Parallel()
-	route := &openai.Route{Time: 1500 * time.Microsecond, Admission: 20 * time.Microsecond}
+	route := &apicore.Route{Time: 1500 * time.Microsecond, Admission: 20 * time.Microsecond}
 	tm := engine.Timings{Queue: time.Millisecond, Prefill: 40 * time.Millisecond, FirstToken: 41 * time.Millisecond,
 		Decode: 9 * time.Millisecond, Total: 50 * time.Millisecond,
 		Remote: &engine.RemotePrefill{Wait: 2 * time.Millisecond, Transfer: 38 * time.Millisecond, Ingest: 250 * time.Microsecond}}
@@ -37,7 +37,7 @@ func TestServerTiming(t *testing.T) {
 	}{
 		{"local", engineTiming(gatewayTiming(nil, route), tm),
 			"admission;dur=0.02, route;dur=1.5, queue;dur=1, prefill;dur=40, kv_wait;dur=2, kv_transfer;dur=38, kv_ingest;dur=0.25, ttft;dur=41, decode;dur=9, total;dur=50"},
-		{"owner of a hop", gatewayTiming(nil, &openai.Route{Forwarded: true, Admission: time.Millisecond}), "admission;dur=1"},
+		{"owner of a hop", gatewayTiming(nil, &apicore.Route{Forwarded: true, Admission: time.Millisecond}), "admission;dur=1"},
 		{"stream", appendServerTiming(gatewayTiming(nil, route), "first_event", 3*time.Millisecond),
 			"admission;dur=0.02, route;dur=1.5, first_event;dur=3"},
 	} {
@@ -60,7 +60,7 @@ func TestAppendMillis(t *testing.T) {
 
 // BenchmarkServerTiming is what the trace header costs a whole answer.
 func BenchmarkServerTiming(b *testing.B) {
-	route := &openai.Route{Time: 1500 * time.Microsecond, Admission: 20 * time.Microsecond}
+	route := &apicore.Route{Time: 1500 * time.Microsecond, Admission: 20 * time.Microsecond}
 	tm := engine.Timings{Queue: time.Millisecond, Prefill: 40 * time.Millisecond, FirstToken: 41 * time.Millisecond,
 		Decode: 9 * time.Millisecond, Total: 50 * time.Millisecond}
 	b.ReportAllocs()

@@ -10,11 +10,11 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
@@ -147,7 +147,7 @@ type request struct {
 	// routeTime is what tokenizing for the router and routing took.
 	routeTime time.Duration
 	// route is what the answer's timings.route says of where it ran.
-	route openai.Route
+	route apicore.Route
 
 	// Run: the request's deadline and cancellation, and the watch on its client's connection. Until the
 	// response is committed the handler owns them; a stream hands them over to its writer (handedOver).
@@ -171,14 +171,14 @@ type answer struct {
 	// firstByte, for a stream, is when its first token (or forwarded chunk) was rendered.
 	firstByte time.Duration
 	// results is a whole answer that ran here.
-	results openai.Results
+	results apicore.Results
 	// A stream that ran here: its first final's timings, the usage of its finals, how many were rendered,
 	// whether it completed, and the error that ended it.
 	timings  *engine.Timings
 	usage    engine.Usage
 	finals   int
 	complete bool
-	failure  *openai.Error
+	failure  *apicore.Error
 	// A forwarded answer: the owner's timings object and usage, read from its answer (owner), and the end
 	// of its stream, where they are.
 	owner ownerFigures
@@ -235,7 +235,7 @@ func (p *pipeline) serve(c *fiber.Ctx, r *request) error {
 			return err
 		}
 		if attempt > 1 {
-			return openai.Unavailable(fmt.Sprintf("node %s could not take the request, nor could the next candidate; retry shortly (request id %s)", r.decision.DecodeNode, r.id))
+			return apicore.Unavailable(fmt.Sprintf("node %s could not take the request, nor could the next candidate; retry shortly (request id %s)", r.decision.DecodeNode, r.id))
 		}
 		// The owner failed before answering: once more, on the router's next candidate.
 		r.exclude = append(r.exclude, r.decision.DecodeInstance)

@@ -17,10 +17,10 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -155,7 +155,7 @@ func (f *stageFixture) serveB(t testing.TB) string {
 		}
 		err := c.Next()
 		status := c.Response().StatusCode()
-		var apiErr *openai.Error
+		var apiErr *apicore.Error
 		if errors.As(err, &apiErr) {
 			status = apiErr.Status
 		}

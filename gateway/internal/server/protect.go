@@ -6,7 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
 // Protected mode, as Redis has it: a gateway without an admin key takes the cluster API's writes (loading
@@ -22,7 +22,7 @@ func (g *guard) localAdminOnly(c *fiber.Ctx) error {
 	if !protectedRefuses(len(g.adminKeys) > 0, g.allowRemoteAdmin, c.Context().RemoteIP()) {
 		return c.Next()
 	}
-	return &openai.Error{Status: fiber.StatusForbidden, Type: openai.TypeAuthentication, Code: "protected_mode",
+	return &apicore.Error{Status: fiber.StatusForbidden, Type: apicore.TypeAuthentication, Code: "protected_mode",
 		Message: fmt.Sprintf("This gateway has no admin key, so it takes writes that change the cluster only from its own machine (loopback), and %s is not: start duet with --admin-key and send it, or with --allow-remote-admin to accept such writes from anyone who reaches the API.", c.Context().RemoteIP())}
 }
 

@@ -8,7 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -61,7 +61,7 @@ type recentRequest struct {
 // engineTimings are a local generation's timings and route, as its answer rendered them.
 type engineTimings struct {
 	timings engine.Timings
-	route   openai.Route
+	route   apicore.Route
 }
 
 type recentRoute struct {
@@ -114,7 +114,7 @@ func (r *recentRequests) since(seq uint64, t time.Time) ([]recentRequest, uint64
 	for i := range r.buf {
 		rec := &r.buf[(r.next+i)%len(r.buf)]
 		if rec.engine != nil {
-			if b := openai.AppendTimings(nil, rec.engine.timings, &rec.engine.route); len(b) <= maxRecentTimings {
+			if b := apicore.AppendTimings(nil, rec.engine.timings, &rec.engine.route); len(b) <= maxRecentTimings {
 				rec.Timings = b
 			}
 			rec.engine = nil

@@ -12,11 +12,11 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -268,8 +268,8 @@ func (s *Server) routes() {
 	s.probes.routes(admin)
 	s.dashboard.routes(s.app, admin)
 	s.app.Use(func(c *fiber.Ctx) error {
-		return &openai.Error{
-			Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
+		return &apicore.Error{
+			Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "unknown_url",
 			Message: fmt.Sprintf("Unknown request URL: %s %s.", c.Method(), c.Path()),
 		}
 	})
@@ -289,8 +289,8 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	return c.Status(status).Send(body)
 }
 
-func toAPIError(err error) *openai.Error {
-	var apiErr *openai.Error
+func toAPIError(err error) *apicore.Error {
+	var apiErr *apicore.Error
 	var fe *fiber.Error
 	switch {
 	case errors.As(err, &apiErr):
@@ -298,26 +298,26 @@ func toAPIError(err error) *openai.Error {
 	case errors.As(err, &fe):
 		switch fe.Code {
 		case fiber.StatusRequestEntityTooLarge:
-			return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}
+			return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}
 		case fiber.StatusNotFound, fiber.StatusMethodNotAllowed:
-			return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Code: "unknown_url", Message: fe.Message}
+			return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Code: "unknown_url", Message: fe.Message}
 		case fiber.StatusRequestTimeout:
-			return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Code: "timeout", Message: fe.Message}
+			return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Code: "timeout", Message: fe.Message}
 		default:
 			if fe.Code < 500 {
-				return &openai.Error{Status: fe.Code, Type: openai.TypeInvalidRequest, Message: fe.Message}
+				return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Message: fe.Message}
 			}
-			return &openai.Error{Status: fe.Code, Type: openai.TypeServer, Message: fe.Message}
+			return &apicore.Error{Status: fe.Code, Type: apicore.TypeServer, Message: fe.Message}
 		}
 	case errors.Is(err, context.DeadlineExceeded):
-		return &openai.Error{Status: fiber.StatusGatewayTimeout, Type: openai.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}
+		return &apicore.Error{Status: fiber.StatusGatewayTimeout, Type: apicore.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}
 	default:
 		var ee *engine.Error
 		if errors.As(err, &ee) {
-			return openai.FromEngine(err)
+			return apicore.FromEngine(err)
 		}
 		// An error nobody meant for clients: its text is logged by the caller, the client gets the request id.
-		return openai.Internal("")
+		return apicore.Internal("")
 	}
 }
 

@@ -10,9 +10,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
 // The forward stage: a request placed on another node's instance goes to that node's gateway, with the
@@ -139,12 +139,12 @@ func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, er
 				outcome = metrics.HopBroken
 				// The owner died mid-stream: the client hears an error, not a stream that just stops.
 				p.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
-				e := openai.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))
+				e := apicore.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))
 				if errors.Is(rerr, forward.ErrIdle) {
 					e = p.hopSilent(d.DecodeNode, requestID)
 				}
 				r.answer.failure = e
-				w.Write(r.dialect.encoder(openai.Meta{ID: r.idPrefix + requestID, Model: r.model}, r.generate.N).fail(nil, e))
+				w.Write(r.dialect.encoder(apicore.Meta{ID: r.idPrefix + requestID, Model: r.model}, r.generate.N).fail(nil, e))
 				w.Flush()
 			}
 			return
@@ -154,8 +154,8 @@ func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, er
 }
 
 // hopSilent is the error of a hop whose owner went silent after its answer began.
-func (p *pipeline) hopSilent(node, requestID string) *openai.Error {
-	return openai.Unavailable(fmt.Sprintf("node %s sent nothing for %s (--hop-idle-timeout): it may be frozen, asleep or cut off; the answer is incomplete (request id %s)",
+func (p *pipeline) hopSilent(node, requestID string) *apicore.Error {
+	return apicore.Unavailable(fmt.Sprintf("node %s sent nothing for %s (--hop-idle-timeout): it may be frozen, asleep or cut off; the answer is incomplete (request id %s)",
 		node, p.fwd.IdleTimeout(), requestID))
 }
 

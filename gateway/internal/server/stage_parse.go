@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -106,6 +107,6 @@ func (p *pipeline) refuseScanned(scan openai.PromptScan, param string) error {
 	if limit == 0 {
 		return nil // no instance: parsing and routing say so
 	}
-	return openai.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
+	return apicore.FromEngine(&engine.Error{Code: engine.CodeContextLength, Param: param, Message: fmt.Sprintf(
 		"This model's maximum context length is %d tokens, but the prompt has at least %d tokens.", limit, least)})
 }

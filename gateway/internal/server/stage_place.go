@@ -10,10 +10,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/plugins/router-disagg/view"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/prefixhash"
@@ -53,14 +53,14 @@ func (p *pipeline) decide(r *request) error {
 	}
 	if !known {
 		// Agents ask for their vendor's models by name: say how to point a name at a served model.
-		e := openai.ModelNotFound(r.model)
+		e := apicore.ModelNotFound(r.model)
 		e.Message += fmt.Sprintf(" GET /v1/models lists the models served; to answer this name with one of them, start duet with --model-alias %s=MODEL (or PUT /admin/v1/model-aliases).", r.model)
 		return e
 	}
 	rt, release, err := p.routers.Acquire()
 	if err != nil {
 		p.log.Warn("router unavailable", "request_id", r.id, "error", err)
-		return openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", r.id))
+		return apicore.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", r.id))
 	}
 	maxTokens := r.generate.Sampling.MaxTokens
 	if r.fitMaxTokens {
@@ -84,11 +84,11 @@ func (p *pipeline) decide(r *request) error {
 		p.metrics.RouterDecision(took, outcome)
 	}
 	if errors.Is(err, router.ErrNoCandidate) {
-		return openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", r.model))
+		return apicore.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", r.model))
 	}
 	if err != nil {
 		p.log.Warn("routing failed", "request_id", r.id, "error", err)
-		return openai.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", r.id))
+		return apicore.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", r.id))
 	}
 	if p.log.Enabled(r.ctx, slog.LevelDebug) {
 		p.log.Debug("routed", "request_id", r.id, "decode", d.DecodeInstance, "node", d.DecodeNode,
@@ -104,7 +104,7 @@ func (p *pipeline) decide(r *request) error {
 	if d.DecodeNode == snap.Self || d.DecodeNode == "" {
 		in, ok := p.reg.Get(d.DecodeInstance)
 		if !ok {
-			return openai.Unavailable(fmt.Sprintf("the router picked instance %q, which this node does not serve now; retry shortly (request id %s)", d.DecodeInstance, r.id))
+			return apicore.Unavailable(fmt.Sprintf("the router picked instance %q, which this node does not serve now; retry shortly (request id %s)", d.DecodeInstance, r.id))
 		}
 		r.local = in
 		r.decision.DecodeNode = snap.Self
@@ -168,11 +168,11 @@ func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
 func (p *pipeline) fromPinned(r *request, snap *router.Snapshot) error {
 	hop := r.hop
 	if hop.DecodeInstance == "" {
-		return openai.BadRequest("", "a forwarded request names no decode instance (request id %s)", r.id)
+		return apicore.BadRequest("", "a forwarded request names no decode instance (request id %s)", r.id)
 	}
 	in, ok := p.reg.Get(hop.DecodeInstance)
 	if !ok {
-		return openai.Unavailable(fmt.Sprintf("instance %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, r.id))
+		return apicore.Unavailable(fmt.Sprintf("instance %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, r.id))
 	}
 	r.local = in
 	d := &r.decision
@@ -263,7 +263,7 @@ func (p *pipeline) promptInfo(r *request) error {
 	switch engine.CodeOf(err) {
 	case "":
 	case engine.CodeContextLength, engine.CodeInvalidArgument:
-		return openai.FromEngine(err) // the generation would fail the same way: say so before routing it
+		return apicore.FromEngine(err) // the generation would fail the same way: say so before routing it
 	default:
 		return nil // tokenizing is an optimisation; the engine that runs the request tokenizes anyway
 	}

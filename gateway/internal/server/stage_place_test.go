@@ -9,9 +9,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -214,7 +214,7 @@ func TestPlace(t *testing.T) {
 			}
 			err := f.p.place(r)
 			if tc.wantCode != 0 {
-				var apiErr *openai.Error
+				var apiErr *apicore.Error
 				if !errors.As(err, &apiErr) || apiErr.Status != tc.wantCode {
 					t.Fatalf("error %v, want status %d", err, tc.wantCode)
 				}

@@ -11,7 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -25,7 +25,7 @@ import (
 var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // sendAnswer renders a whole answer as the response's body.
-func sendAnswer(c *fiber.Ctx, d dialect, m openai.Meta, rs openai.Results) {
+func sendAnswer(c *fiber.Ctx, d dialect, m apicore.Meta, rs apicore.Results) {
 	buf := answerBufs.Get().(*[]byte)
 	*buf = d.answer((*buf)[:0], m, rs)
 	c.Response().SetBody(*buf)
@@ -176,21 +176,21 @@ func (w *streamWriter) extendDeadline() {
 
 // end handles a run that closed without a final event: an engine failure or a timeout.
 func (w *streamWriter) end() {
-	var apiErr *openai.Error
+	var apiErr *apicore.Error
 	switch err := w.run.err; {
 	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
 		apiErr = toAPIError(context.DeadlineExceeded)
 	case errors.As(err, &apiErr):
 	case err != nil:
-		apiErr = openai.FromEngine(err)
+		apiErr = apicore.FromEngine(err)
 	default:
-		apiErr = openai.Internal("the engine ended the stream without a final event")
+		apiErr = apicore.Internal("the engine ended the stream without a final event")
 	}
 	w.fail(apiErr)
 }
 
 // fail renders an error that ends the stream.
-func (w *streamWriter) fail(err *openai.Error) {
+func (w *streamWriter) fail(err *apicore.Error) {
 	if w.req.answer.failure == nil {
 		w.req.answer.failure = err
 	}
@@ -199,7 +199,7 @@ func (w *streamWriter) fail(err *openai.Error) {
 
 // final renders a choice's end; it reports whether the stream is over: every choice ended, or one failed.
 func (w *streamWriter) final(ev engine.Event) bool {
-	if apiErr := openai.FinalError(ev.Final); apiErr != nil {
+	if apiErr := apicore.FinalError(ev.Final); apiErr != nil {
 		if errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
 			apiErr = toAPIError(context.DeadlineExceeded)
 		}
@@ -271,7 +271,7 @@ func appendMillis(dst []byte, d time.Duration) []byte {
 }
 
 // gatewayTiming is the gateway's own phases of a generation it runs.
-func gatewayTiming(dst []byte, route *openai.Route) []byte {
+func gatewayTiming(dst []byte, route *apicore.Route) []byte {
 	dst = appendServerTiming(dst, "admission", route.Admission)
 	if !route.Forwarded {
 		dst = appendServerTiming(dst, "route", route.Time)

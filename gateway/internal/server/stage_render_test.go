@@ -13,7 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/valyala/fasthttp"
 
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -36,7 +36,7 @@ func (w *writes) Write(p []byte) (int, error) {
 // rendered is what the completions encoder writes for events, one at a time: a stream's bytes do not depend on
 // how its events are batched.
 func rendered(events []engine.Event) string {
-	enc := openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1)
+	enc := openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1)
 	var b []byte
 	for _, ev := range events {
 		if ev.Final != nil {
@@ -88,7 +88,7 @@ func TestStreamWriter(t *testing.T) {
 			}
 			evs, closed, _ := r.take(nil, nil)
 			var done atomic.Int32
-			w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1),
+			w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1),
 				run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour,
 				done: func() { done.Add(1); cancel() }}
 			var out writes
@@ -145,7 +145,7 @@ func TestStreamWriterClientGone(t *testing.T) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
-	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
+	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
 		evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: func() { done.Add(1) }}
 	if _, err := w.WriteTo(&writes{fail: true}); err == nil {
 		t.Fatal("WriteTo succeeded on a failed writer")
@@ -171,7 +171,7 @@ func TestStreamWriterClosedUnwritten(t *testing.T) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
-	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(openai.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
+	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
 		evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: func() { done.Add(1) }}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -204,7 +204,7 @@ func BenchmarkStreamWriter(b *testing.B) {
 	evs, closed, _ := r.take(nil, nil)
 	req := testRequest()
 	req.p.observe(&recentObserver{ring: &recentRequests{}}, false)
-	w := &streamWriter{req: req, enc: openaiCompletions{usage: true}.encoder(openai.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
+	w := &streamWriter{req: req, enc: openaiCompletions{usage: true}.encoder(apicore.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
 		run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: cancel}
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -213,7 +213,7 @@ func BenchmarkStreamWriter(b *testing.B) {
 
 // BenchmarkEncoderEvent: one token as an SSE chunk, chat and completions.
 func BenchmarkEncoderEvent(b *testing.B) {
-	meta := openai.Meta{ID: "chatcmpl-0123456789abcdef01234567", Created: 1, Model: "echo", Fingerprint: "fp_0123456789ab"}
+	meta := apicore.Meta{ID: "chatcmpl-0123456789abcdef01234567", Created: 1, Model: "echo", Fingerprint: "fp_0123456789ab"}
 	tok := engine.Event{Token: &engine.Token{ID: 7, Text: " word"}}
 	for _, c := range []struct {
 		name string
@@ -234,9 +234,9 @@ func BenchmarkEncoderEvent(b *testing.B) {
 // BenchmarkAnswer: a whole one-token chat answer rendered into the response.
 func BenchmarkAnswer(b *testing.B) {
 	app := fiber.New()
-	meta := openai.Meta{ID: "chatcmpl-0123456789abcdef01234567", Created: 1, Model: "echo", Fingerprint: "fp_0123456789ab",
-		Route: &openai.Route{EntryNode: "node-a", DecodeNode: "node-a", DecodeInstance: "echo-1", Reason: "least loaded"}}
-	res := openai.NewResults(1)
+	meta := apicore.Meta{ID: "chatcmpl-0123456789abcdef01234567", Created: 1, Model: "echo", Fingerprint: "fp_0123456789ab",
+		Route: &apicore.Route{EntryNode: "node-a", DecodeNode: "node-a", DecodeInstance: "echo-1", Reason: "least loaded"}}
+	res := apicore.NewResults(1)
 	res.Add(engine.Event{Token: &engine.Token{Text: "hi"}})
 	res.Add(engine.Event{Final: &engine.Final{FinishReason: engine.FinishLength, Usage: engine.Usage{PromptTokens: 3, CompletionTokens: 1}}})
 	fctx := &fasthttp.RequestCtx{}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -44,7 +44,7 @@ func (p *pipeline) run(c *fiber.Ctx, r *request) error {
 	route.Admission = wait
 	r.generate.RequestID = r.id
 	r.generate.InstanceID = in.Desc.InstanceID
-	meta := openai.Meta{
+	meta := apicore.Meta{
 		ID: r.idPrefix + r.id, Created: time.Now().Unix(), Model: r.model, Fingerprint: fingerprint(in.Desc),
 		Route: route,
 	}
@@ -55,8 +55,8 @@ func (p *pipeline) run(c *fiber.Ctx, r *request) error {
 }
 
 // runWhole generates on this goroutine: nothing is committed until the whole answer is there.
-func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta openai.Meta) error {
-	res := openai.NewResults(r.generate.N)
+func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta apicore.Meta) error {
+	res := apicore.NewResults(r.generate.N)
 	released := false
 	err := p.generate(r, func(ev engine.Event) error {
 		if !released {
@@ -71,13 +71,13 @@ func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta openai.Meta) error {
 	}
 	for _, rs := range res {
 		if rs.Final != nil {
-			if apiErr := openai.FinalError(rs.Final); apiErr != nil {
+			if apiErr := apicore.FinalError(rs.Final); apiErr != nil {
 				return runError(r, apiErr)
 			}
 		}
 	}
 	if !res.Done() {
-		return openai.Internal("the engine ended the generation without a final event for every choice")
+		return apicore.Internal("the engine ended the generation without a final event for every choice")
 	}
 	r.answer.results = res
 	var buf [256]byte // the header copies it
@@ -93,7 +93,7 @@ func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta openai.Meta) error {
 
 // runStream starts the generation on its own goroutine and, once its first event is there, hands the
 // response to a stream writer. Errors before the first event are HTTP errors with their own status.
-func (p *pipeline) runStream(c *fiber.Ctx, r *request, meta openai.Meta) error {
+func (p *pipeline) runStream(c *fiber.Ctx, r *request, meta apicore.Meta) error {
 	q := p.start(r)
 	evs, closed, _ := q.take(nil, nil)
 	firstEvent := time.Since(r.arrived)
@@ -104,7 +104,7 @@ func (p *pipeline) runStream(c *fiber.Ctx, r *request, meta openai.Meta) error {
 	}
 	first := evs[0]
 	if first.Final != nil {
-		if apiErr := openai.FinalError(first.Final); apiErr != nil {
+		if apiErr := apicore.FinalError(first.Final); apiErr != nil {
 			drain(q)
 			return runError(r, apiErr)
 		}
@@ -135,17 +135,17 @@ func (r *request) handOver() {
 func runError(r *request, err error) error {
 	select {
 	case <-r.watch.gone:
-		return &openai.Error{Status: 499, Type: openai.TypeInvalidRequest, Code: "client_closed_request", Message: "the client closed the connection"}
+		return &apicore.Error{Status: 499, Type: apicore.TypeInvalidRequest, Code: "client_closed_request", Message: "the client closed the connection"}
 	default:
 	}
 	if errors.Is(r.ctx.Err(), context.DeadlineExceeded) {
 		return context.DeadlineExceeded
 	}
-	var apiErr *openai.Error
+	var apiErr *apicore.Error
 	if errors.As(err, &apiErr) {
 		return apiErr
 	}
-	return openai.FromEngine(err)
+	return apicore.FromEngine(err)
 }
 
 // generate runs r's generation on the engine, counting it against the instance's load and the admission slot
@@ -158,7 +158,7 @@ func (p *pipeline) generate(r *request, emit func(engine.Event) error) error {
 	e, gen, err := p.engines.Get()
 	if err != nil {
 		p.log.Warn("engine unavailable", "request_id", r.id, "error", err)
-		return openai.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", r.id))
+		return apicore.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", r.id))
 	}
 	err = e.Generate(r.ctx, r.generate, func(ev engine.Event) error {
 		p.event(r, &ev)
@@ -209,7 +209,7 @@ func (p *pipeline) admit(ctx context.Context) (time.Duration, error) {
 	wait := time.Since(start)
 	if p.metrics != nil {
 		outcome := metrics.Admitted
-		var apiErr *openai.Error
+		var apiErr *apicore.Error
 		switch {
 		case err == nil:
 		case errors.As(err, &apiErr) && apiErr.Status == fiber.StatusTooManyRequests:
@@ -246,19 +246,19 @@ func supports(d engine.Description, r *engine.GenerateRequest) error {
 	forced := r.ToolChoice.Mode == engine.ToolChoiceRequired || r.ToolChoice.Mode == engine.ToolChoiceFunction
 	switch {
 	case len(r.Tools) > 0 && r.ToolChoice.Mode != engine.ToolChoiceNone && !c.Tools:
-		return openai.BadRequest("tools", "model %s (engine %s) cannot call tools", d.ModelID, d.Backend)
+		return apicore.BadRequest("tools", "model %s (engine %s) cannot call tools", d.ModelID, d.Backend)
 	case forced && !c.Grammar:
-		return openai.BadRequest("tool_choice", "model %s (engine %s) cannot guarantee a tool call (it has no constrained decoding); use tool_choice auto", d.ModelID, d.Backend)
+		return apicore.BadRequest("tool_choice", "model %s (engine %s) cannot guarantee a tool call (it has no constrained decoding); use tool_choice auto", d.ModelID, d.Backend)
 	case r.ResponseFormat.Type != "" && r.ResponseFormat.Type != engine.FormatText && !c.Grammar:
-		return openai.BadRequest("response_format", "model %s (engine %s) cannot constrain its output to JSON", d.ModelID, d.Backend)
+		return apicore.BadRequest("response_format", "model %s (engine %s) cannot constrain its output to JSON", d.ModelID, d.Backend)
 	case r.N > max(1, c.MaxChoices):
-		return openai.BadRequest("n", "model %s (engine %s) returns at most %d choices per request", d.ModelID, d.Backend, max(1, c.MaxChoices))
+		return apicore.BadRequest("n", "model %s (engine %s) returns at most %d choices per request", d.ModelID, d.Backend, max(1, c.MaxChoices))
 	case len(r.Sampling.LogitBias) > 0 && !c.LogitBias:
-		return openai.BadRequest("logit_bias", "model %s (engine %s) does not support logit_bias", d.ModelID, d.Backend)
+		return apicore.BadRequest("logit_bias", "model %s (engine %s) does not support logit_bias", d.ModelID, d.Backend)
 	}
 	for id := range r.Sampling.LogitBias {
 		if d.VocabSize > 0 && int(id) >= d.VocabSize {
-			return openai.BadRequest("logit_bias", "token %d is not in the vocabulary of %d tokens", id, d.VocabSize)
+			return apicore.BadRequest("logit_bias", "token %d is not in the vocabulary of %d tokens", id, d.VocabSize)
 		}
 	}
 	return nil

@@ -18,10 +18,10 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/ui"
 )
@@ -98,7 +98,7 @@ func contentType(p string) string {
 func serveAsset(c *fiber.Ctx, name string) error {
 	a, ok := assets()[name]
 	if !ok {
-		return &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "unknown_url",
+		return &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "unknown_url",
 			Message: fmt.Sprintf("The dashboard has no file %q.", name)}
 	}
 	c.Set("Content-Security-Policy", dashboardPolicy)
@@ -275,11 +275,11 @@ func (d *dashboard) peerGet(c *fiber.Ctx, node, p string) ([]byte, error) {
 	defer cancel()
 	body, err := d.peerFetch(ctx, peerRequestOf(c), node, p)
 	if err != nil {
-		var apiErr *openai.Error
+		var apiErr *apicore.Error
 		if errors.As(err, &apiErr) {
 			return nil, apiErr
 		}
-		return nil, openai.Unavailable(err.Error())
+		return nil, apicore.Unavailable(err.Error())
 	}
 	return body, nil
 }
@@ -289,7 +289,7 @@ func (d *dashboard) peerFetch(ctx context.Context, pr peerRequest, node, p strin
 	snap := d.agent.Snapshot()
 	hostPort, tls, ok := cluster.APIEndpoint(snap, d.reg.Node(), node)
 	if !ok || d.fwd == nil {
-		return nil, &openai.Error{Status: fiber.StatusNotFound, Type: openai.TypeInvalidRequest, Code: "not_found",
+		return nil, &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
 	}
 	resp, err := d.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
@@ -322,7 +322,7 @@ func (d *dashboard) peerFetch(ctx context.Context, pr peerRequest, node, p strin
 func (d *dashboard) checkLink(c *fiber.Ctx) error {
 	var b linkBody
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
-		return openai.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
+		return apicore.BadRequest("", "the body must be {\"prefill_instances\": [...], \"decode_instances\": [...]}: %v", err)
 	}
 	check, err := cluster.CheckLink(d.agent.Snapshot(), b.PrefillInstances, b.DecodeInstances)
 	if err != nil {
@@ -340,7 +340,7 @@ func (d *dashboard) listRequests(c *fiber.Ctx) error {
 		var err error
 		if seq, err = strconv.ParseUint(v, 10, 64); err != nil {
 			if t, err = time.Parse(time.RFC3339Nano, v); err != nil {
-				return openai.BadRequest("since", "since must be a seq number from an earlier answer or an RFC 3339 time, not %q", v)
+				return apicore.BadRequest("since", "since must be a seq number from an earlier answer or an RFC 3339 time, not %q", v)
 			}
 		}
 	}
@@ -365,7 +365,7 @@ func (d *dashboard) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.T
 		Requests []recentRequest `json:"requests"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
-		return openai.Unavailable("node " + node + " answered its recent requests with something else: " + err.Error())
+		return apicore.Unavailable("node " + node + " answered its recent requests with something else: " + err.Error())
 	}
 	kept := ans.Requests[:0]
 	for _, r := range ans.Requests {

@@ -1,9 +1,11 @@
-package openai
+package apicore
 
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math"
+	"strings"
 
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -12,6 +14,16 @@ import (
 // Ollama name their fields differently but mean the same engine contract: each parser gathers its fields
 // into these types and validates them here, once, so a bound or a default is the same whichever API a
 // client speaks. Errors name the field as that API spells it.
+
+// Limits every API shares, as OpenAI documents them.
+const (
+	// MaxCount bounds every count a client sends (max_tokens, top_k, ...). No context comes near it, and it keeps
+	// each value exact on every platform and wire it crosses: larger values are a 400, never a narrowed number.
+	MaxCount = 1<<31 - 1
+	// MaxTools and the name pattern (ValidToolName) are OpenAI's.
+	MaxTools       = 128
+	MaxToolNameLen = 64
+)
 
 // Sampling holds a request's sampling fields, nil where the client sent none.
 type Sampling struct {
@@ -78,8 +90,8 @@ func (p Sampling) Apply(s *engine.Sampling) *Error {
 		switch {
 		case *v == -1:
 			// vLLM's spelling of "off", which many clients send.
-		case *v < 0 || *v > maxCount:
-			return BadRequest(p.name("top_k"), "%s must be -1 (off) or between 0 and %d, got %d", p.name("top_k"), maxCount, *v)
+		case *v < 0 || *v > MaxCount:
+			return BadRequest(p.name("top_k"), "%s must be -1 (off) or between 0 and %d, got %d", p.name("top_k"), MaxCount, *v)
 		default:
 			s.TopK = *v
 		}
@@ -97,7 +109,7 @@ func (p Sampling) Apply(s *engine.Sampling) *Error {
 		s.RepetitionPenalty = *v
 	}
 	if v := p.MaxTokens; v != nil {
-		if err := checkCount(p.name("max_tokens"), *v, 1); err != nil {
+		if err := CheckCount(p.name("max_tokens"), *v, 1); err != nil {
 			return err
 		}
 		s.MaxTokens = *v
@@ -131,8 +143,8 @@ type Function struct {
 // Tools validates a request's tool definitions: names OpenAI allows and unique, schemas that are objects,
 // no more than OpenAI's bound.
 func Tools(fns []Function, param string) ([]engine.Tool, *Error) {
-	if len(fns) > maxTools {
-		return nil, BadRequest(param, "at most %d tools, got %d", maxTools, len(fns))
+	if len(fns) > MaxTools {
+		return nil, BadRequest(param, "at most %d tools, got %d", MaxTools, len(fns))
 	}
 	var out []engine.Tool
 	seen := map[string]bool{}
@@ -141,8 +153,8 @@ func Tools(fns []Function, param string) ([]engine.Tool, *Error) {
 			return nil, BadRequest(f.Param+".name", "%s has no name", f.Param)
 		}
 		name := *f.Name
-		if !validToolName(name) {
-			return nil, BadRequest(f.Param+".name", "%s: the name %q must be 1 to %d letters, digits, _ or -", f.Param, name, maxToolNameLen)
+		if !ValidToolName(name) {
+			return nil, BadRequest(f.Param+".name", "%s: the name %q must be 1 to %d letters, digits, _ or -", f.Param, name, MaxToolNameLen)
 		}
 		if seen[name] {
 			return nil, BadRequest(f.Param+".name", "two tools are named %q", name)
@@ -198,8 +210,8 @@ func ToolChoice(mode, name string, tools []engine.Tool, param string) (engine.To
 
 // JSONSchemaFormat validates a JSON-schema response format; name may be empty where the API has none.
 func JSONSchemaFormat(name string, schema json.RawMessage, strict bool, param string) (engine.ResponseFormat, *Error) {
-	if name != "" && !validToolName(name) {
-		return engine.ResponseFormat{}, BadRequest(param+".name", "the schema's name must be 1 to %d letters, digits, _ or -", maxToolNameLen)
+	if name != "" && !ValidToolName(name) {
+		return engine.ResponseFormat{}, BadRequest(param+".name", "the schema's name must be 1 to %d letters, digits, _ or -", MaxToolNameLen)
 	}
 	schema = bytes.TrimSpace(schema)
 	if len(schema) == 0 || schema[0] != '{' || !json.Valid(schema) {
@@ -241,15 +253,82 @@ func Thinking(on bool, vars map[string]any) map[string]any {
 	return vars
 }
 
-// CheckCount checks a count the client sent against [least, 2^31-1].
-func CheckCount(param string, v, least int) *Error { return checkCount(param, v, least) }
+// CheckCount checks a count the client sent against [least, MaxCount].
+func CheckCount(param string, v, least int) *Error {
+	if v < least || v > MaxCount {
+		return BadRequest(param, "%s must be between %d and %d, got %d", param, least, MaxCount, v)
+	}
+	return nil
+}
 
-// NotUTF8 is the error of a field that is not UTF-8.
-func NotUTF8(param string) *Error { return notUTF8(param) }
+// ValidToolName reports whether s is a tool or schema name OpenAI allows: 1 to MaxToolNameLen letters,
+// digits, _ or -.
+func ValidToolName(s string) bool {
+	if s == "" || len(s) > MaxToolNameLen {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// NotUTF8 is the 400 for a body that is not UTF-8. JSON text must be (RFC 8259 §8.1); encoding/json would
+// quietly turn the bad bytes into U+FFFD, so the model would see text the client never sent.
+func NotUTF8(param string) *Error {
+	what := "the request body"
+	if param != "" {
+		what = param
+	}
+	return BadRequest(param, "%s is not valid UTF-8; JSON text must be UTF-8", what)
+}
 
 // Decode unmarshals a request body that must be a JSON object, turning type errors into 400s that name the
 // field.
-func Decode(body []byte, v any) *Error { return decode(body, v) }
+func Decode(body []byte, v any) *Error {
+	body = bytes.TrimSpace(body)
+	if len(body) == 0 {
+		return BadRequest("", "the request body is empty; expected a JSON object")
+	}
+	if body[0] != '{' {
+		return BadRequest("", "the request body must be a JSON object")
+	}
+	err := json.Unmarshal(body, v)
+	if err == nil {
+		return nil
+	}
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		// encoding/json names a field of an embedded struct with the struct's Go name first (package openai's
+		// bodies embed commonBody); the client knows only the JSON key.
+		field := strings.TrimPrefix(typeErr.Field, "commonBody.")
+		return BadRequest(field, "invalid type for '%s': expected %s, got %s", field, JSONTypeName(typeErr.Type.String()), typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return BadRequest("", "the request body is not valid JSON: %v (at byte %d)", syntaxErr, syntaxErr.Offset)
+	default:
+		return BadRequest("", "the request body is not valid JSON: %v", err)
+	}
+}
 
-// AppendString appends s as a JSON string, for the renderers of the other APIs' hot paths.
-func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+// JSONTypeName is how a client names the JSON type a Go type decodes from ("an integer" for int64), for
+// errors about a field of the wrong type.
+func JSONTypeName(goType string) string {
+	switch {
+	case strings.HasPrefix(goType, "[]"):
+		return "an array"
+	case strings.Contains(goType, "int"):
+		return "an integer"
+	case strings.Contains(goType, "float"):
+		return "a number"
+	case goType == "string":
+		return "a string"
+	case goType == "bool":
+		return "a boolean"
+	default:
+		return "an object"
+	}
+}

@@ -1,4 +1,4 @@
-package openai
+package apicore
 
 import (
 	"errors"
@@ -99,12 +99,12 @@ func FromEngine(err error) *Error {
 // AppendEnvelope appends the error's JSON envelope to dst.
 func (e *Error) AppendEnvelope(dst []byte) []byte {
 	dst = append(dst, `{"error":{"message":`...)
-	dst = appendString(dst, e.Message)
+	dst = AppendString(dst, e.Message)
 	dst = append(dst, `,"type":`...)
-	dst = appendString(dst, e.Type)
+	dst = AppendString(dst, e.Type)
 	dst = append(dst, `,"param":`...)
-	dst = appendNullableString(dst, e.Param)
+	dst = AppendNullableString(dst, e.Param)
 	dst = append(dst, `,"code":`...)
-	dst = appendNullableString(dst, e.Code)
+	dst = AppendNullableString(dst, e.Code)
 	return append(dst, "}}"...)
 }

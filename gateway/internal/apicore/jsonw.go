@@ -1,4 +1,4 @@
-package openai
+package apicore
 
 import (
 	"strconv"
@@ -10,8 +10,8 @@ import (
 
 const hexDigits = "0123456789abcdef"
 
-// appendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
-func appendString(dst []byte, s string) []byte {
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json does.
+func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	start := 0
 	for i := 0; i < len(s); {
@@ -59,18 +59,21 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-func appendNullableString(dst []byte, s string) []byte {
+// AppendNullableString appends s as a JSON string, or null when it is empty.
+func AppendNullableString(dst []byte, s string) []byte {
 	if s == "" {
 		return append(dst, "null"...)
 	}
-	return appendString(dst, s)
+	return AppendString(dst, s)
 }
 
-func appendFloat(dst []byte, f float64) []byte {
+// AppendFloat appends f as a JSON number, in the shortest form that reads back as f.
+func AppendFloat(dst []byte, f float64) []byte {
 	return strconv.AppendFloat(dst, f, 'g', -1, 64)
 }
 
-func appendBytesArray(dst []byte, b []byte) []byte {
+// AppendBytesArray appends b as a JSON array of integers (logprobs' bytes).
+func AppendBytesArray(dst []byte, b []byte) []byte {
 	dst = append(dst, '[')
 	for i, c := range b {
 		if i > 0 {

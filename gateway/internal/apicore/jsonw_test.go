@@ -1,4 +1,4 @@
-package openai
+package apicore
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 func TestAppendString(t *testing.T) {
 	t.Parallel()
 	for _, s := range []string{"", "plain", `quote " backslash \ slash /`, "ctl \x00\x01\x1f\t\n\r", "utf8 é 漢字 🙂", "bad \xff\xfe utf8", "line sep \u2028 \u2029", "<html>&"} {
-		got := appendString(nil, s)
+		got := AppendString(nil, s)
 		var back string
 		if err := json.Unmarshal(got, &back); err != nil {
 			t.Fatalf("%q: not valid JSON: %s (%v)", s, got, err)
