@@ -75,16 +75,16 @@
 //
 // # Engine integration
 //
-// The engine owns one compute loop. The Server reads each request on the connection's goroutine and hands a Job
-// to ServerConfig.Dispatch, which queues it for the loop; the loop calls Job.Accept (a job not accepted within
+// The engine owns one compute loop. The Server reads each request on the connection's goroutine and hands a Job to
+// ServerConfig.Dispatch, which queues it for the loop; the loop calls Job.Accept (a job not accepted within
 // PickupTimeout is answered 503) and streams through the returned Writer: Header, then Chunk for every attention
-// layer as each prefill step finishes, ArraysState for every linear layer, then Done or Error. Writer calls queue frames for the connection's goroutine, which
-// writes the tensor bytes straight from the engine's buffers to the socket, so compute overlaps transfer; the
-// queue is bounded in bytes (backpressure), buffers come back through a release callback, and a client that
-// leaves cancels Job.Context and fails the next Writer call. Server.Stop drains accepted jobs. On the other side,
-// Fetch streams the header and chunks to a Handler as they arrive, so the decode engine ingests while the rest
-// is still on the wire, with typed errors (*RemoteError, and errors matching ErrProtocol, ErrTimeout or
-// ErrConnLost) that tell it when to fall back to a local prefill.
+// layer as each prefill step finishes, ArraysState for every linear layer, then Done or Error. Writer calls queue
+// frames for the connection's goroutine, which writes the tensor bytes straight from the engine's buffers to the
+// socket, so compute overlaps transfer; the queue is bounded in bytes (backpressure), buffers come back through a
+// release callback, and a client that leaves cancels Job.Context and fails the next Writer call. Server.Stop
+// drains accepted jobs. On the other side, Fetch streams the header and chunks to a Handler as they arrive, so the
+// decode engine ingests while the rest is still on the wire, with typed errors (*RemoteError, and errors matching
+// ErrProtocol, ErrTimeout or ErrConnLost) that tell it when to fall back to a local prefill.
 //
 // The kvwiretest subpackage provides exo-shaped peers (plain server and client, no extensions) for tests.
 package kvwire
