@@ -663,7 +663,15 @@ func runtimeMetrics() map[string]float64 {
 
 // describeKV is the layout in the engine description's per-model terms: every layer's shape is the first
 // layer's (the layers of every supported family share one), and a sliding layer counts as a full one, which is
-// what a link's bytes-per-token estimate wants for prompts shorter than the window.
+// what a link's bytes-per-token estimate wants for prompts shorter than the window. The shape is the first
+// attention layer's: a linear-attention layer (a hybrid's first) has none.
 func describeKV(l backend.KVLayout) engine.KVLayout {
-	return engine.KVLayout{NumLayers: l.NumLayers(), NumKVHeads: l.Layers[0].KVHeads, HeadDim: l.Layers[0].HeadDim, DType: string(l.DType)}
+	first := l.Layers[0]
+	for _, ly := range l.Layers {
+		if ly.Kind != backend.KVLinear {
+			first = ly
+			break
+		}
+	}
+	return engine.KVLayout{NumLayers: l.NumLayers(), NumKVHeads: first.KVHeads, HeadDim: first.HeadDim, DType: string(l.DType)}
 }
