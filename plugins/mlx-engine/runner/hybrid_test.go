@@ -9,6 +9,7 @@ import (
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/plugins/mlx-engine/runner"
+	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/kvwire"
 	"github.com/duet-ai/duet/sdk/kvwire/kvwiretest"
 )
@@ -290,5 +291,33 @@ func TestHybridExoServerToDuet(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) { run(t, exoHybrid(t, kvwire.BFloat16, kvwire.Float32, tc.edit), tc.reason) })
+	}
+}
+
+// TestHybridCancelledPrefill: a request cancelled while its prompt is prefilled leaves its cache in the prefix cache
+// at a position it can cut (its live state), and a next prompt continues from there exactly.
+func TestHybridCancelledPrefill(t *testing.T) {
+	t.Parallel()
+	ref, _ := stateNode(t, false, 0, 0)
+	d, _ := stateNode(t, false, 64<<20, 0)
+	long := prompt(300, 95, stateVocab)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	err := d.r.Generate(ctx, runner.Request{ID: "c", Prompt: long, MaxTokens: 1000}, func(ev engine.Event) error {
+		if ev.Progress != nil {
+			cancel() // at the first chunk: the loop ends the sequence at a step boundary
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ref.gen(t, long, 12, 1, nil, nil)
+	got := d.gen(t, long, 12, 1, nil, nil)
+	if c := got.final.Usage.CachedTokens; c == 0 {
+		t.Errorf("no cached tokens after a cancelled prefill")
+	}
+	if !slices.Equal(got.tokens[0], want.tokens[0]) {
+		t.Errorf("after a cancelled prefill: %v, want %v", got.tokens[0], want.tokens[0])
 	}
 }
