@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -16,19 +15,23 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
+// anthropicAPI is Anthropic's Messages API over the pipeline.
+type anthropicAPI struct{ *pipeline }
+
 // anthropicRoutes serves Anthropic's Messages API (POST /v1/messages, /v1/messages/count_tokens).
-func (s *Server) anthropicRoutes(v1 fiber.Router) {
-	v1.Post("/messages", s.messages)
-	v1.Post("/messages/count_tokens", s.countTokens)
+func anthropicRoutes(v1 fiber.Router, pipe *pipeline) {
+	p := anthropicAPI{pipe}
+	v1.Post("/messages", p.messages)
+	v1.Post("/messages/count_tokens", p.countTokens)
 }
 
 // anthropicErrors is the dialect of errors under /v1/messages.
 func anthropicErrors() dialect { return anthropicMessages{} }
 
 // messages is POST /v1/messages: a generation like chat's, rendered as Anthropic's message or stream.
-func (s *Server) messages(c *fiber.Ctx) error {
+func (p anthropicAPI) messages(c *fiber.Ctx) error {
 	setRequestIDHeader(c)
-	scan, err := s.refuseOverlong(c.Body(), "messages")
+	scan, err := p.refuseOverlong(c.Body(), "messages")
 	if err != nil {
 		return err
 	}
@@ -36,12 +39,12 @@ func (s *Server) messages(c *fiber.Ctx) error {
 	if perr != nil {
 		return perr
 	}
-	return s.serve(c, &generation{
+	return p.serve(c, &request{
 		model:    req.Model,
 		stream:   req.Stream,
 		dialect:  anthropicMessages{},
 		idPrefix: "msg_",
-		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
+		generate: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
 			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
 			TemplateVars: req.TemplateVars},
 		promptBytes:  scan.PromptBytes,
@@ -75,7 +78,7 @@ func (anthropicMessages) errorBody(dst []byte, e *openai.Error) (int, []byte) {
 }
 
 // anthropicEncoder adapts anthropic.Stream to the gateway's encoder. Its message_start waits for the first
-// event, which may say how long the prompt is; an encoder made only to report a broken hop (proxy.go) thus
+// event, which may say how long the prompt is; an encoder made only to report a broken hop (stage_forward.go) thus
 // sends the error event alone, after the owner's message_start.
 type anthropicEncoder struct{ s *anthropic.Stream }
 
@@ -91,32 +94,32 @@ func (e anthropicEncoder) final(dst []byte, _ int, f *engine.Final) ([]byte, boo
 // countTokens is POST /v1/messages/count_tokens: the prompt's tokens as the engine renders them for a
 // generation (template, tools and thinking included), counted by a local instance of the model, or by the
 // gateway of a node that has one.
-func (s *Server) countTokens(c *fiber.Ctx) error {
+func (p anthropicAPI) countTokens(c *fiber.Ctx) error {
 	setRequestIDHeader(c)
 	req, perr := anthropic.ParseCountTokens(c.Body())
 	if perr != nil {
 		return perr
 	}
 	asked := req.Model
-	req.Model = s.aliases.Resolve(req.Model)
+	req.Model = p.aliases.Resolve(req.Model)
 	var in *node.Instance
 	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
 		// The entry gateway picked this node's instance; a hop is never forwarded again.
-		got, found := s.reg.Get(hop.DecodeInstance)
+		got, found := p.reg.Get(hop.DecodeInstance)
 		// The entry gateway resolved the name with its own aliases, which this node may not have.
 		if !found || got.Spec.Model != req.Model && got.Spec.Model != asked {
 			return openai.Unavailable(fmt.Sprintf("instance %q of model %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, req.Model, requestIDOf(c)))
 		}
 		in = got
 	} else {
-		for _, cand := range s.reg.ByModel(req.Model) {
+		for _, cand := range p.reg.ByModel(req.Model) {
 			if cand.Desc.Capabilities.Chat {
 				in = cand
 				break
 			}
 		}
 		if in == nil {
-			return s.forwardCountTokens(c, req.Model)
+			return p.forwardCountTokens(c, req.Model)
 		}
 	}
 	if !in.Desc.Capabilities.Chat {
@@ -126,11 +129,11 @@ func (s *Server) countTokens(c *fiber.Ctx) error {
 	if err := supports(in.Desc, &gr); err != nil {
 		return err
 	}
-	e, gen, err := s.engines.Get()
+	e, gen, err := p.engines.Get()
 	if err != nil {
 		return openai.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", requestIDOf(c)))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 	defer cancel()
 	res, err := e.Tokenize(ctx, engine.TokenizeRequest{
 		InstanceID: in.Desc.InstanceID, Messages: req.Messages, AddGenerationPrompt: true,
@@ -138,7 +141,7 @@ func (s *Server) countTokens(c *fiber.Ctx) error {
 	})
 	if err != nil {
 		if engine.CodeOf(err) == engine.CodeUnavailable {
-			err = s.engineUnavailable(requestIDOf(c), gen, err)
+			err = p.engineUnavailable(requestIDOf(c), gen, err)
 		}
 		return openai.FromEngine(err)
 	}
@@ -151,9 +154,9 @@ const maxTokenCountBody = 1 << 20
 
 // forwardCountTokens asks the gateway of a node with a ready instance of the model to count, with that
 // instance pinned, and passes its answer through.
-func (s *Server) forwardCountTokens(c *fiber.Ctx, model string) error {
+func (p anthropicAPI) forwardCountTokens(c *fiber.Ctx, model string) error {
 	requestID := requestIDOf(c)
-	snap := s.agent.Snapshot()
+	snap := p.snapshot()
 	var target *cluster.Record
 	known := false
 	for i := range snap.Instances {
@@ -162,7 +165,7 @@ func (s *Server) forwardCountTokens(c *fiber.Ctx, model string) error {
 			continue
 		}
 		known = true
-		if in.Status == cluster.InstanceReady && string(in.Node) != s.reg.Node() {
+		if in.Status == cluster.InstanceReady && string(in.Node) != p.reg.Node() {
 			target = in
 			break
 		}
@@ -174,26 +177,23 @@ func (s *Server) forwardCountTokens(c *fiber.Ctx, model string) error {
 		return openai.Unavailable(fmt.Sprintf("no instance of model %q is ready to count tokens now; retry shortly (request id %s)", model, requestID))
 	}
 	node := string(target.Node)
-	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), node)
+	hostPort, tls, ok := p.cluster.APIEndpoint(node)
 	if !ok {
 		return openai.Unavailable(fmt.Sprintf("node %s, which serves model %q, advertises no API address (request id %s)", node, model, requestID))
 	}
-	header := http.Header{}
-	for k, v := range c.Request().Header.All() {
-		header.Add(string(k), string(v))
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	header := requestHeader(c)
+	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 	defer cancel()
 	// The body's buffer goes back to the pool when the handler returns: wait until the transport is done.
 	sent := make(chan struct{})
-	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
+	resp, err := p.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
 		Method: fiber.MethodPost, Path: c.Path(), Body: c.Body(), RequestID: requestID,
-		Route:  forward.Route{EntryNode: s.reg.Node(), DecodeNode: node, DecodeInstance: target.ID, Attempt: 1},
+		Route:  forward.Route{EntryNode: p.reg.Node(), DecodeNode: node, DecodeInstance: target.ID, Attempt: 1},
 		Header: header, BodyDone: func() { close(sent) },
 	})
 	<-sent
 	if err != nil {
-		s.log.Warn("forward: count_tokens", "request_id", requestID, "node", node, "error", err)
+		p.log.Warn("forward: count_tokens", "request_id", requestID, "node", node, "error", err)
 		return openai.Unavailable(fmt.Sprintf("node %s did not answer; retry (request id %s)", node, requestID))
 	}
 	defer resp.Body.Close()

@@ -13,15 +13,20 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
+// ollamaAPI is Ollama's API over the pipeline: its handlers parse in Ollama's dialect and hand generations
+// to the pipeline; its model endpoints read the cluster the pipeline sees.
+type ollamaAPI struct{ *pipeline }
+
 // ollamaRoutes serves Ollama's API under /api: generations go through serve like OpenAI's, so they get the
 // same routing, forwarding, admission and P/D; the model endpoints show the whole cluster's models.
-func (s *Server) ollamaRoutes(api fiber.Router) {
-	api.Post("/chat", func(c *fiber.Ctx) error { return s.ollamaGenerate(c, ollama.Chat) })
-	api.Post("/generate", func(c *fiber.Ctx) error { return s.ollamaGenerate(c, ollama.Generate) })
-	api.Get("/tags", s.ollamaTags)
-	api.Post("/show", s.ollamaShow)
-	api.Get("/ps", s.ollamaPs)
-	api.Get("/version", s.ollamaVersion)
+func ollamaRoutes(api fiber.Router, pipe *pipeline) {
+	p := ollamaAPI{pipe}
+	api.Post("/chat", func(c *fiber.Ctx) error { return p.ollamaGenerate(c, ollama.Chat) })
+	api.Post("/generate", func(c *fiber.Ctx) error { return p.ollamaGenerate(c, ollama.Generate) })
+	api.Get("/tags", p.ollamaTags)
+	api.Post("/show", p.ollamaShow)
+	api.Get("/ps", p.ollamaPs)
+	api.Get("/version", p.ollamaVersion)
 	// Ollama's model management has no meaning here: say so, rather than "unknown URL".
 	for _, path := range []string{"/pull", "/push", "/create", "/copy", "/delete", "/blobs/:digest"} {
 		api.All(path, ollamaUnsupported("this server does not manage models through the Ollama API; load them with duet --model or POST /v1/instances"))
@@ -43,8 +48,8 @@ func ollamaUnsupported(msg string) fiber.Handler {
 }
 
 // ollamaGenerate is /api/chat and /api/generate.
-func (s *Server) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
-	models := s.ollamaModels()
+func (p ollamaAPI) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
+	models := p.ollamaModels()
 	known := func(id string) bool { _, ok := models[id]; return ok }
 	param := "messages"
 	if kind == ollama.Generate {
@@ -57,7 +62,7 @@ func (s *Server) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 		if id, ok := ollama.Resolve(scan.Model, known); ok {
 			scan.Model = id
 		}
-		if err := s.refuseScanned(scan, param); err != nil {
+		if err := p.refuseScanned(scan, param); err != nil {
 			return err
 		}
 	}
@@ -83,20 +88,20 @@ func (s *Server) ollamaGenerate(c *fiber.Ctx, kind ollama.Kind) error {
 		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 		return c.Send(reply.AppendLoad(nil, time.Now(), req.Load))
 	}
-	return s.serve(c, &generation{
-		model: id, stream: req.Stream, dialect: ollamaDialect{reply: reply}, request: req.GenerateRequest(),
+	return p.serve(c, &request{
+		model: id, stream: req.Stream, dialect: ollamaDialect{reply: reply}, generate: req.GenerateRequest(),
 		promptBytes: scan.PromptBytes,
 	})
 }
 
 // ollamaModels is every model the cluster serves (as /v1/models lists them) with what its instances say of
 // it: this node's own description when it has an instance, else another node's published facts.
-func (s *Server) ollamaModels() map[string]ollama.Model {
+func (p ollamaAPI) ollamaModels() map[string]ollama.Model {
 	out := map[string]ollama.Model{}
-	for id, t := range s.catalog.clusterModels() {
+	for id, t := range p.models() {
 		out[id] = ollama.Model{ID: id, ModifiedAt: t}
 	}
-	for _, in := range s.agent.Snapshot().Instances {
+	for _, in := range p.snapshot().Instances {
 		m, ok := out[in.Model]
 		if !ok || in.Status == cluster.InstanceUnavailable {
 			continue
@@ -114,7 +119,7 @@ func (s *Server) ollamaModels() map[string]ollama.Model {
 		}
 		out[in.Model] = m
 	}
-	for _, in := range s.reg.All() {
+	for _, in := range p.reg.All() {
 		m, ok := out[in.Spec.Model]
 		if !ok {
 			continue
@@ -128,7 +133,7 @@ func (s *Server) ollamaModels() map[string]ollama.Model {
 		out[in.Spec.Model] = m
 	}
 	// An alias is listed as a model of its own, with what its model says of itself.
-	for name, to := range s.aliases.All() {
+	for name, to := range p.aliases.All() {
 		if m, ok := out[to]; ok {
 			m.ID = name
 			out[name] = m
@@ -147,17 +152,17 @@ func sortedModels(models map[string]ollama.Model, keep func(id string) bool) []o
 	return out
 }
 
-func (s *Server) ollamaTags(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaTags(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(ollama.AppendTags(nil, sortedModels(s.ollamaModels(), nil)))
+	return c.Send(ollama.AppendTags(nil, sortedModels(p.ollamaModels(), nil)))
 }
 
-func (s *Server) ollamaShow(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaShow(c *fiber.Ctx) error {
 	name, perr := ollama.ParseShow(c.Body())
 	if perr != nil {
 		return perr
 	}
-	models := s.ollamaModels()
+	models := p.ollamaModels()
 	id, ok := ollama.Resolve(name, func(id string) bool { _, ok := models[id]; return ok })
 	if !ok {
 		return ollama.ModelNotFound(name)
@@ -168,21 +173,21 @@ func (s *Server) ollamaShow(c *fiber.Ctx) error {
 
 // ollamaPs lists the models some instance in the cluster is ready to serve. They stay loaded: Ollama says
 // the same of keep_alive -1 with an expiry as far away as a duration reaches.
-func (s *Server) ollamaPs(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaPs(c *fiber.Ctx) error {
 	ready := map[string]bool{}
-	for _, in := range s.agent.Snapshot().Instances {
+	for _, in := range p.snapshot().Instances {
 		ready[in.Model] = ready[in.Model] || in.Status == cluster.InstanceReady
 	}
 	now := time.Now()
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(ollama.AppendPs(nil, sortedModels(s.ollamaModels(), func(id string) bool { return ready[id] }),
+	return c.Send(ollama.AppendPs(nil, sortedModels(p.ollamaModels(), func(id string) bool { return ready[id] }),
 		now.Add(time.Duration(math.MaxInt64))))
 }
 
 // ollamaVersion reports this gateway's version, as it publishes it to the cluster.
-func (s *Server) ollamaVersion(c *fiber.Ctx) error {
+func (p ollamaAPI) ollamaVersion(c *fiber.Ctx) error {
 	version := ""
-	if n, ok := s.agent.Snapshot().Node(cluster.NodeID(s.reg.Node())); ok {
+	if n, ok := p.snapshot().Node(cluster.NodeID(p.reg.Node())); ok {
 		version = n.Tags.Version
 	}
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

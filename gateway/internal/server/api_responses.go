@@ -11,10 +11,14 @@ import (
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
+// responsesAPI is OpenAI's Responses API over the pipeline.
+type responsesAPI struct{ *pipeline }
+
 // responsesRoutes serves OpenAI's Responses API (POST /v1/responses). duet stores no responses, so the
 // routes that read or change a stored one answer 404 saying so.
-func (s *Server) responsesRoutes(v1 fiber.Router) {
-	v1.Post("/responses", s.createResponse)
+func responsesRoutes(v1 fiber.Router, pipe *pipeline) {
+	p := responsesAPI{pipe}
+	v1.Post("/responses", p.createResponse)
 	v1.Get("/responses/:id", notStored)
 	v1.Delete("/responses/:id", notStored)
 	v1.Get("/responses/:id/input_items", notStored)
@@ -26,8 +30,8 @@ const ignoredToolsHeader = "Duet-Ignored-Tools"
 
 func notStored(c *fiber.Ctx) error { return responses.NotStored(c.Params("id")) }
 
-func (s *Server) createResponse(c *fiber.Ctx) error {
-	req, perr := responses.Parse(c.Body(), responses.Options{HostedTools: s.cfg.HostedTools, Sealer: s.reasoning})
+func (p responsesAPI) createResponse(c *fiber.Ctx) error {
+	req, perr := responses.Parse(c.Body(), responses.Options{HostedTools: p.cfg.HostedTools, Sealer: p.reasoning})
 	if perr != nil {
 		return perr
 	}
@@ -36,12 +40,12 @@ func (s *Server) createResponse(c *fiber.Ctx) error {
 		// stream closely, and the logs of proxies.
 		c.Set(ignoredToolsHeader, strings.Join(req.IgnoredTools, ", "))
 	}
-	err := s.serve(c, &generation{
+	err := p.serve(c, &request{
 		model:       req.Model,
 		stream:      req.Stream,
 		dialect:     openaiResponses{echo: req.Echo},
 		idPrefix:    "resp_",
-		request:     req.Generate,
+		generate:    req.Generate,
 		promptBytes: req.PromptBytes,
 		cacheKey:    req.CacheKey,
 	})

@@ -36,13 +36,15 @@
 // guard's check of a hop's body against its proof, and a hop's keep-alives. The guard's admin checks stand in
 // front of each write.
 //
-// A generation's handler (api_*.go, generate.go) parses the request in its dialect (parse.go, dialect.go),
-// asks the router where it runs (route.go, with the node's snapshot of the cluster), and then either forwards
-// it to the owning gateway (proxy.go, package forward) or runs it on the local engine plugin (run.go,
-// stream.go); the events that come back are rendered in the client's dialect, streamed or whole. What watches
-// a request sees it as it runs: the dashboard's recent list (recent.go, recent_forward.go), metrics and traces
-// (observe.go), and the speeds and estimate errors that routers deciding by time read (pdauto.go). Client disconnects cancel generations: a watcher reads the
-// connection while a request runs (watch.go), so even a long prefill learns at once that nobody is waiting.
+// The request path is a pipeline of stages over one request value (pipeline.go): parse, in the client's
+// dialect (stage_parse.go, with the openaiAPI, responsesAPI, anthropicAPI and ollamaAPI adapters of
+// api_*.go); place, by the router on the node's snapshot of the cluster (stage_place.go); then forward to the
+// owning gateway (stage_forward.go, package forward) or run on the local engine plugin (stage_run.go, with the
+// run queue of run.go); and render the events in the client's dialect, streamed or whole (stage_render.go).
+// What watches a request are observers of its lifecycle (decided, first token, finished; observe.go): the
+// dashboard's recent list (recent.go), the metrics, the traces, and the speed book that routers deciding by
+// time read (observe_speed.go). Client disconnects cancel generations: a watcher reads the connection while a
+// request runs (watch.go), so even a long prefill learns at once that nobody is waiting.
 //
 // The cluster and admin APIs answer from the node's state and write to it; the dashboard reads the same and
 // fans out to peers' gateways as hops for what is not gossiped.

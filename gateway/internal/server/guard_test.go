@@ -37,8 +37,8 @@ func guardApp(t *testing.T, g *guard) *fiber.App {
 	return app
 }
 
-// answer is what guardApp's handler or the error envelope said.
-type answer struct {
+// reply is what guardApp's handler or the error envelope said.
+type reply struct {
 	status int
 	entry  string
 	proved bool
@@ -46,7 +46,7 @@ type answer struct {
 	close  bool // the connection is closed after the answer
 }
 
-func send(t *testing.T, app *fiber.App, req *http.Request) answer {
+func send(t *testing.T, app *fiber.App, req *http.Request) reply {
 	t.Helper()
 	resp, err := app.Test(req, -1)
 	if err != nil {
@@ -57,7 +57,7 @@ func send(t *testing.T, app *fiber.App, req *http.Request) answer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := answer{status: resp.StatusCode, close: resp.Close}
+	a := reply{status: resp.StatusCode, close: resp.Close}
 	var v struct {
 		Entry  string `json:"entry"`
 		Proved bool   `json:"proved"`
@@ -72,7 +72,7 @@ func send(t *testing.T, app *fiber.App, req *http.Request) answer {
 	return a
 }
 
-func request(method, path, body string, header map[string]string) *http.Request {
+func newRequest(method, path, body string, header map[string]string) *http.Request {
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	for k, v := range header {
 		req.Header.Set(k, v)
@@ -108,7 +108,7 @@ func TestGuardAuth(t *testing.T) {
 		{"state with a secret, no token", sealed, "/v1/state", nil, 200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := send(t, guardApp(t, tc.g), request("GET", tc.path, "", tc.header))
+			got := send(t, guardApp(t, tc.g), newRequest("GET", tc.path, "", tc.header))
 			if got.status != tc.want {
 				t.Fatalf("status %d, want %d", got.status, tc.want)
 			}
@@ -159,7 +159,7 @@ func TestGuardAdminOnly(t *testing.T) {
 			if tc.secret {
 				keys = [][]byte{secret}
 			}
-			got := send(t, guardApp(t, newGuard(tc.cfg, keys, nil)), request("POST", "/v1/write", "{}", tc.header))
+			got := send(t, guardApp(t, newGuard(tc.cfg, keys, nil)), newRequest("POST", "/v1/write", "{}", tc.header))
 			if got.status != tc.want || got.code != tc.code || got.proved != tc.proved {
 				t.Fatalf("got %+v, want status %d code %q proved %v", got, tc.want, tc.code, tc.proved)
 			}
@@ -203,7 +203,7 @@ func TestGuardHop(t *testing.T) {
 		{"a bad route", `{}`, map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: "%%%"}, 400, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := send(t, guardApp(t, secured), request("POST", "/v1/hop", tc.body, tc.header))
+			got := send(t, guardApp(t, secured), newRequest("POST", "/v1/hop", tc.body, tc.header))
 			if got.status != tc.want || got.code != tc.code || got.close != tc.close {
 				t.Fatalf("got %+v, want status %d code %q close %v", got, tc.want, tc.code, tc.close)
 			}
@@ -216,10 +216,10 @@ func TestGuardHop(t *testing.T) {
 	t.Run("a replay", func(t *testing.T) {
 		app := guardApp(t, secured)
 		h := headers("r8", route, proof(secret, "POST", "/v1/hop", "r8", route, `{}`))
-		if got := send(t, app, request("POST", "/v1/hop", `{}`, h)); got.status != 200 {
+		if got := send(t, app, newRequest("POST", "/v1/hop", `{}`, h)); got.status != 200 {
 			t.Fatalf("first: %+v", got)
 		}
-		if got := send(t, app, request("POST", "/v1/hop", `{}`, h)); got.status != 401 || !got.close {
+		if got := send(t, app, newRequest("POST", "/v1/hop", `{}`, h)); got.status != 401 || !got.close {
 			t.Fatalf("replayed: %+v, want 401 and the connection closed", got)
 		}
 	})
@@ -227,7 +227,7 @@ func TestGuardHop(t *testing.T) {
 	open := newGuard(Config{APIKeys: []string{"k1"}}, nil, nil)
 	plain := map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route}
 	t.Run("no secret, no key", func(t *testing.T) {
-		if got := send(t, guardApp(t, open), request("POST", "/v1/hop", `{}`, plain)); got.status != 401 {
+		if got := send(t, guardApp(t, open), newRequest("POST", "/v1/hop", `{}`, plain)); got.status != 401 {
 			t.Fatalf("got %+v, want 401", got)
 		}
 	})
@@ -236,7 +236,7 @@ func TestGuardHop(t *testing.T) {
 		for k, v := range plain {
 			h[k] = v
 		}
-		got := send(t, guardApp(t, open), request("POST", "/v1/hop", `{}`, h))
+		got := send(t, guardApp(t, open), newRequest("POST", "/v1/hop", `{}`, h))
 		if got.status != 200 || got.entry != "n1" || got.proved {
 			t.Fatalf("got %+v, want the route pinned, not proved", got)
 		}

@@ -1,21 +1,182 @@
 package server
 
 import (
-	"context"
-	"errors"
-	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
-	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
-// What the gateway observes of a request beyond the recent ring: its series in the metrics (package metrics)
-// and its trace, the timings of its phases in the Server-Timing header.
+// What watches a request: the dashboard's recent list (recent.go), the metrics and the trace (here), the
+// speed samples and the estimate-error book (observe_speed.go). Each is an observer, registered once with
+// the pipeline, which tells it of every request's lifecycle; none owns the request or its state.
+
+// An observer watches requests. Its methods are called in order for a request, never at once: decided
+// from the handler, token and final from the goroutine that runs the generation, finished once, when the
+// request is over (from the handler, or from a stream's writer once the generation has returned).
+type observer interface {
+	// decided: the request is placed: r.local is this node's instance, or nil when it goes to another node's
+	// gateway. A request forwarded again after its owner failed is decided again.
+	decided(r *request)
+	// firstToken: the first token of choice 0 came from the engine at at.
+	firstToken(r *request, at time.Time)
+	// token: a later token of choice 0 came at at (only to an observer registered for every token).
+	token(r *request, at time.Time)
+	// final: a choice ended.
+	final(r *request, choice int, f *engine.Final)
+	// finished: the request is over; r.answer says what the client got.
+	finished(r *request)
+}
+
+var (
+	_ observer = (*recentObserver)(nil)
+	_ observer = metricsObserver{}
+	_ observer = traceObserver{}
+	_ observer = speedObserver{}
+)
+
+// nopObserver is an observer that watches nothing, for observers to embed.
+type nopObserver struct{}
+
+func (nopObserver) decided(*request)                   {}
+func (nopObserver) firstToken(*request, time.Time)     {}
+func (nopObserver) token(*request, time.Time)          {}
+func (nopObserver) final(*request, int, *engine.Final) {}
+func (nopObserver) finished(*request)                  {}
+
+// observed is what observers keep of a request between their calls; each field is one observer's.
+type observed struct {
+	span        *tracing.Request    // traceObserver
+	traceparent string              // traceObserver: the span, for a hop
+	generation  *metrics.Generation // metricsObserver
+	learned     bool                // speedObserver: a final fed the book
+	firstToken  time.Time           // the pipeline: choice 0's first token came
+}
+
+// observe registers an observer; everyToken: it is told of every token, not only the first.
+func (p *pipeline) observe(o observer, everyToken bool) {
+	p.observers = append(p.observers, o)
+	if everyToken {
+		p.perToken = append(p.perToken, o)
+	}
+}
+
+func (p *pipeline) decided(r *request) {
+	for _, o := range p.observers {
+		o.decided(r)
+	}
+}
+
+// event tells the observers of an engine event; the generation's goroutine calls it for each.
+func (p *pipeline) event(r *request, ev *engine.Event) {
+	switch {
+	case ev.Token != nil && ev.Choice == 0:
+		if r.observed.firstToken.IsZero() {
+			now := time.Now()
+			r.observed.firstToken = now
+			for _, o := range p.observers {
+				o.firstToken(r, now)
+			}
+		} else if len(p.perToken) > 0 {
+			now := time.Now()
+			for _, o := range p.perToken {
+				o.token(r, now)
+			}
+		}
+	case ev.Final != nil:
+		for _, o := range p.observers {
+			o.final(r, ev.Choice, ev.Final)
+		}
+	}
+}
+
+// finished ends a request, once: a stream's outcome is settled from what its writer saw, and every observer
+// is told.
+func (p *pipeline) finished(r *request) {
+	if r.finished {
+		return
+	}
+	r.finished = true
+	if r.streaming {
+		r.settleStream()
+	}
+	for _, o := range p.observers {
+		o.finished(r)
+	}
+}
+
+// metricsObserver feeds a request's series: its tokens and finals when it runs here, its status when it is
+// over (or, on the owner of a hop, the hop's outcome).
+type metricsObserver struct {
+	m *metrics.Metrics
+}
+
+func (o metricsObserver) decided(r *request) {
+	if r.local != nil && r.observed.generation == nil {
+		r.observed.generation = o.m.StartGeneration(r.api, o.m.Model(r.model), r.arrived)
+	}
+}
+
+func (o metricsObserver) firstToken(r *request, at time.Time) { r.observed.generation.Token(at) }
+func (o metricsObserver) token(r *request, at time.Time)      { r.observed.generation.Token(at) }
+
+func (o metricsObserver) final(r *request, choice int, f *engine.Final) {
+	r.observed.generation.Final(choice, f)
+}
+
+func (o metricsObserver) finished(r *request) {
+	switch status := r.answer.status; {
+	case !r.hopped:
+		o.m.Request(r.api, o.m.Model(r.model), status, time.Since(r.arrived))
+	case status < 400:
+		o.m.HopReceived(metrics.HopOK)
+	default:
+		o.m.HopReceived(metrics.HopError)
+	}
+}
+
+// traceObserver gives each request a span (started once it is placed, or when it ends unplaced) with a child
+// per phase.
+type traceObserver struct {
+	nopObserver
+	t *tracing.Tracer
+}
+
+// decided starts the span, while the handler runs (its parent comes from the request's headers), so that a
+// hop carries its traceparent.
+func (o traceObserver) decided(r *request) { o.start(r) }
+
+func (o traceObserver) start(r *request) {
+	if r.observed.span != nil {
+		return
+	}
+	header := func(string) string { return "" }
+	if c := r.c; c != nil {
+		header = func(k string) string { return c.Get(k) }
+	}
+	r.observed.span = o.t.Start(header, "duet.request", r.arrived, attribute.String("duet.request_id", r.id),
+		attribute.String("url.path", r.path), attribute.String("duet.node", r.node),
+		attribute.Bool("duet.hop", r.hopped), attribute.Bool("duet.stream", r.stream))
+	r.observed.traceparent = r.observed.span.Traceparent()
+}
+
+func (o traceObserver) finished(r *request) {
+	o.start(r)
+	where := r.placement()
+	p := tracing.Phases{Status: r.answer.status, Error: cut(r.answer.err, maxRecentError), Route: r.routeTime, Forwarded: r.forwarded,
+		Attrs: []attribute.KeyValue{attribute.String("duet.model", r.model),
+			attribute.String("duet.decode_node", where.DecodeNode), attribute.String("duet.decode_instance", where.DecodeInstance)}}
+	p.Admission = r.route.Admission
+	if !r.forwarded {
+		p.Engine = r.timings()
+	}
+	r.observed.span.End(time.Now(), p)
+}
 
 // arrival is when the request's headers were read: the start of every duration the gateway reports.
 func arrival(c *fiber.Ctx) time.Time { return c.Context().Time() }
@@ -37,136 +198,16 @@ func apiOf(path string) string {
 	return ""
 }
 
-// countUnserved counts a generation request refused before it reached serve (unauthenticated, malformed, too
-// large, overlong): its model was not read, so it counts as unknown. A hop refused so counted itself already.
-func (s *Server) countUnserved(c *fiber.Ctx, status int) {
+// countUnserved counts a generation request refused before it reached the pipeline (unauthenticated,
+// malformed, too large, overlong): its model was not read, so it counts as unknown. A hop refused so counted
+// itself already.
+func countUnserved(m *metrics.Metrics, c *fiber.Ctx, status int) {
 	api := apiOf(c.Path())
 	if api == "" || c.Method() != fiber.MethodPost || c.Get(forward.HeaderHop) != "" {
 		return
 	}
-	s.metrics.Request(api, metrics.ModelUnknown, status, 0)
+	m.Request(api, metrics.ModelUnknown, status, 0)
 }
-
-// admit takes an admission slot, counting the outcome and the wait.
-func (s *Server) admit(ctx context.Context) (time.Duration, error) {
-	start := time.Now()
-	err := s.limiter.acquire(ctx)
-	wait := time.Since(start)
-	if s.metrics != nil {
-		outcome := metrics.Admitted
-		var apiErr *openai.Error
-		switch {
-		case err == nil:
-		case errors.As(err, &apiErr) && apiErr.Status == fiber.StatusTooManyRequests:
-			outcome = metrics.Rejected
-		default:
-			outcome = metrics.Cancelled
-		}
-		s.metrics.Admission(wait, outcome)
-	}
-	return wait, err
-}
-
-// observed wraps an engine's event callback to feed a generation's series: each token's arrival (choice 0)
-// and every choice's final. Without metrics it is emit itself.
-func observed(obs *metrics.Generation, emit func(engine.Event) error) func(engine.Event) error {
-	if obs == nil {
-		return emit
-	}
-	return func(ev engine.Event) error {
-		switch {
-		case ev.Token != nil && ev.Choice == 0:
-			obs.Token(time.Now())
-		case ev.Final != nil:
-			obs.Final(ev.Choice, ev.Final)
-		}
-		return emit(ev)
-	}
-}
-
-// Server-Timing (W3C Server Timing): the trace of a request in a header browsers' developer tools and curl -v
-// show. Its metric names are the timings object's phases:
-//
-//	admission  waiting for an admission slot on the gateway that ran the generation
-//	route      tokenizing for the router and its decision, on the gateway the client called
-//	forward    from sending the hop to the owner's headers (on the gateway that forwarded it)
-//	queue      waiting in the engine's queue
-//	prefill    prompt processing, local or remote
-//	kv_wait    a remote prefill: until its first KV bytes
-//	kv_transfer, kv_ingest  a remote prefill: until its last byte; writing the KV into the cache
-//	ttft       from arrival to the first token
-//	decode     from the first token to the last
-//	total      the engine's whole generation
-//
-// A whole answer carries them all. A stream's headers go out with its first event, before the engine's
-// timings exist (HTTP trailers would carry them, but browsers drop them and fasthttp's stream writer cannot
-// send them): it carries what is known then, admission, route, forward and first_event (from arrival to the
-// engine's first event), and the engine's phases come in the stream's last event's timings.
-
-// appendServerTiming appends one metric, in milliseconds.
-func appendServerTiming(dst []byte, name string, d time.Duration) []byte {
-	if len(dst) > 0 {
-		dst = append(dst, ", "...)
-	}
-	dst = append(dst, name...)
-	dst = append(dst, ";dur="...)
-	return appendMillis(dst, d)
-}
-
-// appendMillis appends d in milliseconds to the microsecond, without trailing zeros (1.5, 0.02, 40): integer
-// arithmetic, several times cheaper than formatting a float.
-func appendMillis(dst []byte, d time.Duration) []byte {
-	us := d.Microseconds()
-	if us < 0 {
-		dst, us = append(dst, '-'), -us
-	}
-	dst = strconv.AppendInt(dst, us/1000, 10)
-	frac := us % 1000
-	if frac == 0 {
-		return dst
-	}
-	digits := [3]byte{byte('0' + frac/100), byte('0' + frac/10%10), byte('0' + frac%10)}
-	n := 3
-	for digits[n-1] == '0' {
-		n--
-	}
-	dst = append(dst, '.')
-	return append(dst, digits[:n]...)
-}
-
-// gatewayTiming is the gateway's own phases of a generation it runs.
-func gatewayTiming(dst []byte, route *openai.Route) []byte {
-	dst = appendServerTiming(dst, "admission", route.Admission)
-	if !route.Forwarded {
-		dst = appendServerTiming(dst, "route", route.Time)
-	}
-	return dst
-}
-
-// engineTiming appends the engine's phases of a finished generation.
-func engineTiming(dst []byte, t engine.Timings) []byte {
-	dst = appendServerTiming(dst, "queue", t.Queue)
-	dst = appendServerTiming(dst, "prefill", t.Prefill)
-	if r := t.Remote; r != nil {
-		dst = appendServerTiming(dst, "kv_wait", r.Wait)
-		dst = appendServerTiming(dst, "kv_transfer", r.Transfer)
-		dst = appendServerTiming(dst, "kv_ingest", r.Ingest)
-	}
-	dst = appendServerTiming(dst, "ttft", t.FirstToken)
-	dst = appendServerTiming(dst, "decode", t.Decode)
-	return appendServerTiming(dst, "total", t.Total)
-}
-
-// setServerTiming sets the header, after the metrics of a hop the owner sent (theirs first, then this
-// gateway's).
-func setServerTiming(c *fiber.Ctx, own []byte) {
-	if prev := c.Response().Header.Peek(headerServerTiming); len(prev) > 0 {
-		own = append(append(append([]byte{}, prev...), ", "...), own...)
-	}
-	c.Response().Header.SetBytesV(headerServerTiming, own)
-}
-
-const headerServerTiming = "Server-Timing"
 
 // Instances are this node's loaded instances and the generations the gateway runs on each, for the metrics.
 func (s *Server) Instances() []metrics.Instance {

@@ -4,15 +4,11 @@ import (
 	"encoding/json"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
-	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -56,6 +52,16 @@ type recentRequest struct {
 	Route   recentRoute     `json:"route"`
 	Timings json.RawMessage `json:"timings,omitempty"`
 	Usage   *recentUsage    `json:"usage,omitempty"`
+
+	// engine holds the timings of a generation that ran here until since renders them as Timings: a request
+	// costs a copy of them, and only a record someone reads costs its JSON.
+	engine *engineTimings
+}
+
+// engineTimings are a local generation's timings and route, as its answer rendered them.
+type engineTimings struct {
+	timings engine.Timings
+	route   openai.Route
 }
 
 type recentRoute struct {
@@ -106,257 +112,121 @@ func (r *recentRequests) since(seq uint64, t time.Time) ([]recentRequest, uint64
 	defer r.mu.Unlock()
 	out := make([]recentRequest, 0, len(r.buf))
 	for i := range r.buf {
-		rec := r.buf[(r.next+i)%len(r.buf)]
+		rec := &r.buf[(r.next+i)%len(r.buf)]
+		if rec.engine != nil {
+			if b := openai.AppendTimings(nil, rec.engine.timings, &rec.engine.route); len(b) <= maxRecentTimings {
+				rec.Timings = b
+			}
+			rec.engine = nil
+		}
 		if rec.Seq > seq && !rec.Start.Before(t) {
-			out = append(out, rec)
+			out = append(out, *rec)
 		}
 	}
 	return out, r.seq
 }
 
-const recentKey = "duet.recent"
-
-// recentEntry is a request being recorded. Its methods are safe on a nil entry, so the hooks in the request
-// path need no checks.
-type recentEntry struct {
-	ring  *recentRequests
-	rec   recentRequest
-	route *openai.Route // serve fills it in as it decides
-	g     *generation   // for its routing time
-	n     int           // choices
-
-	// For the metrics: the series the request counts in (api, model label), and the gateway's metrics.
-	m          *metrics.Metrics
-	api, model string
-	// span is the request's trace span (nil: no OTLP endpoint); timings the engine's, when it ran here.
-	span    *tracing.Request
-	timings *engine.Timings
-
-	// streaming: a stream writer records the request when it ends, not the handler.
-	streaming atomic.Bool
-
-	mu        sync.Mutex // the fields below are written by the stream's goroutine
-	reason    string
-	forwarded *recentRoute
-	finals    int
-	failure   *openai.Error
-	firstByte time.Duration
-	tail      []byte
-	done      bool
+// recentObserver records each request in the ring when it is over.
+type recentObserver struct {
+	nopObserver
+	ring *recentRequests
 }
 
-// open starts recording a generation that serve runs.
-func (r *recentRequests) open(c *fiber.Ctx, g *generation, route *openai.Route, m *metrics.Metrics, tr *tracing.Tracer) *recentEntry {
-	// fiber's strings point into buffers it reuses for the next request: the record keeps copies.
-	e := &recentEntry{ring: r, route: route, g: g, n: max(g.request.N, 1), rec: recentRequest{
-		RequestID: cut(requestIDOf(c), maxRecentString), Path: cut(c.Path(), maxRecentString), Model: cut(g.model, maxRecentString),
-		Stream: g.stream, Node: route.EntryNode, Hop: c.Locals(hopRouteKey) != nil, Start: arrival(c),
-	}}
-	if m != nil {
-		e.m, e.api, e.model = m, apiOf(c.Path()), m.Model(g.model)
+func (o *recentObserver) finished(r *request) {
+	a := &r.answer
+	// The request's id, path and model are its own copies already.
+	rec := recentRequest{RequestID: clip(r.id, maxRecentString), Path: r.path, Model: clip(r.model, maxRecentString),
+		Stream: r.stream, Node: r.node, Hop: r.hopped, Start: r.arrived, Status: a.status,
+		DurationMS: msOf(time.Since(r.arrived)), Route: r.placement()}
+	if a.status >= 400 {
+		rec.Error = cut(a.err, maxRecentError)
 	}
-	if tr != nil {
-		e.span = tr.Start(func(k string) string { return c.Get(k) }, "duet.request", e.rec.Start, attribute.String("duet.request_id", e.rec.RequestID),
-			attribute.String("url.path", e.rec.Path), attribute.String("duet.node", route.EntryNode),
-			attribute.Bool("duet.hop", e.rec.Hop), attribute.Bool("duet.stream", g.stream))
+	if a.firstByte > 0 {
+		rec.FirstByteMS = msOf(a.firstByte)
 	}
-	c.Locals(recentKey, e)
-	return e
-}
-
-func recentOf(c *fiber.Ctx) *recentEntry {
-	e, _ := c.Locals(recentKey).(*recentEntry)
-	return e
-}
-
-// decided notes the router's reason.
-func (e *recentEntry) decided(d *decision) {
-	if e == nil || d == nil {
-		return
-	}
-	e.mu.Lock()
-	e.reason = cut(d.Reason, maxRecentError)
-	e.mu.Unlock()
-}
-
-// answered notes a whole (non-streamed) answer's timings and usage.
-func (e *recentEntry) answered(rs openai.Results) {
-	if e == nil || len(rs) == 0 || rs[0].Final == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.setTimings(rs[0].Final.Timings)
-	u := rs.Usage()
-	e.rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
-}
-
-// setTimings renders the timings as the answer carries them. Call with mu held.
-func (e *recentEntry) setTimings(t engine.Timings) {
-	e.timings = &t
-	if b := openai.AppendTimings(nil, t, e.route); len(b) <= maxRecentTimings {
-		e.rec.Timings = b
-	}
-}
-
-// finish records a request when its handler returns (accessLog calls it for every request), unless a
-// stream's writer records it. It reports whether the request is a generation's (recorded now or later).
-func (r *recentRequests) finish(c *fiber.Ctx, status int, err error) bool {
-	e := recentOf(c)
-	if e == nil {
-		return false
-	}
-	if e.streaming.Load() {
-		return true
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.rec.Status = status
-	if err != nil && status >= 400 {
-		e.rec.Error = cut(toAPIError(err).Message, maxRecentError)
-	}
-	e.record()
-	return true
-}
-
-// record adds the request to the ring, once. Call with mu held.
-func (e *recentEntry) record() {
-	if e.done {
-		return
-	}
-	e.done = true
-	e.rec.DurationMS = msOf(time.Since(e.rec.Start))
-	if e.firstByte > 0 {
-		e.rec.FirstByteMS = msOf(e.firstByte)
-	}
-	if f := e.forwarded; f != nil {
-		e.rec.Route = *f
-	} else if rt := e.route; rt != nil {
-		e.rec.Route = recentRoute{EntryNode: rt.EntryNode, DecodeNode: rt.DecodeNode, DecodeInstance: rt.DecodeInstance,
-			PrefillNode: rt.PrefillNode, PrefillInstance: rt.PrefillInstance, PrefillAddress: rt.PrefillAddress, Forwarded: rt.Forwarded}
-	}
-	e.rec.Route.Reason = e.reason
-	var routeTime time.Duration
-	if e.g != nil {
-		routeTime = e.g.routeTime
-		e.rec.Route.RoutingMS = msOf(routeTime)
-	}
-	e.g = nil // the record outlives the request; the generation must not
-	e.ring.add(e.rec)
-	if e.span != nil {
-		p := tracing.Phases{Status: e.rec.Status, Error: e.rec.Error, Route: routeTime, Forwarded: e.forwarded != nil,
-			Attrs: []attribute.KeyValue{attribute.String("duet.model", e.rec.Model),
-				attribute.String("duet.decode_node", e.rec.Route.DecodeNode), attribute.String("duet.decode_instance", e.rec.Route.DecodeInstance)}}
-		if e.route != nil {
-			p.Admission = e.route.Admission
-		}
-		if e.forwarded == nil {
-			p.Engine = e.timings
-		}
-		e.span.End(time.Now(), p)
-	}
-	if e.m == nil {
-		return
-	}
+	rec.Route.Reason = clip(r.decision.Reason, maxRecentError) // the router's, or a decoded hop's: its own
+	rec.Route.RoutingMS = msOf(r.routeTime)
 	switch {
-	case !e.rec.Hop:
-		e.m.Request(e.api, e.model, e.rec.Status, time.Since(e.rec.Start))
-	case e.rec.Status < 400:
-		e.m.HopReceived(metrics.HopOK)
-	default:
-		e.m.HopReceived(metrics.HopError)
-	}
-}
-
-// encoder wraps a local stream's encoder to watch its tokens, finals and failure; the stream's writer records
-// the request when it ends (streamEnded).
-func (e *recentEntry) encoder(enc encoder) encoder {
-	if e == nil {
-		return enc
-	}
-	e.streaming.Store(true)
-	return &recordingEncoder{encoder: enc, e: e}
-}
-
-type recordingEncoder struct {
-	encoder
-	e *recentEntry
-	// sawToken: the first token's time is noted; the encoder's one goroutine reads it, so later tokens cost
-	// no lock.
-	sawToken bool
-}
-
-func (r *recordingEncoder) event(dst []byte, ev engine.Event) []byte {
-	if ev.Token != nil && !r.sawToken {
-		r.sawToken = true
-		r.e.mu.Lock()
-		if r.e.firstByte == 0 {
-			r.e.firstByte = time.Since(r.e.rec.Start)
+	case r.forwarded:
+		if raw := a.owner.timings; raw != nil && len(raw) <= maxRecentTimings {
+			rec.Timings = raw
 		}
-		r.e.mu.Unlock()
+		if u := a.owner.usage; u != nil {
+			rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
+		}
+	case a.results != nil:
+		if len(a.results) > 0 && a.results[0].Final != nil {
+			rec.engine = &engineTimings{timings: a.results[0].Final.Timings, route: r.route}
+			u := a.results.Usage()
+			rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
+		}
+	case a.finals > 0:
+		rec.engine = &engineTimings{timings: *a.timings, route: r.route}
+		rec.Usage = &recentUsage{PromptTokens: a.usage.PromptTokens, CompletionTokens: a.usage.CompletionTokens, CachedTokens: a.usage.CachedTokens}
 	}
-	return r.encoder.event(dst, ev)
+	o.ring.add(rec)
 }
 
-func (r *recordingEncoder) final(dst []byte, choice int, f *engine.Final) ([]byte, bool) {
-	e := r.e
-	e.mu.Lock()
-	if e.finals == 0 {
-		e.setTimings(f.Timings)
-		e.rec.Usage = &recentUsage{PromptTokens: f.Usage.PromptTokens, CachedTokens: f.Usage.CachedTokens}
+// placement is where the request ran as this gateway knows it.
+func (r *request) placement() recentRoute {
+	if r.forwarded {
+		f := recentRoute{EntryNode: r.route.EntryNode, DecodeNode: r.decision.DecodeNode, DecodeInstance: r.decision.DecodeInstance, Forwarded: true}
+		if eps := r.decision.PrefillEndpoints; len(eps) > 0 {
+			f.PrefillNode, f.PrefillInstance, f.PrefillAddress = eps[0].Node, eps[0].InstanceID, eps[0].Address
+		}
+		return f
 	}
-	e.finals++
-	e.rec.Usage.CompletionTokens += f.Usage.CompletionTokens
-	e.mu.Unlock()
-	return r.encoder.final(dst, choice, f)
+	rt := &r.route
+	return recentRoute{EntryNode: rt.EntryNode, DecodeNode: rt.DecodeNode, DecodeInstance: rt.DecodeInstance,
+		PrefillNode: rt.PrefillNode, PrefillInstance: rt.PrefillInstance, PrefillAddress: rt.PrefillAddress, Forwarded: rt.Forwarded}
 }
 
-func (r *recordingEncoder) fail(dst []byte, err *openai.Error) []byte {
-	r.e.mu.Lock()
-	if r.e.failure == nil {
-		r.e.failure = err
-	}
-	r.e.mu.Unlock()
-	return r.encoder.fail(dst, err)
-}
-
-// streamEnded records a stream when its writer is done: complete, failed, or cut off by the client.
-func (e *recentEntry) streamEnded() {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
+// timings are the engine's timings of a generation that ran here (its first choice's), or nil.
+func (r *request) timings() *engine.Timings {
+	a := &r.answer
 	switch {
-	case e.failure != nil:
-		e.rec.Status, e.rec.Error = e.failure.Status, cut(e.failure.Message, maxRecentError)
-	case e.forwarded != nil:
-		e.fromTail()
-	case e.finals >= e.n:
-		e.rec.Status = fiber.StatusOK
-	default:
-		e.rec.Status, e.rec.Error = 499, "the stream ended before the answer did (the client left)"
+	case len(a.results) > 0 && a.results[0].Final != nil:
+		return &a.results[0].Final.Timings
+	case a.finals > 0:
+		return a.timings
 	}
-	e.record()
+	return nil
+}
+
+// settleStream says how a stream ended, from what its writer (or a forwarded stream's) saw: complete, failed,
+// or cut off by the client.
+func (r *request) settleStream() {
+	a := &r.answer
+	switch {
+	case a.failure != nil:
+		a.status, a.err = a.failure.Status, a.failure.Message
+	case r.forwarded:
+		a.owner = ownerFiguresOf(a.tail)
+		a.tail = nil
+		if a.owner.timings == nil {
+			a.status, a.err = 499, "the stream ended before the answer did (the client left, or the owner's stream was cut)"
+			return
+		}
+		a.status = fiber.StatusOK
+	case a.complete:
+		a.status = fiber.StatusOK
+	default:
+		a.status, a.err = 499, "the stream ended before the answer did (the client left)"
+	}
 }
 
 // cut copies at most n bytes of s (not splitting a UTF-8 sequence).
-func cut(s string, n int) string {
+func cut(s string, n int) string { return strings.Clone(clip(s, n)) }
+
+// clip is at most n bytes of s (not splitting a UTF-8 sequence), for a string the caller owns.
+func clip(s string, n int) string {
 	if len(s) > n {
 		for n > 0 && s[n]&0xC0 == 0x80 {
 			n--
 		}
 		s = s[:n]
 	}
-	return strings.Clone(s)
+	return s
 }
 
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// traceparent is the request's span as a W3C traceparent header, for a hop ("" without tracing).
-func (e *recentEntry) traceparent() string {
-	if e == nil {
-		return ""
-	}
-	return e.span.Traceparent()
-}

@@ -3,113 +3,26 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"time"
-
-	"github.com/gofiber/fiber/v2"
-
-	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
-// What the recent ring records of a request this gateway forwarded: where it went, and the owner's timings and
-// usage read from its answer or the end of its stream.
+// What the gateway learns of a request it forwarded from the owner's answer: the owner's timings and usage,
+// read from a whole answer or from the end of a stream.
 
-// forwarded notes where a forwarded request went and, for a whole answer, the owner's timings and usage (or
-// its error).
-func (r *recentRequests) forwarded(c *fiber.Ctx, d *decision, body []byte) {
-	e := recentOf(c)
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.setForwarded(d)
-	if c.Response().StatusCode() < 400 {
-		e.ownerFigures(body)
-		return
-	}
-	var env struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if len(body) < 64<<10 && json.Unmarshal(body, &env) == nil {
-		e.rec.Error = cut(env.Error.Message, maxRecentError)
-	}
+// ownerFigures are the timings object and usage of an owner's answer.
+type ownerFigures struct {
+	timings json.RawMessage
+	usage   *ownerUsage
 }
 
-// forwardedStream starts watching a forwarded stream: its writer passes each chunk to observe and calls
-// streamEnded.
-func (r *recentRequests) forwardedStream(c *fiber.Ctx, d *decision) *recentEntry {
-	e := recentOf(c)
-	if e == nil {
-		return nil
-	}
-	e.streaming.Store(true)
-	e.mu.Lock()
-	e.setForwarded(d)
-	e.mu.Unlock()
-	return e
+type ownerUsage struct {
+	PromptTokens, CompletionTokens, CachedTokens int
 }
 
-// setForwarded notes the decision of a forwarded request. Call with mu held.
-func (e *recentEntry) setForwarded(d *decision) {
-	f := &recentRoute{EntryNode: e.rec.Node, DecodeNode: d.DecodeNode, DecodeInstance: d.DecodeInstance, Forwarded: true}
-	if len(d.PrefillEndpoints) > 0 {
-		pe := d.PrefillEndpoints[0]
-		f.PrefillNode, f.PrefillInstance, f.PrefillAddress = pe.Node, pe.InstanceID, pe.Address
-	}
-	e.forwarded = f
-	e.reason = cut(d.Reason, maxRecentError)
-}
-
-// observe keeps the end of a forwarded stream, where the owner's timings and usage are.
-func (e *recentEntry) observe(chunk []byte) {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.firstByte == 0 {
-		e.firstByte = time.Since(e.rec.Start)
-	}
-	if len(chunk) >= recentTail {
-		e.tail = append(e.tail[:0], chunk[len(chunk)-recentTail:]...)
-		return
-	}
-	if over := len(e.tail) + len(chunk) - recentTail; over > 0 {
-		e.tail = append(e.tail[:0], e.tail[over:]...)
-	}
-	e.tail = append(e.tail, chunk...)
-}
-
-// failed notes that a forwarded stream broke.
-func (e *recentEntry) failed(err *openai.Error) {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	if e.failure == nil {
-		e.failure = err
-	}
-	e.mu.Unlock()
-}
-
-// fromTail reads the owner's figures from the end of its stream: a stream that carries no timings ended
-// before its last event. Call with mu held.
-func (e *recentEntry) fromTail() {
-	e.ownerFigures(e.tail)
-	e.tail = nil
-	if e.rec.Timings == nil {
-		e.rec.Status, e.rec.Error = 499, "the stream ended before the answer did (the client left, or the owner's stream was cut)"
-		return
-	}
-	e.rec.Status = fiber.StatusOK
-}
-
-// ownerFigures finds the last timings and usage objects in an owner's answer. Call with mu held.
-func (e *recentEntry) ownerFigures(b []byte) {
+// ownerFiguresOf finds the last timings and usage objects in an owner's answer.
+func ownerFiguresOf(b []byte) ownerFigures {
+	var f ownerFigures
 	if raw := lastObject(b, `"timings":`); raw != nil && len(raw) <= maxRecentTimings {
-		e.rec.Timings = raw
+		f.timings = raw
 	}
 	if raw := lastObject(b, `"usage":`); raw != nil {
 		var u struct {
@@ -122,10 +35,36 @@ func (e *recentEntry) ownerFigures(b []byte) {
 			} `json:"prompt_tokens_details"`
 		}
 		if json.Unmarshal(raw, &u) == nil {
-			e.rec.Usage = &recentUsage{PromptTokens: max(u.PromptTokens, u.InputTokens),
+			f.usage = &ownerUsage{PromptTokens: max(u.PromptTokens, u.InputTokens),
 				CompletionTokens: max(u.CompletionTokens, u.OutputTokens), CachedTokens: u.Details.CachedTokens}
 		}
 	}
+	return f
+}
+
+// ownerError is the message of an owner's error envelope ("" when there is none to read).
+func ownerError(body []byte) string {
+	var env struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if len(body) < 64<<10 && json.Unmarshal(body, &env) == nil {
+		return env.Error.Message
+	}
+	return ""
+}
+
+// keepTail keeps the end of a forwarded stream, where the owner's timings and usage are: at most recentTail
+// bytes of tail followed by chunk.
+func keepTail(tail, chunk []byte) []byte {
+	if len(chunk) >= recentTail {
+		return append(tail[:0], chunk[len(chunk)-recentTail:]...)
+	}
+	if over := len(tail) + len(chunk) - recentTail; over > 0 {
+		tail = append(tail[:0], tail[over:]...)
+	}
+	return append(tail, chunk...)
 }
 
 // lastObject returns the JSON object that follows the last occurrence of key (a quoted name and its colon) in

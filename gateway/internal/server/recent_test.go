@@ -65,20 +65,16 @@ func TestLastObject(t *testing.T) {
 
 func TestRecentTail(t *testing.T) {
 	t.Parallel()
-	e := &recentEntry{}
-	e.observe([]byte(strings.Repeat("x", recentTail-5)))
-	e.observe([]byte("0123456789"))
-	if len(e.tail) != recentTail || !strings.HasSuffix(string(e.tail), "0123456789") {
-		t.Errorf("tail of %d bytes ending %q", len(e.tail), e.tail[len(e.tail)-10:])
+	var tail []byte
+	tail = keepTail(tail, []byte(strings.Repeat("x", recentTail-5)))
+	tail = keepTail(tail, []byte("0123456789"))
+	if len(tail) != recentTail || !strings.HasSuffix(string(tail), "0123456789") {
+		t.Errorf("tail of %d bytes ending %q", len(tail), tail[len(tail)-10:])
 	}
-	e.observe([]byte(strings.Repeat("y", 2*recentTail)))
-	if len(e.tail) != recentTail || strings.Contains(string(e.tail), "x") {
-		t.Errorf("a chunk larger than the tail: %d bytes", len(e.tail))
+	tail = keepTail(tail, []byte(strings.Repeat("y", 2*recentTail)))
+	if len(tail) != recentTail || strings.Contains(string(tail), "x") {
+		t.Errorf("a chunk larger than the tail: %d bytes", len(tail))
 	}
-	var nilEntry *recentEntry
-	nilEntry.observe([]byte("safe"))
-	nilEntry.streamEnded()
-	nilEntry.decided(nil)
 }
 
 func TestCut(t *testing.T) {

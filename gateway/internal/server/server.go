@@ -147,6 +147,7 @@ type Server struct {
 	adminAPI   *adminAPI
 	dashboard  *dashboard
 	probes     *linkProbes
+	pipe       *pipeline // the request path
 }
 
 // Node is what the server runs on besides its own parts: the gateway's node (node.Node), which owns the
@@ -212,6 +213,7 @@ func New(cfg Config, d Deps) *Server {
 		ErrorHandler:          s.handleError,
 		StrictRouting:         false,
 	})
+	s.pipe = newPipeline(s)
 	s.routes()
 	return s
 }
@@ -240,8 +242,8 @@ func (s *Server) Exposure() []string { return s.guard.exposure() }
 func (s *Server) routes() {
 	g := s.guard
 	finished := func(c *fiber.Ctx, status int, err error) {
-		if !s.recent.finish(c, status, err) && s.metrics != nil {
-			s.countUnserved(c, status)
+		if !finishRequest(c, status, err) && s.metrics != nil {
+			countUnserved(s.metrics, c, status)
 		}
 	}
 	s.app.Use(requestID, accessLog(s.log, finished), rejectAmbiguousFraming)
@@ -256,12 +258,11 @@ func (s *Server) routes() {
 		s.app.Get("/metrics", g.auth, adaptor.HTTPHandler(s.metrics.Handler()))
 	}
 	v1 := s.app.Group("/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
-	v1.Post("/chat/completions", s.chatCompletions)
-	v1.Post("/completions", s.completions)
+	openaiRoutes(v1, s.pipe)
 	s.clusterAPI.routes(v1, g)
-	s.responsesRoutes(v1)
-	s.anthropicRoutes(v1)
-	s.ollamaRoutes(s.app.Group("/api", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive))
+	responsesRoutes(v1, s.pipe)
+	anthropicRoutes(v1, s.pipe)
+	ollamaRoutes(s.app.Group("/api", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive), s.pipe)
 	admin := s.app.Group("/admin/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
 	s.adminAPI.routes(s.app, v1, admin, g)
 	s.probes.routes(admin)

@@ -33,13 +33,19 @@ const watchDelay = 5 * time.Millisecond
 
 // watchDisconnect starts watching conn; onGone runs (on the watcher's goroutine) when the client leaves.
 func watchDisconnect(conn net.Conn, onGone func()) *disconnectWatcher {
-	w := &disconnectWatcher{conn: conn, onGone: onGone, gone: make(chan struct{}), done: make(chan struct{})}
+	w := new(disconnectWatcher)
+	w.start(conn, onGone)
+	return w
+}
+
+// start is watchDisconnect for a watcher that is part of another value (a request's).
+func (w *disconnectWatcher) start(conn net.Conn, onGone func()) {
+	*w = disconnectWatcher{conn: conn, onGone: onGone, gone: make(chan struct{}), done: make(chan struct{})}
 	if conn == nil {
 		close(w.done)
-		return w
+		return
 	}
 	w.timer = time.AfterFunc(watchDelay, w.watch)
-	return w
 }
 
 // watch reads the connection until the client leaves, sends bytes, or stop sets a past read deadline. It runs

@@ -120,11 +120,16 @@ func DenseLayout(layers, kvHeads, headDim int, dt DType) KVLayout {
 	return l
 }
 
-// LayoutOf is the KV layout of a model with arch a whose cache holds elements of dt: a layer with a window is
-// KVSliding, the others KVFull.
+// LayoutOf is the KV layout of a model with arch a whose cache holds elements of dt: a Gated DeltaNet layer is
+// KVLinear (its conv window in dt, its recurrent state in float32), an attention layer with a window KVSliding,
+// the others KVFull.
 func LayoutOf(a *model.Arch, dt DType) KVLayout {
 	l := KVLayout{Layers: make([]LayerKV, len(a.Layers)), DType: dt}
 	for i := range a.Layers {
+		if d := a.Layers[i].DeltaNet; a.Layers[i].Kind == model.LayerLinear && d != nil {
+			l.Layers[i] = LinearLayer(dt, d.ConvKernel, d.ConvDim(), d.ValueHeads, d.ValueDim, d.KeyDim)
+			continue
+		}
 		at := &a.Layers[i].Attn
 		l.Layers[i] = LayerKV{Kind: KVFull, KVHeads: at.KVHeads, HeadDim: at.HeadDim}
 		if at.Window > 0 {

@@ -49,7 +49,8 @@ var Families = func() []Family {
 	return fs
 }()
 
-// AllFamilies lists every family whose config and weights Load reads: Families and those no backend runs yet.
+// AllFamilies lists every family whose config and weights Load reads: Families and those not every backend runs
+// yet.
 var AllFamilies = func() []Family {
 	var fs []Family
 	for _, d := range familyDefs {

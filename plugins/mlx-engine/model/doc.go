@@ -3,7 +3,7 @@
 // and qwen3, and the mixtures of experts qwen3_moe, qwen2_moe and mixtral (experts stored one module each, as
 // on the Hugging Face hub, or stacked into switch_mlp tensors by mlx-lm; Experts.Each views either without
 // copying), Gemma 3, gpt-oss, and the hybrids qwen3_next, qwen3_5 and qwen3_5_moe, whose Gated DeltaNet
-// (linear attention) layers bind to Layer.DeltaNet (no backend runs them yet).
+// (linear attention) layers bind to Layer.DeltaNet (the cpu backend runs them; the mlx backend not yet).
 //
 // Load parses and validates everything a backend needs before any compute happens: the architecture (GQA,
 // head_dim, RoPE with llama3 scaling, tied embeddings, qwen2's q/k/v biases, qwen3's q/k norms), every

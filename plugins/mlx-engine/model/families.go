@@ -27,8 +27,9 @@ type familyDef struct {
 	// ignore names tensors that the family leaves unbound on purpose (a multimodal model's vision tower), so
 	// that they are not reported as unexpected. Optional.
 	ignore func(name string) bool
-	// pending families parse and bind but no backend runs them yet: they are left out of Families (what tests
-	// run and what the load error calls supported) and listed in AllFamilies.
+	// pending families parse and bind but not every backend runs them yet (the hybrids run on the cpu backend
+	// only): they are left out of Families (what tests of every backend run and what the load error calls
+	// supported) and listed in AllFamilies.
 	pending bool
 	// layer binds one layer's weights, whose module path is p ("model.layers.3."). Optional: denseLayer.
 	layer func(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error

@@ -271,7 +271,7 @@ func TestGptOSSConfig(t *testing.T) {
 	}
 }
 
-// TestPendingFamiliesNotListed: families that no backend runs yet load, but Families (what the tests run and
+// TestPendingFamiliesNotListed: families that not every backend runs yet load, but Families (what the tests run and
 // what the load error calls supported) leaves them out.
 func TestPendingFamiliesNotListed(t *testing.T) {
 	t.Parallel()

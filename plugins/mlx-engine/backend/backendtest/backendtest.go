@@ -29,6 +29,10 @@ type Options struct {
 	// Windows declares that the backend implements sliding-window layers (AttnSpec.Window); SlidingWindows is
 	// skipped without it (such a backend must refuse to load a model with windows).
 	Windows bool
+	// Linear declares that the backend implements hybrid models: Gated DeltaNet layers (LayerLinear) and gated
+	// attention (AttnSpec.OutputGate). LinearLayers is skipped without it (such a backend must refuse to load
+	// them).
+	Linear bool
 }
 
 // Variant is a generated model the suite runs on.
@@ -86,6 +90,7 @@ func Run(t *testing.T, b backend.Backend, opts Options) {
 		{"ClosedModel", s.closedModel},
 		{"SlidingWindows", s.slidingWindows},
 		{"NoLinearLayers", s.noLinearLayers},
+		{"LinearLayers", s.linearLayers},
 	}
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"testing"
 
+	"github.com/duet-ai/duet/plugins/mlx-engine/backend/dtype"
 	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/safetensors"
 )
@@ -37,6 +38,8 @@ type refLayer struct {
 	attnFactor                     float64
 	// moe is the layer's mixture of experts as a function of one row (FFNMoE layers).
 	moe func(x []float64) []float64
+	// lin is a linear layer's Gated DeltaNet block (LayerLinear), instead of the attention fields.
+	lin *LinearReference
 }
 
 type refLinear struct {
@@ -73,13 +76,17 @@ func NewReference(t testing.TB, m *model.Model) *Reference {
 		s := L.Spec
 		rl := refLayer{spec: s,
 			attnIn: vec(L.AttnIn), attnOut: vec(L.AttnOut), ffnIn: vec(L.FFNIn), ffnOut: vec(L.FFNOut),
-			q: lin(L.Attn.Q), k: lin(L.Attn.K), v: lin(L.Attn.V), o: lin(L.Attn.O),
-			qn: vec(L.Attn.QNorm), kn: vec(L.Attn.KNorm),
 		}
-		if s.Attn.Sinks {
-			rl.sinks = vec(L.Attn.Sinks)
+		if s.Kind == model.LayerLinear {
+			rl.lin = r.refLinearLayer(t, m, L)
+		} else {
+			rl.q, rl.k, rl.v, rl.o = lin(L.Attn.Q), lin(L.Attn.K), lin(L.Attn.V), lin(L.Attn.O)
+			rl.qn, rl.kn = vec(L.Attn.QNorm), vec(L.Attn.KNorm)
+			if s.Attn.Sinks {
+				rl.sinks = vec(L.Attn.Sinks)
+			}
+			rl.inv, rl.attnFactor = s.Attn.Rope.InvFreq()
 		}
-		rl.inv, rl.attnFactor = s.Attn.Rope.InvFreq()
 		switch s.FFN.Kind {
 		case model.FFNDense:
 			rl.gate, rl.up, rl.down = lin(L.MLP.Gate), lin(L.MLP.Up), lin(L.MLP.Down)
@@ -89,6 +96,39 @@ func NewReference(t testing.TB, m *model.Model) *Reference {
 		r.layers = append(r.layers, rl)
 	}
 	return r
+}
+
+// refLinearLayer is layer L's Gated DeltaNet block as a LinearReference: the projections read whole through
+// package model's row views, the pre-conv rows rounded to the model's dtype as a cache in that dtype holds its
+// conv window.
+func (r *Reference) refLinearLayer(t testing.TB, m *model.Model, L *model.Layer) *LinearReference {
+	t.Helper()
+	s, dn := L.Spec.DeltaNet, L.DeltaNet
+	d := LinearDims{Hidden: m.Config.Arch.Hidden, Nk: s.KeyHeads, Nv: s.ValueHeads, Dk: s.KeyDim, Dv: s.ValueDim, K: s.ConvKernel, Eps: s.Eps}
+	proj := func(p *model.Projection) []float32 {
+		f := make([]float32, p.Out*p.In)
+		p.Float32(f)
+		return f
+	}
+	vec := func(ts *safetensors.Tensor) []float32 {
+		v, err := model.Vector(ts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	w := &LinearWeights{QKV: proj(dn.QKV), Z: proj(dn.Z), B: proj(dn.B), A: proj(dn.A),
+		Conv: vec(dn.Conv), DtBias: vec(dn.DtBias), ALog: vec(dn.ALog), Norm: vec(dn.Norm)}
+	w.Out = make([]float32, dn.Out.Out*dn.Out.In)
+	dn.Out.Float32(w.Out)
+	lr, err := NewLinearReference(d, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.DType != dtype.Float32 {
+		lr.Round = r.round
+	}
+	return lr
 }
 
 // refMoE is the float64 mixture of experts of layer L as the Hugging Face modeling files compute it
@@ -303,6 +343,25 @@ func refAct(f *model.FFNSpec, g, u float64) float64 {
 	panic(fmt.Sprintf("backendtest: activation %d", f.Act))
 }
 
+// ffn adds layer L's feed-forward block of row x to x.
+func (r *Reference) ffn(L *refLayer, x []float64) {
+	in := refNorm(L.spec.FFNIn, x, L.ffnIn)
+	var f []float64
+	if L.moe != nil {
+		f = L.moe(in)
+	} else {
+		g, u := L.gate.apply(in), L.up.apply(in)
+		for i := range g {
+			g[i] = refAct(&L.spec.FFN, g[i], u[i])
+		}
+		f = L.down.apply(g)
+	}
+	f = refNorm(L.spec.FFNOut, f, L.ffnOut)
+	for i := range f {
+		x[i] += f[i]
+	}
+}
+
 // Logits returns the logits after every position of tokens.
 func (r *Reference) Logits(tokens []int32) [][]float64 {
 	n := len(tokens)
@@ -317,12 +376,38 @@ func (r *Reference) Logits(tokens []int32) [][]float64 {
 	}
 	for li := range r.layers {
 		L := &r.layers[li]
+		if L.lin != nil {
+			// The whole sequence through the block from the zero state, as the recurrence.
+			h := r.arch.Hidden
+			in := make([]float64, 0, n*h)
+			for p := range xs {
+				in = append(in, refNorm(L.spec.AttnIn, xs[p], L.attnIn)...)
+			}
+			y := L.lin.Forward(NewLinearState(L.lin.d), in, 0)
+			for p := range xs {
+				a := refNorm(L.spec.AttnOut, y[p*h:(p+1)*h], L.attnOut)
+				for i := range a {
+					xs[p][i] += a[i]
+				}
+				r.ffn(L, xs[p])
+			}
+			continue
+		}
 		at := &L.spec.Attn
 		d, group := at.HeadDim, at.Heads/at.KVHeads
-		keys, vals, qs := make([][]float64, n), make([][]float64, n), make([][]float64, n)
+		keys, vals, qs, gates := make([][]float64, n), make([][]float64, n), make([][]float64, n), make([][]float64, n)
 		for p := range xs {
 			x := refNorm(L.spec.AttnIn, xs[p], L.attnIn)
 			q, k, v := L.q.apply(x), L.k.apply(x), L.v.apply(x)
+			if at.OutputGate {
+				// Each head's rows of q_proj are [query | gate]; the gates wait in gates[p].
+				query, gate := make([]float64, 0, at.Heads*d), make([]float64, 0, at.Heads*d)
+				for h := 0; h < at.Heads; h++ {
+					query = append(query, q[2*h*d:(2*h+1)*d]...)
+					gate = append(gate, q[(2*h+1)*d:(2*h+2)*d]...)
+				}
+				q, gates[p] = query, gate
+			}
 			if at.QKNorm != nil {
 				for h := 0; h < len(q); h += d {
 					copy(q[h:h+d], refNorm(at.QKNorm, q[h:h+d], L.qn))
@@ -373,25 +458,16 @@ func (r *Reference) Logits(tokens []int32) [][]float64 {
 					}
 				}
 			}
+			if at.OutputGate {
+				for i, g := range gates[p] {
+					att[i] *= 1 / (1 + math.Exp(-g))
+				}
+			}
 			a := refNorm(L.spec.AttnOut, L.o.apply(att), L.attnOut)
 			for i := range a {
 				xs[p][i] += a[i]
 			}
-			x := refNorm(L.spec.FFNIn, xs[p], L.ffnIn)
-			var f []float64
-			if L.moe != nil {
-				f = L.moe(x)
-			} else {
-				g, u := L.gate.apply(x), L.up.apply(x)
-				for i := range g {
-					g[i] = refAct(&L.spec.FFN, g[i], u[i])
-				}
-				f = L.down.apply(g)
-			}
-			f = refNorm(L.spec.FFNOut, f, L.ffnOut)
-			for i := range f {
-				xs[p][i] += f[i]
-			}
+			r.ffn(L, xs[p])
 		}
 	}
 	out := make([][]float64, n)

@@ -15,11 +15,25 @@ func (m *cpuModel) attention(L *layer, li int, caches []*cache, parts []part) {
 	s := &m.scratch
 	rows, hd := s.rows, L.hd
 	qDim, kvDim := L.heads*hd, L.kvHeads*hd
-	m.matmul(s.xn, rows, mm{s.q, &L.q}, mm{s.k, &L.k}, mm{s.v, &L.v})
+	if L.gated {
+		m.matmul(s.xn, rows, mm{s.qg, &L.q}, mm{s.k, &L.k}, mm{s.v, &L.v})
+	} else {
+		m.matmul(s.xn, rows, mm{s.q, &L.q}, mm{s.k, &L.k}, mm{s.v, &L.v})
+	}
 	m.pool.run(rows, 4, func(_, lo, hi int) {
 		for r := lo; r < hi; r++ {
 			q, k, v := s.q[r*qDim:(r+1)*qDim], s.k[r*kvDim:(r+1)*kvDim], s.v[r*kvDim:(r+1)*kvDim]
-			addBias(q, L.q.bias)
+			if L.gated {
+				// q_proj gives each head [query | gate]: split them (its bias covers both).
+				qg := s.qg[r*2*qDim : (r+1)*2*qDim]
+				addBias(qg, L.q.bias)
+				for h := 0; h < L.heads; h++ {
+					copy(q[h*hd:(h+1)*hd], qg[2*h*hd:(2*h+1)*hd])
+					copy(s.ag[r*qDim+h*hd:r*qDim+(h+1)*hd], qg[(2*h+1)*hd:(2*h+2)*hd])
+				}
+			} else {
+				addBias(q, L.q.bias)
+			}
 			addBias(k, L.k.bias)
 			addBias(v, L.v.bias)
 			if L.qNorm != nil {
@@ -37,6 +51,14 @@ func (m *cpuModel) attention(L *layer, li int, caches []*cache, parts []part) {
 		}
 	})
 	m.attend(L, li, caches)
+	if L.gated {
+		// Qwen3NextAttention: each head's output times σ(its gate), before o_proj.
+		m.pool.run(rows, 16, func(_, lo, hi int) {
+			for i := lo * qDim; i < hi*qDim; i++ {
+				s.att[i] *= sigmoid(s.ag[i])
+			}
+		})
+	}
 	for _, p := range parts {
 		// After the step's queries have read them: a sliding layer evicts what falls out of its window.
 		caches[p.seq].spans.Advance(li, p.pos+p.to-p.from)

@@ -234,6 +234,9 @@ func (c *cache) span(i, kvHead, lo, hi int, kbuf, vbuf []float32) (k, v []float3
 	case dtype.BFloat16:
 		ks, vs := l.k16[off:off+n], l.v16[off:off+n]
 		k, v = kbuf[:len(ks)], vbuf[:len(vs)]
+		if widenBF16(c.m.kern, k, ks) && widenBF16(c.m.kern, v, vs) {
+			return k, v
+		}
 		for j, b := range ks {
 			k[j] = math.Float32frombits(uint32(b) << 16)
 		}

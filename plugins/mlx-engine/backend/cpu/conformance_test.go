@@ -11,5 +11,5 @@ import (
 // not depend on the other tokens of its step (see the package documentation).
 func TestBackendConformance(t *testing.T) {
 	t.Parallel()
-	backendtest.Run(t, cpu.Backend{}, backendtest.Options{Exact: true, Parallel: true, Windows: true})
+	backendtest.Run(t, cpu.Backend{}, backendtest.Options{Exact: true, Parallel: true, Windows: true, Linear: true})
 }

@@ -51,6 +51,7 @@ type cpuModel struct {
 
 	mu         sync.Mutex // one Forward at a time; guards scratch and moeScratch
 	scratch    scratch
+	linScratch linScratch
 	moeScratch moeScratch
 	work       []workerScratch
 	closed     atomic.Bool
@@ -69,6 +70,9 @@ type layer struct {
 	heads, kvHeads, hd    int
 	rope, rotDims, window int // rope indexes cpuModel.ropes; window 0 is full causal attention
 	scale                 float32
+	gated                 bool // OutputGate: q holds each head's [query | gate] rows; the output is multiplied by σ(gate)
+	// lin is the Gated DeltaNet block of a linear layer, instead of the attention fields (linear_layer.go).
+	lin *linLayer
 	// feed-forward: a dense MLP, or a mixture of experts (moe)
 	gate, up, down linear
 	act            activation
@@ -78,6 +82,7 @@ type layer struct {
 // dims are the largest sizes of any layer (the scratch holds a step of the largest).
 type dims struct {
 	q, kv, inter, half int
+	qg                 int // the query dims of the widest gated attention layer (0: none)
 }
 
 // linear is a weight matrix [out, in] with an optional bias: float32 in w, or (w nil) the stored matrix src,
@@ -120,10 +125,6 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 	if len(c.Arch.Layers) != len(m.Layers) {
 		layout = backend.DenseLayout(len(m.Layers), c.NumKVHeads, c.HeadDim, m.DType)
 	}
-	// The cache holds linear layers' states (cache_state.go); the forward pass does not compute them yet.
-	if layout.HasLinear() {
-		return nil, fmt.Errorf("cpu: model_type %q: linear-attention layers are not implemented by this backend yet", c.Family)
-	}
 	cm := &cpuModel{kern: kern, src: m, cfg: c, kvType: m.DType, maxCtx: backend.ContextLimit(c), chunk: chunk, pool: newPool(threads)}
 	cm.arch = &cm.cfg.Arch
 	cm.work = make([]workerScratch, cm.pool.workers)
@@ -165,16 +166,20 @@ func loadOn(m *model.Model, opts backend.Options, kern kernelPath) (*cpuModel, e
 func implemented(c *model.Config) error {
 	for i := range c.Arch.Layers {
 		l := &c.Arch.Layers[i]
-		switch {
-		case l.Kind == model.LayerLinear:
-			return fmt.Errorf("layer %d: linear attention (Gated DeltaNet) layers are not yet supported by the cpu backend", i)
-		case l.Kind != model.LayerAttention:
+		switch l.Kind {
+		case model.LayerLinear:
+			if l.DeltaNet == nil {
+				return fmt.Errorf("layer %d: a linear attention layer without its sizes", i)
+			}
+			if err := deltaDimsOf(l.DeltaNet).check(); err != nil {
+				return fmt.Errorf("layer %d: %w", i, err)
+			}
+		case model.LayerAttention:
+			if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
+				return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
+			}
+		default:
 			return fmt.Errorf("layer %d: layer kind %s is not supported by the cpu backend", i, l.Kind)
-		case l.Attn.OutputGate:
-			return fmt.Errorf("layer %d: gated attention (an output gate from q_proj) is not yet supported by the cpu backend", i)
-		}
-		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
-			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}
 		if l.FFN.Kind == model.FFNMoE {
 			if err := moeSupported(&l.FFN); err != nil {
@@ -193,11 +198,22 @@ func implemented(c *model.Config) error {
 func (m *cpuModel) prepareLayer(i int, src *model.Layer, vec func(*safetensors.Tensor) []float32) error {
 	spec, dst := src.Spec, &m.layers[i]
 	at := &spec.Attn
+	dst.attnIn, dst.attnOut = newNorm(spec.AttnIn, vec(src.AttnIn)), newNorm(spec.AttnOut, vec(src.AttnOut))
+	dst.ffnIn, dst.ffnOut = newNorm(spec.FFNIn, vec(src.FFNIn)), newNorm(spec.FFNOut, vec(src.FFNOut))
+	var linears []pair
+	if spec.Kind == model.LayerLinear {
+		if src.DeltaNet == nil {
+			return fmt.Errorf("layer %d has no linear attention weights", i)
+		}
+		var err error
+		if dst.lin, err = m.prepareLinear(spec.DeltaNet, src.DeltaNet, vec); err != nil {
+			return fmt.Errorf("layer %d: %w", i, err)
+		}
+		return m.prepareFFN(i, src, dst, linears, vec)
+	}
 	if src.Attn == nil {
 		return fmt.Errorf("layer %d has no attention weights", i)
 	}
-	dst.attnIn, dst.attnOut = newNorm(spec.AttnIn, vec(src.AttnIn)), newNorm(spec.AttnOut, vec(src.AttnOut))
-	dst.ffnIn, dst.ffnOut = newNorm(spec.FFNIn, vec(src.FFNIn)), newNorm(spec.FFNOut, vec(src.FFNOut))
 	dst.qNorm, dst.kNorm = newNorm(at.QKNorm, vec(src.Attn.QNorm)), newNorm(at.QKNorm, vec(src.Attn.KNorm))
 	if at.Sinks {
 		if src.Attn.Sinks == nil {
@@ -208,11 +224,20 @@ func (m *cpuModel) prepareLayer(i int, src *model.Layer, vec func(*safetensors.T
 	dst.heads, dst.kvHeads, dst.hd = at.Heads, at.KVHeads, at.HeadDim
 	dst.rotDims, dst.window, dst.scale = at.Rope.RotaryDims, at.Window, float32(at.Scale)
 	dst.rope = m.ropeIndex(&at.Rope)
-	type pair struct {
-		dst *linear
-		src *model.Linear
+	dst.gated = at.OutputGate
+	if dst.gated {
+		m.dims.qg = max(m.dims.qg, at.Heads*at.HeadDim)
 	}
-	linears := []pair{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}}
+	linears = []pair{{&dst.q, src.Attn.Q}, {&dst.k, src.Attn.K}, {&dst.v, src.Attn.V}, {&dst.o, src.Attn.O}}
+	m.dims.q = max(m.dims.q, at.Heads*at.HeadDim)
+	m.dims.kv = max(m.dims.kv, at.KVHeads*at.HeadDim)
+	m.dims.half = max(m.dims.half, at.Rope.RotaryDims/2)
+	return m.prepareFFN(i, src, dst, linears, vec)
+}
+
+// prepareFFN prepares layer i's feed-forward block, then the matrices of linears and of the block.
+func (m *cpuModel) prepareFFN(i int, src *model.Layer, dst *layer, linears []pair, vec func(*safetensors.Tensor) []float32) error {
+	spec := src.Spec
 	switch spec.FFN.Kind {
 	case model.FFNMoE:
 		if src.MoE == nil {
@@ -240,10 +265,13 @@ func (m *cpuModel) prepareLayer(i int, src *model.Layer, vec func(*safetensors.T
 		}
 		p.dst.bias = vec(p.src.Bias)
 	}
-	m.dims.q = max(m.dims.q, at.Heads*at.HeadDim)
-	m.dims.kv = max(m.dims.kv, at.KVHeads*at.HeadDim)
-	m.dims.half = max(m.dims.half, at.Rope.RotaryDims/2)
 	return nil
+}
+
+// pair is a matrix of a layer to prepare and where it goes.
+type pair struct {
+	dst *linear
+	src *model.Linear
 }
 
 // ropeIndex is the index in m.ropes of r's frequencies, added when no layer before had the same.
@@ -360,5 +388,6 @@ func (m *cpuModel) Close() error {
 	}
 	m.pool.close()
 	m.layers, m.lmHead, m.scratch, m.moeScratch, m.final = nil, linear{}, scratch{}, moeScratch{}, nil
+	m.linScratch = linScratch{}
 	return nil
 }

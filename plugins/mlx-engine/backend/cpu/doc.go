@@ -43,6 +43,10 @@
 //     exactness rules above hold for them too.
 //   - The Gated DeltaNet block of hybrid models (linear.go) runs its delta rule token by token, prefill
 //     included, parallel over value heads, so its results too are the same for any split and thread count.
+//     In the forward pass (linear_layer.go) a linear layer takes attention's place: its projections, the
+//     model's row views of the stored matrices, run as parts of one multi-matmul, and the rule works on the
+//     cache's own conv window and float32 state in place (cache_state.go), one sequence at a time; gated
+//     attention (attn.go) multiplies each head's output by σ of its gate before o_proj.
 //   - The KV cache stores keys and values in the model's dtype (16-bit patterns for float16/bfloat16 models),
 //     rounded when written, and attention always reads them back from the cache (cache.span, in ascending
 //     position order, whatever the cache's storage). KV exported and imported

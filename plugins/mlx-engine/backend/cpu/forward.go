@@ -11,6 +11,7 @@ type scratch struct {
 	rows             int
 	x, xn, tmp       []float32 // [rows, hidden]
 	q, att           []float32 // [rows, heads*head_dim]
+	qg, ag           []float32 // gated attention: q_proj's rows [rows, heads*2*head_dim]; the gates [rows, heads*head_dim]
 	k, v             []float32 // [rows, kv_heads*head_dim]
 	gate, up         []float32 // [rows, intermediate]
 	cos, sin         []float32 // [ropes][rows, dims.half]: each distinct rope's table per row
@@ -82,6 +83,11 @@ func (m *cpuModel) Forward(batch []backend.Seq) error {
 			}
 		}
 		if len(parts) == 0 {
+			for i, s := range batch {
+				if s.Snapshot {
+					caches[i].keepSnapshot()
+				}
+			}
 			return nil
 		}
 		m.step(batch, caches, parts)
@@ -106,7 +112,8 @@ func (m *cpuModel) own(c backend.Cache) (*cache, backend.LayerSpans, error) {
 //	for each layer:  h += norm_AttnOut(attention(norm_AttnIn(h)));  h += norm_FFNOut(ffn(norm_FFNIn(h)))
 //	logits = head(norm_Final(h))
 //
-// where an absent norm slot is the identity and the FFN is the layer's MLP or mixture of experts. Each block
+// where an absent norm slot is the identity, a linear layer's token mixer is its Gated DeltaNet block
+// (linear_layer.go) instead of attention, and the FFN is the layer's MLP or mixture of experts. Each block
 // (attn.go, ffn.go) switches on its spec's options only.
 func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 	h := m.arch.Hidden
@@ -118,6 +125,7 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 	s.rows = rows
 	s.x, s.xn, s.tmp = grow(s.x, rows*h), grow(s.xn, rows*h), grow(s.tmp, rows*h)
 	s.q, s.att = grow(s.q, rows*m.dims.q), grow(s.att, rows*m.dims.q)
+	s.qg, s.ag = grow(s.qg, rows*2*m.dims.qg), grow(s.ag, rows*m.dims.qg)
 	s.k, s.v = grow(s.k, rows*m.dims.kv), grow(s.v, rows*m.dims.kv)
 	s.gate, s.up = grow(s.gate, rows*m.dims.inter), grow(s.up, rows*m.dims.inter)
 	s.cos, s.sin = grow(s.cos, len(m.ropes)*rows*m.dims.half), grow(s.sin, len(m.ropes)*rows*m.dims.half)
@@ -156,7 +164,11 @@ func (m *cpuModel) step(batch []backend.Seq, caches []*cache, parts []part) {
 	for li := range m.layers {
 		L := &m.layers[li]
 		m.normRows(s.xn, s.x, L.attnIn, rows)
-		m.attention(L, li, caches, parts)
+		if L.lin != nil {
+			m.linearBlock(L, li, caches, parts)
+		} else {
+			m.attention(L, li, caches, parts)
+		}
 		m.addRows(s.x, s.tmp, L.o.bias, L.attnOut, rows)
 		m.normRows(s.xn, s.x, L.ffnIn, rows)
 		var bias []float32
@@ -194,17 +206,30 @@ type mm struct {
 // stored formats). A longer prefill chunk shares the expansion across more rows than fit the kernels' tile.
 const storedVecRows = 8
 
+// inlineMACs is the most multiply-adds a matmul runs on the calling goroutine alone: waking a worker and
+// waiting for it costs more than it saves on a product this small (a mixture of experts' router in decode).
+const inlineMACs = 1 << 16
+
 // matmul runs several products over the same input rows as one parallel loop over chunks of weight rows, so
 // small matrices (k_proj, v_proj) share a dispatch with large ones.
 func (m *cpuModel) matmul(x []float32, rows int, jobs ...mm) {
 	const chunk = 32 // weight rows per task: a multiple of both kernel tiles (8 and 4)
-	var starts [4]int
-	total := 0
+	var sbuf [8]int  // most products have at most a few jobs; a linear layer's parts may add more
+	starts := sbuf[:]
+	if len(jobs) > len(sbuf) {
+		starts = make([]int, len(jobs))
+	}
+	total, macs := 0, 0
 	for i, j := range jobs {
 		starts[i] = total
 		total += (j.w.out + chunk - 1) / chunk
+		macs += rows * j.w.out * j.w.in
 	}
-	m.pool.run(total, 1, func(worker, lo, hi int) {
+	per := 1 // tasks per chunk of the loop
+	if macs <= inlineMACs {
+		per = total // one chunk: the caller runs it
+	}
+	m.pool.run(total, per, func(worker, lo, hi int) {
 		for t := lo; t < hi; t++ {
 			i := len(jobs) - 1
 			for starts[i] > t {

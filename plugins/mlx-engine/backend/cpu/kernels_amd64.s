@@ -10809,3 +10809,24 @@ readBytes_done:
 	MOVQ         AX, ret+16(FP)
 	VZEROUPPER
 	RET
+
+// func bf16Widen(dst *float32, src *uint16, n int)
+// Requires: AVX, AVX2
+TEXT ·bf16Widen(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), AX
+	MOVQ src+8(FP), CX
+	MOVQ n+16(FP), DX
+	XORQ BX, BX
+
+bf16Widen_loop:
+	CMPQ      BX, DX
+	JGE       bf16Widen_done
+	VPMOVZXWD (CX)(BX*2), Y0
+	VPSLLD    $0x10, Y0, Y0
+	VMOVUPS   Y0, (AX)(BX*4)
+	ADDQ      $0x08, BX
+	JMP       bf16Widen_loop
+
+bf16Widen_done:
+	VZEROUPPER
+	RET

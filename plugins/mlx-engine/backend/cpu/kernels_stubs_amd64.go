@@ -343,3 +343,6 @@ func f32DeltaRows1(s *float32, k *float32, q *float32, v *float32, o *float32, n
 
 // readBytes reads n bytes from p (n a multiple of 128) and returns their 64-bit words xor-ed together, so the reads are needed.
 func readBytes(p *byte, n int) uint64
+
+// bf16Widen sets dst[i] to the float32 of the bfloat16 src[i] for i < n (a multiple of 8).
+func bf16Widen(dst *float32, src *uint16, n int)

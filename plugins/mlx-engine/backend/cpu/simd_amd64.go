@@ -61,3 +61,17 @@ func readAll(b []byte) uint64 {
 	}
 	return readAllGo(b)
 }
+
+// widenBF16 widens src into dst (as long) with bf16Widen on a vector path, and reports whether it did (the
+// Go path, and lengths that are not a multiple of 8, widen in Go: the same bits).
+func widenBF16(k kernelPath, dst []float32, src []uint16) bool {
+	n := len(src)
+	if k == pathGo || n%8 != 0 || simdKernels[pathAVX2].lanes == 0 {
+		return false
+	}
+	if n > 0 {
+		_ = dst[n-1]
+		bf16Widen(&dst[0], &src[0], n)
+	}
+	return true
+}

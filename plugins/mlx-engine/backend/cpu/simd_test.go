@@ -289,3 +289,25 @@ func TestExpShiftCloseToGo(t *testing.T) {
 		})
 	}
 }
+
+// TestWidenBF16 checks the vector widening of a bfloat16 cache's values against the Go loop's, bit for bit.
+func TestWidenBF16(t *testing.T) {
+	forPaths(t, func(t *testing.T, k kernelPath) {
+		r := rand.New(rand.NewPCG(5, 6))
+		for _, n := range []int{0, 8, 64, 4096, 12} {
+			src := make([]uint16, n)
+			for i := range src {
+				src[i] = uint16(r.Uint32())
+			}
+			got := make([]float32, n)
+			if !widenBF16(k, got, src) {
+				continue // widened in Go by the caller
+			}
+			for i, b := range src {
+				if want := math.Float32frombits(uint32(b) << 16); math.Float32bits(got[i]) != math.Float32bits(want) {
+					t.Fatalf("n %d: value %d: %v, want %v", n, i, got[i], want)
+				}
+			}
+		}
+	})
+}

@@ -19,7 +19,7 @@ func (b stored) Load(m *model.Model, opts backend.Options) (backend.Model, error
 
 func TestBackendConformanceStoredWeights(t *testing.T) {
 	t.Parallel()
-	backendtest.Run(t, stored{}, backendtest.Options{Exact: true, Parallel: true, Windows: true})
+	backendtest.Run(t, stored{}, backendtest.Options{Exact: true, Parallel: true, Windows: true, Linear: true})
 }
 
 // TestStoredWeightsAreExact: expanding a tile per product gives the bits that expanding the matrix at load does,

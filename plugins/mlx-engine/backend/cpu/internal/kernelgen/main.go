@@ -78,6 +78,7 @@ func main() {
 	deltaRows(4)
 	deltaRows(1)
 	readKernel()
+	widenKernel()
 	Generate()
 }
 
@@ -370,6 +371,31 @@ func readKernel() {
 	VPEXTRQ(U8(1), t, u)
 	XORQ(u, r)
 	Store(r, ReturnIndex(0))
+	VZEROUPPER()
+	RET()
+}
+
+// widenKernel writes bf16Widen, which widens n bfloat16 values (a multiple of 8) to float32, exactly (the
+// value's bits in the upper half): attention reads a bfloat16 cache's keys and values back this way, every
+// position every step, so at a long context it is a real share of a decode step.
+func widenKernel() {
+	TEXT("bf16Widen", NOSPLIT, "func(dst *float32, src *uint16, n int)")
+	Doc("bf16Widen sets dst[i] to the float32 of the bfloat16 src[i] for i < n (a multiple of 8).")
+	dst := Load(Param("dst"), GP64())
+	src := Load(Param("src"), GP64())
+	n := Load(Param("n"), GP64())
+	i := GP64()
+	XORQ(i, i)
+	Label("bf16Widen_loop")
+	CMPQ(i, n)
+	JGE(LabelRef("bf16Widen_done"))
+	t := YMM()
+	VPMOVZXWD(Mem{Base: src, Index: i, Scale: 2}, t)
+	VPSLLD(U8(16), t, t)
+	VMOVUPS(t, Mem{Base: dst, Index: i, Scale: 4})
+	ADDQ(U8(8), i)
+	JMP(LabelRef("bf16Widen_loop"))
+	Label("bf16Widen_done")
 	VZEROUPPER()
 	RET()
 }

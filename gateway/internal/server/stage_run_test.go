@@ -24,9 +24,9 @@ func TestFitMaxTokens(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
-			g := &generation{promptBytes: c.promptBytes, request: engine.GenerateRequest{Sampling: engine.Sampling{MaxTokens: c.max}}}
-			fitMaxTokens(engine.Description{ContextLength: c.ctx, MaxBytesPerToken: c.bytesPerTok}, g)
-			if got := g.request.Sampling.MaxTokens; got != c.want {
+			r := &request{promptBytes: c.promptBytes, generate: engine.GenerateRequest{Sampling: engine.Sampling{MaxTokens: c.max}}}
+			fitMaxTokens(engine.Description{ContextLength: c.ctx, MaxBytesPerToken: c.bytesPerTok}, r)
+			if got := r.generate.Sampling.MaxTokens; got != c.want {
 				t.Errorf("max_tokens %d, want %d", got, c.want)
 			}
 		})

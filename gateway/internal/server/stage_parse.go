@@ -11,10 +11,21 @@ import (
 )
 
 // The parse stage: the OpenAI handlers read a request in its dialect (package openai) and refuse a prompt that
-// cannot fit any instance's context before parsing it; serve (generate.go) takes the parsed generation on.
+// cannot fit any instance's context before parsing it; serve (pipeline.go) takes the parsed request on. The
+// other APIs' handlers are their adapters, api_*.go.
 
-func (s *Server) chatCompletions(c *fiber.Ctx) error {
-	scan, err := s.refuseOverlong(c.Body(), "messages")
+// openaiAPI is OpenAI's chat completions and completions over the pipeline.
+type openaiAPI struct{ *pipeline }
+
+// openaiRoutes serves OpenAI's chat completions and completions.
+func openaiRoutes(v1 fiber.Router, pipe *pipeline) {
+	p := openaiAPI{pipe}
+	v1.Post("/chat/completions", p.chatCompletions)
+	v1.Post("/completions", p.completions)
+}
+
+func (p openaiAPI) chatCompletions(c *fiber.Ctx) error {
+	scan, err := p.refuseOverlong(c.Body(), "messages")
 	if err != nil {
 		return err
 	}
@@ -22,20 +33,20 @@ func (s *Server) chatCompletions(c *fiber.Ctx) error {
 	if perr != nil {
 		return perr
 	}
-	return s.serve(c, &generation{
+	return p.serve(c, &request{
 		model:    req.Model,
 		stream:   req.Stream,
 		dialect:  openaiChat{usage: req.IncludeUsage, logprobs: req.Sampling.Logprobs},
 		idPrefix: "chatcmpl-",
-		request: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
+		generate: engine.GenerateRequest{Messages: req.Messages, Sampling: req.Sampling, Tools: req.Tools,
 			ToolChoice: req.ToolChoice, ParallelToolCalls: req.ParallelToolCalls, ResponseFormat: req.ResponseFormat,
 			TemplateVars: req.TemplateVars, N: req.N},
 		promptBytes: scan.PromptBytes,
 	})
 }
 
-func (s *Server) completions(c *fiber.Ctx) error {
-	scan, err := s.refuseOverlong(c.Body(), "prompt")
+func (p openaiAPI) completions(c *fiber.Ctx) error {
+	scan, err := p.refuseOverlong(c.Body(), "prompt")
 	if err != nil {
 		return err
 	}
@@ -43,12 +54,12 @@ func (s *Server) completions(c *fiber.Ctx) error {
 	if perr != nil {
 		return perr
 	}
-	return s.serve(c, &generation{
+	return p.serve(c, &request{
 		model:       req.Model,
 		stream:      req.Stream,
 		dialect:     openaiCompletions{usage: req.IncludeUsage, logprobs: req.Logprobs != nil},
 		idPrefix:    "cmpl-",
-		request:     engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
+		generate:    engine.GenerateRequest{Prompt: req.Prompt, PromptTokens: req.PromptTokens, Sampling: req.Sampling},
 		promptBytes: scan.PromptBytes,
 	})
 }
@@ -58,23 +69,23 @@ func (s *Server) completions(c *fiber.Ctx) error {
 // MaxBytesPerToken is a lower bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not
 // copies of it in the gateway and the engine (without the check, eight 15 MB prompts at once take the engine
 // to 3.5 GB). It returns what the scan learned.
-func (s *Server) refuseOverlong(body []byte, param string) (openai.PromptScan, error) {
+func (p *pipeline) refuseOverlong(body []byte, param string) (openai.PromptScan, error) {
 	scan, ok := openai.ScanPrompt(body)
 	if !ok {
 		return scan, nil
 	}
-	return scan, s.refuseScanned(scan, param)
+	return scan, p.refuseScanned(scan, param)
 }
 
 // refuseScanned is refuseOverlong for a body already scanned, whose model an API may have renamed first
 // (Ollama's "name:latest").
-func (s *Server) refuseScanned(scan openai.PromptScan, param string) error {
+func (p *pipeline) refuseScanned(scan openai.PromptScan, param string) error {
 	if scan.Model == "" || scan.PromptBytes == 0 && scan.PromptTokens == 0 {
 		return nil
 	}
-	scan.Model = s.aliases.Resolve(scan.Model)
+	scan.Model = p.aliases.Resolve(scan.Model)
 	least, limit := 0, 0
-	for _, in := range s.agent.Snapshot().Instances {
+	for _, in := range p.snapshot().Instances {
 		if in.Model != scan.Model {
 			continue
 		}

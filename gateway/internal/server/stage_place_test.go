@@ -2,19 +2,23 @@ package server
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"log/slog"
 	"math"
 	"slices"
 	"testing"
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
 // TestPinnedCarriesDecision: the route a hop pins carries the router's reason and its estimate, through the
 // header's encoding, and the owner's decision has both back: the reason for its answer's timings.route, the
-// estimate in the Scores that expectEstimate reads, so the node that runs the request records its error.
+// estimate in the Scores that the speed observer reads, so the node that runs the request records its error.
 func TestPinnedCarriesDecision(t *testing.T) {
 	t.Parallel()
 	reg := node.NewRegistry(node.RegistryConfig{Node: "n2"})
@@ -22,7 +26,7 @@ func TestPinnedCarriesDecision(t *testing.T) {
 	if err := reg.LoadAll(context.Background(), loadOnly{}); err != nil {
 		t.Fatal(err)
 	}
-	s := &Server{reg: reg}
+	p := &pipeline{reg: reg, log: slog.New(slog.DiscardHandler)}
 	// The owner's own view: it knows n1-0 and where it serves KV.
 	snap := &router.Snapshot{Self: "n2", Instances: []router.Instance{
 		{ID: "n2-0", Node: "n2", Status: router.InstanceReady},
@@ -46,8 +50,8 @@ func TestPinnedCarriesDecision(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			d := &decision{Decision: router.Decision{DecodeInstance: "n2-0", DecodeNode: "n2", Reason: tc.reason, Scores: tc.scores,
-				PrefillEndpoints: []router.PrefillEndpoint{{InstanceID: "n1-0", Node: "n1", Address: "127.0.0.1:7000"}}}}
+			d := &router.Decision{DecodeInstance: "n2-0", DecodeNode: "n2", Reason: tc.reason, Scores: tc.scores,
+				PrefillEndpoints: []router.PrefillEndpoint{{InstanceID: "n1-0", Node: "n1", Address: "127.0.0.1:7000"}}}
 			hop, err := forward.DecodeRoute(pinned("n3", d, 1).Encode())
 			if err != nil {
 				t.Fatal(err)
@@ -55,11 +59,12 @@ func TestPinnedCarriesDecision(t *testing.T) {
 			if hop.Reason != tc.wantReason || hop.EstimateFirstToken != tc.first || hop.EstimateTotal != tc.total {
 				t.Fatalf("pinned %+v", hop)
 			}
-			got, err := s.fromPinned(hop, "rid", snap)
-			if err != nil {
+			r := &request{id: "rid", hop: hop, hopped: true}
+			if err := p.fromPinned(r, snap); err != nil {
 				t.Fatal(err)
 			}
-			if got.local == nil || got.Reason != tc.wantReason || len(got.PrefillEndpoints) != 1 {
+			got := r.decision
+			if r.local == nil || got.Reason != tc.wantReason || len(got.PrefillEndpoints) != 1 {
 				t.Fatalf("owner's decision %+v", got)
 			}
 			first, okF := got.Scores[scoreEstimateFirstToken]
@@ -172,4 +177,77 @@ type loadOnly struct{ engine.Engine }
 
 func (loadOnly) Load(_ context.Context, req engine.LoadRequest) (engine.Description, error) {
 	return engine.Description{InstanceID: req.InstanceID}, nil
+}
+
+func TestPlace(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		decision  router.Decision
+		err       error
+		model     string
+		hop       *forward.Route
+		wantLocal string // the local instance, or "" when it goes elsewhere
+		wantNode  string
+		wantCode  int // an error's status
+	}{
+		{name: "this node's instance", decision: router.Decision{DecodeInstance: "n1-0"}, wantLocal: "n1-0", wantNode: "n1"},
+		{name: "another node's instance", decision: router.Decision{DecodeInstance: "n2-0"}, wantNode: "n2"},
+		{name: "an unknown model", model: "nope", wantCode: 404},
+		{name: "no candidate", err: fmt.Errorf("all busy: %w", router.ErrNoCandidate), wantCode: 503},
+		{name: "the router fails", err: errors.New("boom"), wantCode: 500},
+		{name: "an instance this node does not serve", decision: router.Decision{DecodeInstance: "n1-9", DecodeNode: "n1"}, wantCode: 503},
+		{name: "a hop's pinned instance", hop: &forward.Route{EntryNode: "n3", DecodeInstance: "n1-0", Reason: "pinned"}, wantLocal: "n1-0", wantNode: "n1"},
+		{name: "a hop's unknown instance", hop: &forward.Route{EntryNode: "n3", DecodeInstance: "n1-7"}, wantCode: 503},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := newStageFixture(t)
+			f.router.decision, f.router.err = tc.decision, tc.err
+			r := &request{p: f.p, id: "rid", model: "m", ctx: context.Background(), node: "n1"}
+			if tc.model != "" {
+				r.model = tc.model
+			}
+			if tc.hop != nil {
+				r.hop, r.hopped = *tc.hop, true
+			}
+			err := f.p.place(r)
+			if tc.wantCode != 0 {
+				var apiErr *openai.Error
+				if !errors.As(err, &apiErr) || apiErr.Status != tc.wantCode {
+					t.Fatalf("error %v, want status %d", err, tc.wantCode)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			gotLocal := ""
+			if r.local != nil {
+				gotLocal = r.local.Desc.InstanceID
+			}
+			if gotLocal != tc.wantLocal || r.decision.DecodeNode != tc.wantNode {
+				t.Errorf("placed on %q at node %q, want %q at %q", gotLocal, r.decision.DecodeNode, tc.wantLocal, tc.wantNode)
+			}
+			if tc.hop != nil && (!r.route.Forwarded || r.route.EntryNode != "n3" || len(f.router.got) != 0) {
+				t.Errorf("a hop: route %+v, routed %d times", r.route, len(f.router.got))
+			}
+		})
+	}
+}
+
+// TestPlaceTellsTheRouter: the router hears of the prompt's size (estimated from its bytes when short) and,
+// with a prompt_cache_key, of the key as the first prefix block.
+func TestPlaceTellsTheRouter(t *testing.T) {
+	t.Parallel()
+	f := newStageFixture(t)
+	r := &request{p: f.p, id: "rid", model: "m", ctx: context.Background(), promptBytes: 40, cacheKey: "conv"}
+	if err := f.p.place(r); err != nil {
+		t.Fatal(err)
+	}
+	got := f.router.got[0]
+	if got.PromptTokens != 10 || len(got.PrefixHashes) != 1 || got.PrefixHashes[0] != keyedHashes("conv", nil)[0] {
+		t.Errorf("the router was told %+v", got)
+	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,57 +10,61 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
+// The forward stage: a request placed on another node's instance goes to that node's gateway, with the
+// decision pinned, and its answer comes back through as it comes.
+
 // maxForwardedBody bounds a non-streamed answer read from an owner (a generation's JSON).
 const maxForwardedBody = 256 << 20
 
-// proxy forwards a request to the gateway of the node that serves its decode instance, with the decision
+// forward sends a request to the gateway of the node that serves its decode instance, with the decision
 // pinned, and passes the answer through: status and body as they come, a stream chunk by chunk. done is false
 // (with no error) when the owner failed before answering (unreachable, or 503 because its engine or instance
 // is not there now): nothing was sent to the client, and the caller may try the router's next candidate.
 // Admission is the owner's: the request takes no slot here.
-func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatcher, g *generation, d *decision,
-	attempt int, handedOver *bool) (done bool, err error) {
-	requestID := requestIDOf(c)
-	snap := s.agent.Snapshot()
-	hostPort, tls, ok := cluster.APIEndpoint(snap, s.reg.Node(), d.DecodeNode)
+func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, err error) {
+	requestID, d, ctx := r.id, &r.decision, r.ctx
+	var hostPort string
+	var tls, ok bool
+	if p.cluster != nil {
+		hostPort, tls, ok = p.cluster.APIEndpoint(d.DecodeNode)
+	}
 	if !ok {
-		s.metrics.HopSent(metrics.HopUnreachable, 0)
-		s.log.Warn("forward: no API address for the decode node", "request_id", requestID, "node", d.DecodeNode)
+		p.metrics.HopSent(metrics.HopUnreachable, 0)
+		p.log.Warn("forward: no API address for the decode node", "request_id", requestID, "node", d.DecodeNode)
 		return false, nil
 	}
 	header := requestHeader(c)
-	if tp := recentOf(c).traceparent(); tp != "" {
+	if tp := r.observed.traceparent; tp != "" {
 		header.Set("Traceparent", tp) // the owner's span joins this one's trace
 	}
 	// The hop sends the client's body as it is (its proof covers those bytes); the body's buffer goes back to
 	// the gateway's pool when the handler returns, so wait until the transport is done with it.
 	sent := make(chan struct{})
 	start := time.Now()
-	resp, err := s.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
+	resp, err := p.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{
 		Method: fiber.MethodPost, Path: c.Path(), Body: c.Body(), RequestID: requestID,
-		Route: pinned(s.reg.Node(), d, attempt), Header: header, BodyDone: func() { close(sent) },
+		Route: pinned(r.node, d, attempt), Header: header, BodyDone: func() { close(sent) },
 	})
 	<-sent
 	if err != nil {
 		if ctx.Err() != nil {
-			s.metrics.HopSent(metrics.HopCancelled, 0)
-			return true, s.runError(ctx, watch, err)
+			p.metrics.HopSent(metrics.HopCancelled, 0)
+			return true, runError(r, err)
 		}
-		s.metrics.HopSent(metrics.HopUnreachable, 0)
-		s.log.Warn("forward: the owner did not answer", "request_id", requestID, "node", d.DecodeNode, "address", hostPort, "error", err)
+		p.metrics.HopSent(metrics.HopUnreachable, 0)
+		p.log.Warn("forward: the owner did not answer", "request_id", requestID, "node", d.DecodeNode, "address", hostPort, "error", err)
 		return false, nil
 	}
 	if resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusBadGateway {
 		detail, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		s.metrics.HopSent(metrics.HopUnavailable, 0)
-		s.log.Warn("forward: the owner could not take the request", "request_id", requestID, "node", d.DecodeNode,
+		p.metrics.HopSent(metrics.HopUnavailable, 0)
+		p.log.Warn("forward: the owner could not take the request", "request_id", requestID, "node", d.DecodeNode,
 			"status", resp.StatusCode, "answer", string(detail))
 		return false, nil
 	}
@@ -77,47 +80,55 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 	if v := resp.Header.Get(headerServerTiming); v != "" && len(v) <= 1024 {
 		c.Set(headerServerTiming, v)
 	}
-	setServerTiming(c, appendServerTiming(appendServerTiming(make([]byte, 0, 64), "route", g.routeTime), "forward", hop))
-	if !g.stream || resp.Header.Get(fiber.HeaderContentType) != g.dialect.streamType() {
+	setServerTiming(c, appendServerTiming(appendServerTiming(make([]byte, 0, 64), "route", r.routeTime), "forward", hop))
+	r.forwarded = true
+	if !r.stream || resp.Header.Get(fiber.HeaderContentType) != r.dialect.streamType() {
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
 		if err != nil {
 			if ctx.Err() != nil {
-				s.metrics.HopSent(metrics.HopCancelled, 0)
+				p.metrics.HopSent(metrics.HopCancelled, 0)
 			} else {
-				s.metrics.HopSent(metrics.HopBroken, 0)
+				p.metrics.HopSent(metrics.HopBroken, 0)
 			}
 			if errors.Is(err, forward.ErrIdle) {
-				err = s.hopSilent(d.DecodeNode, requestID)
+				err = p.hopSilent(d.DecodeNode, requestID)
 			}
-			return true, s.runError(ctx, watch, fmt.Errorf("reading the answer of node %s: %w", d.DecodeNode, err))
+			return true, runError(r, fmt.Errorf("reading the answer of node %s: %w", d.DecodeNode, err))
 		}
-		s.metrics.HopSent(metrics.HopAnswered, hop)
-		s.log.Debug("forwarded", "request_id", requestID, "node", d.DecodeNode, "status", resp.StatusCode, "first_byte", hop)
-		s.recent.forwarded(c, d, body)
+		p.metrics.HopSent(metrics.HopAnswered, hop)
+		p.log.Debug("forwarded", "request_id", requestID, "node", d.DecodeNode, "status", resp.StatusCode, "first_byte", hop)
+		if resp.StatusCode < 400 {
+			r.answer.owner = ownerFiguresOf(body)
+		} else {
+			r.answer.err = ownerError(body)
+		}
 		return true, c.Send(body)
 	}
 	// A stream: the writer owns the watch from here on, and the hop's body.
-	*handedOver = true
+	r.handOver()
 	conn := c.Context().Conn()
-	tap := s.recent.forwardedStream(c, d)
+	writeTimeout := p.cfg.WriteTimeout
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		outcome := metrics.HopCancelled // unless the stream ends or breaks
-		defer func() { s.metrics.HopSent(outcome, hop) }()
-		defer tap.streamEnded()
+		defer func() { p.metrics.HopSent(outcome, hop) }()
+		defer p.finished(r)
 		defer resp.Body.Close()
-		defer func() { watch.stop() }()
+		defer func() { r.watch.stop(); r.cancel() }()
 		buf := make([]byte, 32<<10)
 		for {
 			n, rerr := resp.Body.Read(buf)
 			if n > 0 {
-				if s.cfg.WriteTimeout > 0 {
-					_ = conn.SetWriteDeadline(time.Now().Add(s.cfg.WriteTimeout))
+				if writeTimeout > 0 {
+					_ = conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 				}
 				if _, err := w.Write(buf[:n]); err != nil || w.Flush() != nil {
 					return // the client left: closing the hop cancels on the owner
 				}
-				tap.observe(buf[:n])
+				if r.answer.firstByte == 0 {
+					r.answer.firstByte = time.Since(r.arrived)
+				}
+				r.answer.tail = keepTail(r.answer.tail, buf[:n])
 			}
 			if rerr == nil {
 				continue
@@ -127,13 +138,13 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 			} else if ctx.Err() == nil {
 				outcome = metrics.HopBroken
 				// The owner died mid-stream: the client hears an error, not a stream that just stops.
-				s.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
+				p.log.Warn("forward: the owner's stream broke", "request_id", requestID, "node", d.DecodeNode, "error", rerr)
 				e := openai.Unavailable(fmt.Sprintf("node %s stopped during the request (request id %s)", d.DecodeNode, requestID))
 				if errors.Is(rerr, forward.ErrIdle) {
-					e = s.hopSilent(d.DecodeNode, requestID)
+					e = p.hopSilent(d.DecodeNode, requestID)
 				}
-				tap.failed(e)
-				w.Write(g.dialect.encoder(openai.Meta{ID: g.idPrefix + requestID, Model: g.model}, g.request.N).fail(nil, e))
+				r.answer.failure = e
+				w.Write(r.dialect.encoder(openai.Meta{ID: r.idPrefix + requestID, Model: r.model}, r.generate.N).fail(nil, e))
 				w.Flush()
 			}
 			return
@@ -143,9 +154,9 @@ func (s *Server) proxy(c *fiber.Ctx, ctx context.Context, watch *disconnectWatch
 }
 
 // hopSilent is the error of a hop whose owner went silent after its answer began.
-func (s *Server) hopSilent(node, requestID string) *openai.Error {
+func (p *pipeline) hopSilent(node, requestID string) *openai.Error {
 	return openai.Unavailable(fmt.Sprintf("node %s sent nothing for %s (--hop-idle-timeout): it may be frozen, asleep or cut off; the answer is incomplete (request id %s)",
-		node, s.fwd.IdleTimeout(), requestID))
+		node, p.fwd.IdleTimeout(), requestID))
 }
 
 // requestHeader copies the client's request headers, for a hop.

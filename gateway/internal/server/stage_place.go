@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"errors"
@@ -21,82 +20,96 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-// decision is where a request runs, as the gateway acts on it.
-type decision struct {
-	router.Decision
-	// local is the instance when it is this node's.
-	local *node.Instance
+// The place stage: where a request runs. The router decides, from the node's snapshot of the cluster and
+// what parse learned of the prompt (its length, exact when this node can tokenize it, and its prefix hashes);
+// a hop from another gateway carries the decision, and is not routed again.
+
+// place decides where r runs: r.decision, and r.local when the instance is this node's.
+func (p *pipeline) place(r *request) error {
+	if r.hopped {
+		if r.local != nil {
+			return nil // placed on a first attempt; a hop is never forwarded
+		}
+		return p.fromPinned(r, p.view.Current())
+	}
+	if r.exclude == nil { // the first attempt: what the router is told of the prompt
+		if err := p.promptInfo(r); err != nil {
+			return err
+		}
+		r.prefixHashes = keyedHashes(r.cacheKey, r.prefixHashes)
+	}
+	return p.decide(r)
 }
 
-// decide asks the router where a request runs. Instances in exclude failed it already.
-func (s *Server) decide(ctx context.Context, g *generation, requestID string, exclude []string) (*decision, error) {
-	snap := s.view.Current()
+// decide asks the router where a request runs. Instances in r.exclude failed it already.
+func (p *pipeline) decide(r *request) error {
+	snap := p.view.Current()
 	known := false
 	for i := range snap.Instances {
-		if snap.Instances[i].Model == g.model {
+		if snap.Instances[i].Model == r.model {
 			known = true
 			break
 		}
 	}
 	if !known {
 		// Agents ask for their vendor's models by name: say how to point a name at a served model.
-		e := openai.ModelNotFound(g.model)
-		e.Message += fmt.Sprintf(" GET /v1/models lists the models served; to answer this name with one of them, start duet with --model-alias %s=MODEL (or PUT /admin/v1/model-aliases).", g.model)
-		return nil, e
+		e := openai.ModelNotFound(r.model)
+		e.Message += fmt.Sprintf(" GET /v1/models lists the models served; to answer this name with one of them, start duet with --model-alias %s=MODEL (or PUT /admin/v1/model-aliases).", r.model)
+		return e
 	}
-	r, release, err := s.routers.Acquire()
+	rt, release, err := p.routers.Acquire()
 	if err != nil {
-		s.log.Warn("router unavailable", "request_id", requestID, "error", err)
-		return nil, openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", requestID))
+		p.log.Warn("router unavailable", "request_id", r.id, "error", err)
+		return openai.Unavailable(fmt.Sprintf("the router plugin is not running now (it is being restarted); retry shortly (request id %s)", r.id))
 	}
-	maxTokens := g.request.Sampling.MaxTokens
-	if g.fitMaxTokens {
+	maxTokens := r.generate.Sampling.MaxTokens
+	if r.fitMaxTokens {
 		maxTokens = 0 // any instance will do: its context bounds the answer (fitMaxTokens, once it is picked)
 	}
 	start := time.Now()
-	d, err := r.Route(ctx, router.Request{
-		RequestID: requestID, Model: g.model, PromptTokens: g.promptTokens, PrefixHashes: g.prefixHashes,
-		SourceNode: snap.Self, MaxTokens: maxTokens, Exclude: exclude,
+	d, err := rt.Route(r.ctx, router.Request{
+		RequestID: r.id, Model: r.model, PromptTokens: r.promptTokens, PrefixHashes: r.prefixHashes,
+		SourceNode: snap.Self, MaxTokens: maxTokens, Exclude: r.exclude,
 	}, snap)
 	release()
 	took := time.Since(start)
-	g.routeTime += took
-	if s.metrics != nil {
+	r.routeTime += took
+	if p.metrics != nil {
 		outcome := metrics.Routed
 		if errors.Is(err, router.ErrNoCandidate) {
 			outcome = metrics.NoCandidate
 		} else if err != nil {
 			outcome = metrics.RouteError
 		}
-		s.metrics.RouterDecision(took, outcome)
+		p.metrics.RouterDecision(took, outcome)
 	}
 	if errors.Is(err, router.ErrNoCandidate) {
-		return nil, openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", g.model))
+		return openai.Unavailable(fmt.Sprintf("no instance of model %q can take the request now", r.model))
 	}
 	if err != nil {
-		s.log.Warn("routing failed", "request_id", requestID, "error", err)
-		return nil, openai.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", requestID))
+		p.log.Warn("routing failed", "request_id", r.id, "error", err)
+		return openai.Internal(fmt.Sprintf("the router failed to place the request (request id %s)", r.id))
 	}
-	if s.log.Enabled(ctx, slog.LevelDebug) {
-		s.log.Debug("routed", "request_id", requestID, "decode", d.DecodeInstance, "node", d.DecodeNode,
+	if p.log.Enabled(r.ctx, slog.LevelDebug) {
+		p.log.Debug("routed", "request_id", r.id, "decode", d.DecodeInstance, "node", d.DecodeNode,
 			"prefill", len(d.PrefillEndpoints), "reason", d.Reason, "scores", d.Scores)
 	}
-	out := &decision{Decision: d}
 	if d.DecodeNode == "" {
 		if in, ok := snap.Instance(d.DecodeInstance); ok {
-			out.DecodeNode = in.Node
+			d.DecodeNode = in.Node
 		}
 	}
-	out.PrefillEndpoints = linkedApproximations(snap, d.DecodeInstance, d.PrefillEndpoints)
-	if out.DecodeNode == snap.Self || out.DecodeNode == "" {
-		in, ok := s.reg.Get(d.DecodeInstance)
+	d.PrefillEndpoints = linkedApproximations(snap, d.DecodeInstance, d.PrefillEndpoints)
+	r.decision, r.local = d, nil
+	if d.DecodeNode == snap.Self || d.DecodeNode == "" {
+		in, ok := p.reg.Get(d.DecodeInstance)
 		if !ok {
-			return nil, openai.Unavailable(fmt.Sprintf("the router picked instance %q, which this node does not serve now; retry shortly (request id %s)", d.DecodeInstance, requestID))
+			return openai.Unavailable(fmt.Sprintf("the router picked instance %q, which this node does not serve now; retry shortly (request id %s)", d.DecodeInstance, r.id))
 		}
-		out.local = in
-		out.DecodeNode = snap.Self
+		r.local = in
+		r.decision.DecodeNode = snap.Self
 	}
-	return out, nil
+	return nil
 }
 
 // linkedApproximations keeps an endpoint approximate (KV from another quantization) only when an instance link
@@ -132,7 +145,7 @@ func engineEndpoints(eps []router.PrefillEndpoint) []engine.PrefillEndpoint {
 }
 
 // pinned turns a decision into the route a hop carries.
-func pinned(entry string, d *decision, attempt int) forward.Route {
+func pinned(entry string, d *router.Decision, attempt int) forward.Route {
 	r := forward.Route{EntryNode: entry, DecodeNode: d.DecodeNode, DecodeInstance: d.DecodeInstance, Attempt: attempt,
 		Reason: cut(d.Reason, forward.MaxReason)}
 	// The estimate travels only when the router made a whole one, in finite seconds (JSON has no Inf or NaN).
@@ -152,28 +165,31 @@ func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
 // is this node's own knowledge (resolvePinned), never the hop's: in a cluster without a secret a hop is any
 // client's request, and a client that could name an address would have this node's engine fetch KV from a
 // server of its choosing, whose answer the prefix cache would then serve to everyone.
-func (s *Server) fromPinned(r forward.Route, requestID string, snap *router.Snapshot) (*decision, error) {
-	if r.DecodeInstance == "" {
-		return nil, openai.BadRequest("", "a forwarded request names no decode instance (request id %s)", requestID)
+func (p *pipeline) fromPinned(r *request, snap *router.Snapshot) error {
+	hop := r.hop
+	if hop.DecodeInstance == "" {
+		return openai.BadRequest("", "a forwarded request names no decode instance (request id %s)", r.id)
 	}
-	in, ok := s.reg.Get(r.DecodeInstance)
+	in, ok := p.reg.Get(hop.DecodeInstance)
 	if !ok {
-		return nil, openai.Unavailable(fmt.Sprintf("instance %q is not served by this node now; retry (request id %s)", r.DecodeInstance, requestID))
+		return openai.Unavailable(fmt.Sprintf("instance %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, r.id))
 	}
-	d := &decision{local: in}
-	d.DecodeInstance, d.DecodeNode, d.Reason = r.DecodeInstance, s.reg.Node(), r.Reason
-	if r.EstimateTotal > 0 && r.EstimateFirstToken > 0 {
-		d.Scores = map[string]float64{scoreEstimateFirstToken: r.EstimateFirstToken, scoreEstimateTotal: r.EstimateTotal}
+	r.local = in
+	d := &r.decision
+	d.DecodeInstance, d.DecodeNode, d.Reason = hop.DecodeInstance, p.reg.Node(), hop.Reason
+	if hop.EstimateTotal > 0 && hop.EstimateFirstToken > 0 {
+		d.Scores = map[string]float64{scoreEstimateFirstToken: hop.EstimateFirstToken, scoreEstimateTotal: hop.EstimateTotal}
 	}
-	if len(r.Prefill) > 0 {
+	r.route.EntryNode, r.route.Forwarded = hop.EntryNode, true
+	if len(hop.Prefill) > 0 {
 		var dropped []string
-		d.PrefillEndpoints, dropped = resolvePinned(snap, r.DecodeInstance, r.Prefill)
+		d.PrefillEndpoints, dropped = resolvePinned(snap, hop.DecodeInstance, hop.Prefill)
 		if len(dropped) > 0 {
-			s.log.Warn("a forwarded request named prefill instances this node does not know as KV servers; they are not used",
-				"request_id", requestID, "instances", dropped)
+			p.log.Warn("a forwarded request named prefill instances this node does not know as KV servers; they are not used",
+				"request_id", r.id, "instances", dropped)
 		}
 	}
-	return d, nil
+	return nil
 }
 
 // resolvePinned turns a hop's prefill instances into endpoints from snap, this node's own view: the address
@@ -212,19 +228,20 @@ func resolvePinned(snap *router.Snapshot, decode string, pinned []forward.Endpoi
 // local instance of the model can tokenize it and the prompt is long enough for that to matter, estimated from
 // its bytes otherwise. A prompt shorter than TokenizeMinBytes has fewer tokens than bytes, too few for remote
 // prefill, and short prefixes gain little from affinity: it costs no tokenizer call.
-func (s *Server) promptInfo(ctx context.Context, g *generation) error {
-	if n := len(g.request.PromptTokens); n > 0 {
-		g.promptTokens = n
-		g.prefixHashes = prefixhash.Blocks(g.request.PromptTokens)
+func (p *pipeline) promptInfo(r *request) error {
+	g := &r.generate
+	if n := len(g.PromptTokens); n > 0 {
+		r.promptTokens = n
+		r.prefixHashes = prefixhash.Blocks(g.PromptTokens)
 		return nil
 	}
-	g.promptTokens = (g.promptBytes + 3) / 4
-	if g.promptBytes < s.cfg.TokenizeMinBytes {
+	r.promptTokens = (r.promptBytes + 3) / 4
+	if r.promptBytes < p.cfg.TokenizeMinBytes {
 		return nil
 	}
 	var in *node.Instance
-	for _, c := range s.reg.ByModel(g.model) {
-		if c.Desc.Capabilities.Chat || len(g.request.Messages) == 0 {
+	for _, c := range p.reg.ByModel(r.model) {
+		if c.Desc.Capabilities.Chat || len(g.Messages) == 0 {
 			in = c
 			break
 		}
@@ -232,17 +249,17 @@ func (s *Server) promptInfo(ctx context.Context, g *generation) error {
 	if in == nil {
 		return nil
 	}
-	e, _, err := s.engines.Get()
+	e, _, err := p.engines.Get()
 	if err != nil {
 		return nil
 	}
 	start := time.Now()
-	res, err := e.Tokenize(ctx, engine.TokenizeRequest{
-		InstanceID: in.Desc.InstanceID, Messages: g.request.Messages, Prompt: g.request.Prompt,
-		AddGenerationPrompt: len(g.request.Messages) > 0, AddSpecialTokens: len(g.request.Messages) == 0,
-		Tools: g.request.Tools, TemplateVars: g.request.TemplateVars,
+	res, err := e.Tokenize(r.ctx, engine.TokenizeRequest{
+		InstanceID: in.Desc.InstanceID, Messages: g.Messages, Prompt: g.Prompt,
+		AddGenerationPrompt: len(g.Messages) > 0, AddSpecialTokens: len(g.Messages) == 0,
+		Tools: g.Tools, TemplateVars: g.TemplateVars,
 	})
-	g.routeTime += time.Since(start)
+	r.routeTime += time.Since(start)
 	switch engine.CodeOf(err) {
 	case "":
 	case engine.CodeContextLength, engine.CodeInvalidArgument:
@@ -250,8 +267,8 @@ func (s *Server) promptInfo(ctx context.Context, g *generation) error {
 	default:
 		return nil // tokenizing is an optimisation; the engine that runs the request tokenizes anyway
 	}
-	g.promptTokens = len(res.Tokens)
-	g.prefixHashes = prefixhash.Blocks(res.Tokens)
+	r.promptTokens = len(res.Tokens)
+	r.prefixHashes = prefixhash.Blocks(res.Tokens)
 	return nil
 }
 
