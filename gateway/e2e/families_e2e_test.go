@@ -94,6 +94,12 @@ func TestDisaggregatedFamilies(t *testing.T) {
 	moe := modelgen.TinyFamily(model.Qwen3MoE)
 	moe.DType, moe.Layout = dtype.BFloat16, modelgen.LayoutMLX
 	moe.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+	// The hybrids: Gated DeltaNet layers send their state as arrays_state, the full layers their KV.
+	next := modelgen.TinyFamily(model.Qwen3Next)
+	next.DType = dtype.BFloat16
+	q35 := modelgen.TinyFamily(model.Qwen35MoE)
+	q35.DType, q35.Layout = dtype.BFloat16, modelgen.LayoutMLX
+	q35.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
 
 	first := strings.Repeat("The lighthouse keeper counted the waves that broke on the rocks below. ", 8)
 	second := strings.Repeat("At dawn the fishing boats came home with their nets full of silver herring. ", 8)
@@ -109,6 +115,8 @@ func TestDisaggregatedFamilies(t *testing.T) {
 		{"gemma3-q4-mlx", gemma},
 		{"gpt_oss-mxfp4", oss},
 		{"qwen3_moe-q4-mlx", moe},
+		{"qwen3_next-bf16", next},
+		{"qwen3_5_moe-q4-mlx", q35},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := filepath.Join(t.TempDir(), c.name)
@@ -157,7 +165,8 @@ func TestDisaggregatedFamilies(t *testing.T) {
 				t.Errorf("first turn: %d cached tokens on a fresh decode gateway", a.Usage.Details.CachedTokens)
 			}
 			// The second turn's prompt starts with the whole first prompt, which the decoding engine keeps (for
-			// a windowed model, as a snapshot of the prompt: its windows end there).
+			// a windowed model, as a snapshot of the prompt: its windows end there; for a hybrid, as a snapshot of
+			// its linear layers' states at the prompt's end).
 			b := check("second turn", turn2)
 			if b.Usage.Details.CachedTokens < a.Usage.PromptTokens {
 				t.Errorf("second turn: %d cached tokens; want the first prompt's %d at least (start_pos > 0)", b.Usage.Details.CachedTokens, a.Usage.PromptTokens)

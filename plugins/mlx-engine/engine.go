@@ -105,12 +105,15 @@ func (m slowModel) Metrics() map[string]float64 {
 
 // options are the Load options the engine understands.
 type options struct {
-	backend          string
-	modelID          string
-	threads          int
-	maxBatch         int
-	maxQueue         int
-	prefillChunk     int
+	backend      string
+	modelID      string
+	threads      int
+	maxBatch     int
+	maxQueue     int
+	prefillChunk int
+	// snapshotEvery is the snapshot grid of a model with linear layers (state_snapshot_every; 0: the default
+	// from its layout, runner.SnapshotGrid).
+	snapshotEvery    int
 	prefixCacheBytes int64
 	memoryLimit      int64
 	weights          backend.Weights
@@ -142,6 +145,11 @@ func parseOptions(in map[string]string) (options, error) {
 			o.maxQueue, err = strconv.Atoi(v)
 		case "prefill_chunk":
 			o.prefillChunk, err = strconv.Atoi(v)
+		case "state_snapshot_every":
+			o.snapshotEvery, err = strconv.Atoi(v)
+			if err == nil && (o.snapshotEvery <= 0 || o.snapshotEvery%64 != 0) {
+				err = errors.New("want a positive multiple of 64 (the router's hash block)")
+			}
 		case "prefix_cache_mb":
 			var mb int
 			mb, err = strconv.Atoi(v)
@@ -158,7 +166,7 @@ func parseOptions(in map[string]string) (options, error) {
 				err = errors.New("want a factor from 1 to 100")
 			}
 		default:
-			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, prefix_cache_mb, memory_limit_mb, weights, slowdown, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
+			return o, engine.InvalidParam("options", "unknown option %q (known: backend, model_id, threads, max_batch, max_queue, prefill_chunk, state_snapshot_every, prefix_cache_mb, memory_limit_mb, weights, slowdown, kv_listen, kv_advertise, cluster_secret_file, remote_prefill_threshold, remote_prefill_required, remote_prefill_timeout, kv_frame_timeout, kv_pickup_timeout, kv_checksum)", k)
 		}
 		if err != nil {
 			return o, engine.InvalidParam("options", "option %s=%q: %v", k, v, err)
@@ -309,7 +317,7 @@ func (e *Engine) open(dir string, b backend.Backend, opts options) (*instance, e
 	in.runner = runner.New(runner.Config{
 		Model: bm, Tokenizer: tokenizerAdapter{t: tok, markers: markers},
 		MaxBatch: opts.maxBatch, MaxQueue: opts.maxQueue, PrefillChunk: opts.prefillChunk,
-		PrefixCacheBytes: opts.prefixCacheBytes, Logger: e.log,
+		PrefixCacheBytes: opts.prefixCacheBytes, StateSnapshotEvery: opts.snapshotEvery, Logger: e.log,
 	})
 	quant := ""
 	if q := m.Config.Quantization; q != nil {
@@ -655,7 +663,15 @@ func runtimeMetrics() map[string]float64 {
 
 // describeKV is the layout in the engine description's per-model terms: every layer's shape is the first
 // layer's (the layers of every supported family share one), and a sliding layer counts as a full one, which is
-// what a link's bytes-per-token estimate wants for prompts shorter than the window.
+// what a link's bytes-per-token estimate wants for prompts shorter than the window. The shape is the first
+// attention layer's: a linear-attention layer (a hybrid's first) has none.
 func describeKV(l backend.KVLayout) engine.KVLayout {
-	return engine.KVLayout{NumLayers: l.NumLayers(), NumKVHeads: l.Layers[0].KVHeads, HeadDim: l.Layers[0].HeadDim, DType: string(l.DType)}
+	first := l.Layers[0]
+	for _, ly := range l.Layers {
+		if ly.Kind != backend.KVLinear {
+			first = ly
+			break
+		}
+	}
+	return engine.KVLayout{NumLayers: l.NumLayers(), NumKVHeads: first.KVHeads, HeadDim: first.HeadDim, DType: string(l.DType)}
 }

@@ -89,6 +89,15 @@ func pdModel(t testing.TB, name string) string {
 		oss := modelgen.TinyFamily(model.GptOSS)
 		oss.DType, oss.ExpertsMXFP4 = dtype.BFloat16, true
 		variants["gpt_oss-mxfp4"] = oss
+		// The hybrids (Gated DeltaNet layers, two full-attention layers in six): qwen3_next in bfloat16 with Hugging
+		// Face names, qwen3_5_moe 4-bit as mlx-community stores it.
+		next := modelgen.TinyFamily(model.Qwen3Next)
+		next.DType = dtype.BFloat16
+		variants["qwen3_next-bf16"] = next
+		q35 := modelgen.TinyFamily(model.Qwen35MoE)
+		q35.DType, q35.Layout = dtype.BFloat16, modelgen.LayoutMLX
+		q35.Quantization = &modelgen.Quantization{Bits: 4, GroupSize: 32}
+		variants["qwen3_5_moe-q4"] = q35
 		for name, o := range variants {
 			if pdModelsErr = modelgen.Generate(filepath.Join(pdModelsDir, name), o); pdModelsErr != nil {
 				return
@@ -224,7 +233,7 @@ func prefillOpts(extra ...string) map[string]string {
 }
 
 func TestPDExact(t *testing.T) {
-	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16", "gemma3-q4", "gemma3_text-bf16", "gpt_oss-mxfp4"} {
+	for _, name := range []string{"llama-bf16", "qwen3-q4", "qwen3_moe-q4", "qwen2_moe-bf16", "gemma3-q4", "gemma3_text-bf16", "gpt_oss-mxfp4", "qwen3_next-bf16", "qwen3_5_moe-q4"} {
 		t.Run(name, func(t *testing.T) {
 			dir := pdModel(t, name)
 			ref := startEngine(t, dir, map[string]string{"prefix_cache_mb": "0"})
@@ -249,10 +258,13 @@ func TestPDExact(t *testing.T) {
 			// end inside its window ("where a window cannot be restored, a miss"): with windows, the cached
 			// prompt is the shared prefix itself, whose snapshot holds the window at its end.
 			windowed := strings.HasPrefix(name, "gemma3") || strings.HasPrefix(name, "gpt_oss")
+			// A hybrid's cache cuts only at its snapshots (the grid of 256 here, a prompt's end): a decode-side hit
+			// inside a cached prompt is one only at a prompt's end, so the cached prompt is the shared prefix too.
+			hybrid := strings.HasPrefix(name, "qwen3_next") || strings.HasPrefix(name, "qwen3_5")
 
 			t.Run("DecodeSidePrefixHit", func(t *testing.T) {
 				a := randomPrompt(100, 400, vocab)
-				if windowed {
+				if windowed || hybrid {
 					a = a[:250]
 				}
 				gen(t, d, a) // local: d's prefix cache now holds a

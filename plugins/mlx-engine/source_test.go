@@ -60,6 +60,9 @@ func TestLoadErrors(t *testing.T) {
 		{"unknown option", mlxengine.EmbeddedModel, map[string]string{"warp": "9"}, engine.CodeInvalidArgument},
 		{"mlx without the tag", mlxengine.EmbeddedModel, map[string]string{"backend": "nope"}, engine.CodeInvalidArgument},
 		{"unknown weights", mlxengine.EmbeddedModel, map[string]string{"weights": "fp8"}, engine.CodeInvalidArgument},
+		{"snapshot grid off the hash block", mlxengine.EmbeddedModel, map[string]string{"state_snapshot_every": "100"}, engine.CodeInvalidArgument},
+		{"snapshot grid of zero", mlxengine.EmbeddedModel, map[string]string{"state_snapshot_every": "0"}, engine.CodeInvalidArgument},
+		{"snapshot grid not a number", mlxengine.EmbeddedModel, map[string]string{"state_snapshot_every": "many"}, engine.CodeInvalidArgument},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -27,6 +27,15 @@
 // RotatingKVCache holds after prefill, [max(0, L-W), L). The receiver therefore anchors a sliding layer's chunks
 // at the end: m positions received are [L-m, L), whatever start_pos was. done.total_tokens keeps exo's meaning,
 // L - start_pos (what a full layer carries), not a per-layer count.
+//
+// Hybrid models (Qwen3-Next, Qwen3.5: Gated DeltaNet linear-attention layers between attention layers) send no
+// kv_chunk for a linear layer but one arrays_state holding mlx-lm's ArraysCache arrays: the conv window
+// ([1, K-1, conv_dim] in the KV dtype) and the recurrent state ([1, Nv, Dv, Dk] float32). header.num_layers counts
+// every layer (exo's len(cache)), header.dtype is the attention layers' KV dtype, and done.total_tokens stays
+// L - start_pos (a state counts no positions). A state cannot be sliced, so it always describes the whole prompt
+// [0, L), even when start_pos > 0 (and when start_pos = L), and the client replaces its own with it. A duet server
+// sends the states after the last kv_chunk, in layer order; exo's sends each layer in turn, so receivers accept
+// states interleaved with chunks.
 // The client keeps its side of the connection open until the end (exo's does): a duet server reads EOF or any
 // byte after the request as the client leaving, and aborts the job at once.
 // A server that fails sends a header with no layers (dtype float32) and an error: 400 bad request, 401
@@ -66,16 +75,16 @@
 //
 // # Engine integration
 //
-// The engine owns one compute loop. The Server reads each request on the connection's goroutine and hands a Job
-// to ServerConfig.Dispatch, which queues it for the loop; the loop calls Job.Accept (a job not accepted within
-// PickupTimeout is answered 503) and streams through the returned Writer: Header, then Chunk for every layer as
-// each prefill step finishes, then Done or Error. Writer calls queue frames for the connection's goroutine, which
-// writes the tensor bytes straight from the engine's buffers to the socket, so compute overlaps transfer; the
-// queue is bounded in bytes (backpressure), buffers come back through a release callback, and a client that
-// leaves cancels Job.Context and fails the next Writer call. Server.Stop drains accepted jobs. On the other side,
-// Fetch streams the header and chunks to a Handler as they arrive, so the decode engine ingests while the rest
-// is still on the wire, with typed errors (*RemoteError, and errors matching ErrProtocol, ErrTimeout or
-// ErrConnLost) that tell it when to fall back to a local prefill.
+// The engine owns one compute loop. The Server reads each request on the connection's goroutine and hands a Job to
+// ServerConfig.Dispatch, which queues it for the loop; the loop calls Job.Accept (a job not accepted within
+// PickupTimeout is answered 503) and streams through the returned Writer: Header, then Chunk for every attention
+// layer as each prefill step finishes, ArraysState for every linear layer, then Done or Error. Writer calls queue
+// frames for the connection's goroutine, which writes the tensor bytes straight from the engine's buffers to the
+// socket, so compute overlaps transfer; the queue is bounded in bytes (backpressure), buffers come back through a
+// release callback, and a client that leaves cancels Job.Context and fails the next Writer call. Server.Stop
+// drains accepted jobs. On the other side, Fetch streams the header and chunks to a Handler as they arrive, so the
+// decode engine ingests while the rest is still on the wire, with typed errors (*RemoteError, and errors matching
+// ErrProtocol, ErrTimeout or ErrConnLost) that tell it when to fall back to a local prefill.
 //
 // The kvwiretest subpackage provides exo-shaped peers (plain server and client, no extensions) for tests.
 package kvwire

@@ -13,7 +13,8 @@ import (
 )
 
 // export is the state of a KV wire prefill job: the loop prefills its tokens like any prompt, and after each
-// prefill step streams the new positions of every layer to the client, so the transfer overlaps the compute.
+// prefill step streams the new positions of every attention layer to the client, so the transfer overlaps the
+// compute; the states of linear layers follow the last step.
 type export struct {
 	job      *kvwire.Job
 	w        *kvwire.Writer
@@ -124,8 +125,8 @@ func getBuf(n int) []byte {
 
 func putBuf(b []byte) { exportBufs.Put(&b) }
 
-// exportProgress streams the positions computed since the last call, for every layer, and finishes the job
-// when the whole prompt is out. A sliding layer sends only the positions its window holds at the end of the
+// exportProgress streams the positions computed since the last call, for every attention layer, and finishes the
+// job when the whole prompt is out (the linear layers' states, then done). A sliding layer sends only the positions its window holds at the end of the
 // prompt, [max(start_pos, L-W), L) (the kvwire package's rule); the ones before are never needed, and the cache
 // may have evicted them already.
 func (r *Runner) exportProgress(s *seq) {
@@ -137,6 +138,9 @@ func (r *Runner) exportProgress(s *seq) {
 		for l := range layout.NumLayers() {
 			from, to := e.sent, e.sent+n
 			ly := layout.Layers[l]
+			if ly.Kind == backend.KVLinear {
+				continue // no positions: its state goes out once the prompt is done
+			}
 			if ly.Kind == backend.KVSliding {
 				from = max(from, end-ly.Window)
 			}
@@ -163,10 +167,14 @@ func (r *Runner) exportProgress(s *seq) {
 		e.sent += n
 	}
 	if s.prefilled == len(s.req.Prompt) {
+		if err := r.exportStates(s); err != nil {
+			r.failExport(s, err)
+			return
+		}
 		// Out of the batch (and the stats) before the client hears done, as finish does for a generation.
 		r.endExport(s)
 		// total_tokens counts the positions sent per full layer, as exo's server does: the prompt less start_pos
-		// (a sliding layer may have sent fewer).
+		// (a sliding layer may have sent fewer; a linear layer sends its state, which counts none).
 		if err := e.w.Done(len(s.req.Prompt) - e.startPos); err != nil {
 			r.cfg.Logger.Debug("KV export: the client did not get done", "request_id", s.req.ID, "error", err)
 		} else {
@@ -175,6 +183,40 @@ func (r *Runner) exportProgress(s *seq) {
 				"start_pos", e.startPos, "took", time.Since(s.req.Arrived))
 		}
 	}
+}
+
+// exportStates sends one arrays_state per linear layer, in layer order, once the cache holds the whole prompt:
+// the conv window and the recurrent state after [0, n), exactly the arrays of an mlx-lm ArraysCache (an exo peer
+// assigns them wholesale). A state cannot be sliced, so it describes the whole prompt even when start_pos > 0;
+// it goes out even when start_pos = n.
+func (r *Runner) exportStates(s *seq) error {
+	layout := r.model.KVLayout()
+	for l, ly := range layout.Layers {
+		if ly.Kind != backend.KVLinear {
+			continue
+		}
+		dst := make([][]byte, len(ly.State))
+		arrays := make([]kvwire.TensorBlob, len(ly.State))
+		for i, spec := range ly.State {
+			dt, err := kvwire.ParseDType(string(spec.DType))
+			if err != nil {
+				return err
+			}
+			dst[i] = getBuf(spec.Bytes())
+			arrays[i] = kvwire.TensorBlob{DType: dt, Shape: slices.Clone(spec.Shape), Data: dst[i]}
+		}
+		err := s.cache.ExportState(l, dst)
+		if err == nil {
+			err = s.export.w.ArraysState(kvwire.ArraysState{LayerIdx: l, Arrays: arrays}) // copies the arrays
+		}
+		for _, b := range dst {
+			putBuf(b)
+		}
+		if err != nil {
+			return fmt.Errorf("linear layer %d: %w", l, err)
+		}
+	}
+	return nil
 }
 
 // failExport ends a job with an error for the client (when it can still hear one).

@@ -61,7 +61,7 @@ func (r *Runner) fetch(s *seq, rm *Remote) {
 			RequestID: s.req.ID, ModelID: rm.ModelID, TokenIDs: s.req.Prompt[:n], StartPos: s.cached,
 			Fingerprint: rm.Fingerprint, KVCompat: kvCompat,
 		}, &kvwire.FetchOptions{Secret: rm.Secret, Checksum: rm.Checksum, FrameTimeout: rm.FrameTimeout, Timeout: rm.Timeout},
-			kvwire.Handler{OnHeader: in.header, OnChunk: in.chunk})
+			kvwire.Handler{OnHeader: in.header, OnChunk: in.chunk, OnArraysState: in.arraysState})
 		cancel()
 		if err == nil {
 			err = in.complete()
@@ -76,6 +76,11 @@ func (r *Runner) fetch(s *seq, rm *Remote) {
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", ep.Address, err))
 		s.cache.Truncate(s.cached) // drop what this attempt imported
+		if got := s.cache.Len(); got < s.cached {
+			// A cache with linear layers restores its newest cut at or below s.cached: its base, where it was
+			// created or cloned, so normally s.cached itself; trust what it says rather than assume.
+			s.cached, s.prefilled = got, got
+		}
 		if !s.cache.Restorable(s.cached) {
 			// The attempt overwrote a sliding layer's window of the cached prefix: start from nothing.
 			if c, err := r.model.NewCache(); err == nil {
@@ -109,7 +114,10 @@ type ingest struct {
 	layerPos []int        // full layers: the next position expected
 	// window holds a sliding layer's chunks (in our dtype) until the end: they are placed at the end of the
 	// prompt, whatever position the peer started them at (see the kvwire package's rule).
-	window   []slidingChunks
+	window []slidingChunks
+	// states marks the linear layers whose state arrived (at most one arrays_state each).
+	states   []bool
+	scratchS [][]byte
 	scratchK []byte
 	scratchV []byte
 	ingest   time.Duration
@@ -143,6 +151,7 @@ func (in *ingest) header(h *kvwire.Header) error {
 	in.dtype, in.ours = h.DType, ours
 	in.layerPos = make([]int, l.NumLayers())
 	in.window = make([]slidingChunks, l.NumLayers())
+	in.states = make([]bool, l.NumLayers())
 	for i := range in.layerPos {
 		in.layerPos[i] = in.s.cached
 	}
@@ -182,6 +191,8 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 		return errors.New("a chunk came before a header with layers")
 	case c.LayerIdx < 0 || c.LayerIdx >= l.NumLayers():
 		return fmt.Errorf("chunk for layer %d of %d", c.LayerIdx, l.NumLayers())
+	case l.Layers[c.LayerIdx].Kind == backend.KVLinear:
+		return &StateError{Layer: c.LayerIdx, Reason: "a kv_chunk came for a linear-attention layer, which holds a state and no positions"}
 	case c.NHeads != l.Layers[c.LayerIdx].KVHeads || c.HeadDim != l.Layers[c.LayerIdx].HeadDim:
 		return fmt.Errorf("chunk of %d heads × %d, our model has %d × %d", c.NHeads, c.HeadDim, l.Layers[c.LayerIdx].KVHeads, l.Layers[c.LayerIdx].HeadDim)
 	case c.DType != in.dtype:
@@ -223,6 +234,78 @@ func (in *ingest) chunk(c *kvwire.KVChunk) error {
 	return nil
 }
 
+// StateError is why a peer's message about a linear-attention layer was refused (kvwire's arrays_state, or a
+// kv_chunk where a state belongs): the fetch fails and the prompt is prefilled locally, as for any bad KV.
+type StateError struct {
+	Layer  int
+	Reason string
+}
+
+func (e *StateError) Error() string { return fmt.Sprintf("layer %d: %s", e.Layer, e.Reason) }
+
+// arraysState imports a linear layer's state: the conv window and the recurrent state after the whole prompt
+// [0, n), whatever start_pos was (a state cannot be sliced). Any order relative to the kv_chunks is accepted: duet
+// sends states last, exo in layer order. The conv window may come in any of the three dtypes (it is converted to
+// the cache's, rounding as kv_chunks do); the state is float32, widened if a peer sends it in 16 bits. Other
+// shapes (a vLLM peer's) are refused.
+func (in *ingest) arraysState(a *kvwire.ArraysState) error {
+	if in.wait == 0 {
+		in.wait = time.Since(in.start)
+	}
+	l := in.r.model.KVLayout()
+	switch {
+	case in.layerPos == nil:
+		return errors.New("an arrays_state came before a header with layers")
+	case a.LayerIdx < 0 || a.LayerIdx >= l.NumLayers():
+		return fmt.Errorf("arrays_state for layer %d of %d", a.LayerIdx, l.NumLayers())
+	case l.Layers[a.LayerIdx].Kind != backend.KVLinear:
+		return &StateError{Layer: a.LayerIdx, Reason: fmt.Sprintf("an arrays_state came for a %s attention layer", l.Layers[a.LayerIdx].Kind)}
+	case in.states[a.LayerIdx]:
+		return &StateError{Layer: a.LayerIdx, Reason: "a second arrays_state"}
+	}
+	specs := l.Layers[a.LayerIdx].State
+	if len(a.Arrays) != len(specs) {
+		return &StateError{Layer: a.LayerIdx, Reason: fmt.Sprintf("arrays_state holds %d arrays, want %d", len(a.Arrays), len(specs))}
+	}
+	if len(in.scratchS) < len(specs) {
+		in.scratchS = make([][]byte, len(specs))
+	}
+	src := make([][]byte, len(specs))
+	for i, spec := range specs {
+		b := &a.Arrays[i]
+		ours, err := kvwire.ParseDType(string(spec.DType))
+		if err != nil {
+			return err
+		}
+		switch {
+		case !slices.Equal(b.Shape, spec.Shape):
+			return &StateError{Layer: a.LayerIdx, Reason: fmt.Sprintf("array %d has shape %v, want %v", i, b.Shape, spec.Shape)}
+		case len(b.Data) != spec.Elems()*b.DType.Size():
+			return &StateError{Layer: a.LayerIdx, Reason: fmt.Sprintf("array %d holds %d bytes, its shape needs %d of %s", i, len(b.Data), spec.Elems()*b.DType.Size(), b.DType)}
+		}
+		if b.DType == ours {
+			src[i] = b.Data
+			continue
+		}
+		// Widening to float32 is exact; narrowing the conv window rounds to nearest even, as a kv_chunk's does.
+		in.scratchS[i] = grow(in.scratchS[i], kvwire.ConvertedLen(len(b.Data), b.DType, ours))
+		if err := kvwire.Convert(in.scratchS[i], ours, b.Data, b.DType); err != nil {
+			return &StateError{Layer: a.LayerIdx, Reason: fmt.Sprintf("array %d: %v", i, err)}
+		}
+		src[i] = in.scratchS[i]
+	}
+	t0 := time.Now()
+	err := in.s.cache.ImportState(a.LayerIdx, in.n, src)
+	in.ingest += time.Since(t0)
+	in.s.fetchBytes.Store(in.s.cache.Bytes())
+	if err != nil {
+		return fmt.Errorf("import into the cache: %w", err)
+	}
+	in.states[a.LayerIdx] = true
+	in.layerPos[a.LayerIdx] = in.n
+	return nil
+}
+
 // complete places each sliding layer's positions at the end of the prompt, then checks that every full layer
 // received every position and that every sliding layer holds what the first decode query sees.
 func (in *ingest) complete() error {
@@ -252,6 +335,11 @@ func (in *ingest) complete() error {
 			return fmt.Errorf("sliding layer %d received no positions", i)
 		}
 		in.layerPos[i] = in.n
+	}
+	for i, ly := range l.Layers {
+		if ly.Kind == backend.KVLinear && !in.states[i] {
+			return &StateError{Layer: i, Reason: "no arrays_state came for this linear-attention layer"}
+		}
 	}
 	for l, p := range in.layerPos {
 		if p != in.n {

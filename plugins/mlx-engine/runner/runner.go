@@ -80,7 +80,11 @@ type Config struct {
 	PrefillChunk, PrefillChunkIdle int
 	// PrefixCacheBytes bounds the prefix cache; 0 disables it.
 	PrefixCacheBytes int64
-	Logger           *slog.Logger
+	// StateSnapshotEvery is the grid, in positions, on which a model with linear layers keeps snapshots of their
+	// state while it prefills, so that the prefix cache can cut there (a multiple of 64); 0 picks SnapshotGrid's
+	// default. Models without linear layers ignore it.
+	StateSnapshotEvery int
+	Logger             *slog.Logger
 }
 
 func (c *Config) defaults() {
@@ -135,6 +139,9 @@ type Runner struct {
 	// minWindow is the smallest window of the model's sliding layers (0: none): a prompt longer than it gets a
 	// snapshot of its KV in the prefix cache, since the generation's entry no longer holds the prompt's windows.
 	minWindow int
+	// grid is the snapshot grid of a model with linear layers (0: none): prefill chunks end on it, and the
+	// states there and at a prompt's end are kept as snapshots.
+	grid int
 
 	submit  chan *seq
 	exports chan *seq     // KV wire prefill jobs, buffered: Dispatch must not block
@@ -174,8 +181,49 @@ func New(cfg Config) *Runner {
 			r.minWindow = ly.Window
 		}
 	}
+	if l := cfg.Model.KVLayout(); l.HasLinear() {
+		r.grid = cfg.StateSnapshotEvery
+		if r.grid <= 0 {
+			r.grid = SnapshotGrid(l)
+		}
+	}
 	go r.loop()
 	return r
+}
+
+// SnapshotGrid is the default snapshot grid of a layout with linear layers: the smallest power of two of at least
+// 256 positions whose attention KV weighs as much as one snapshot of the states, capped at 8192, so that the
+// snapshots of a long prompt never outweigh its KV (Qwen3-Next-80B-A3B: 73.7 MiB of state against 24 KiB of KV
+// per position gives 4096). It is a multiple of 64, the router's hash block, so its affinity hashes describe
+// positions the prefix cache can hit.
+func SnapshotGrid(l backend.KVLayout) int {
+	const least, most = 256, 8192
+	perPos := l.PositionBytes()
+	if perPos == 0 {
+		return most
+	}
+	want := (l.StateBytes() + perPos - 1) / perPos
+	g := least
+	for g < want && g < most {
+		g *= 2
+	}
+	return g
+}
+
+// prefillChunk is how many prompt positions the next prefill step of a sequence at prefilled computes, at most
+// size, and whether it keeps a snapshot of the linear layers' states: with a grid, a chunk that would cross a
+// grid point ends there, and the states at grid points and at the prompt's end (the position a next turn of a
+// chat shares) are snapshots. Without one (grid 0) the chunk is only bounded by the prompt.
+func prefillChunk(prefilled, total, size, grid int) (chunk int, snapshot bool) {
+	chunk = min(size, total-prefilled)
+	if grid <= 0 {
+		return chunk, false
+	}
+	if next := (prefilled/grid+1)*grid - prefilled; next < chunk {
+		chunk = next
+	}
+	end := prefilled + chunk
+	return chunk, end%grid == 0 || end == total
 }
 
 // Close stops the loop: requests in flight end cancelled and every cache is released. The model itself is
@@ -589,8 +637,9 @@ func (r *Runner) step() {
 		if len(decoding) > 0 {
 			size = r.pace.chunk(r.cfg.PrefillChunk)
 		}
-		chunk = min(size, len(p.req.Prompt)-p.prefilled)
-		bs := backend.Seq{Cache: p.cache, Tokens: p.req.Prompt[p.prefilled : p.prefilled+chunk]}
+		var snapshot bool
+		chunk, snapshot = prefillChunk(p.prefilled, len(p.req.Prompt), size, r.grid)
+		bs := backend.Seq{Cache: p.cache, Tokens: p.req.Prompt[p.prefilled : p.prefilled+chunk], Snapshot: snapshot}
 		if p.prefilled+chunk == len(p.req.Prompt) && p.export == nil {
 			bs.Logits = p.logits
 		}

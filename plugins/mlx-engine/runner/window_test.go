@@ -57,8 +57,15 @@ type node struct {
 func newNode(t *testing.T, mod *model.Model, chunk int, prefixBytes int64, serve bool) *node {
 	t.Helper()
 	bm := backendtest.Load(t, cpu.Backend{}, mod, backend.Options{PrefillChunk: chunk})
-	n := &node{m: bm, fp: mod.Fingerprint(),
-		r: runner.New(runner.Config{Model: bm, Tokenizer: nopTokenizer{}, PrefillChunk: chunk, PrefillChunkIdle: chunk, PrefixCacheBytes: prefixBytes})}
+	return newModelNode(t, bm, mod.Fingerprint(), serve,
+		runner.Config{PrefillChunk: chunk, PrefillChunkIdle: chunk, PrefixCacheBytes: prefixBytes})
+}
+
+// newModelNode is newNode for a loaded model (fingerprint fp) and a runner configured by cfg.
+func newModelNode(t *testing.T, bm backend.Model, fp string, serve bool, cfg runner.Config) *node {
+	t.Helper()
+	cfg.Model, cfg.Tokenizer = bm, nopTokenizer{}
+	n := &node{m: bm, fp: fp, r: runner.New(cfg)}
 	t.Cleanup(n.r.Close)
 	if serve {
 		srv, err := kvwire.NewServer(kvwire.ServerConfig{Dispatch: func(j *kvwire.Job) {

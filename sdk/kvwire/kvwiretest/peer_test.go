@@ -3,6 +3,9 @@ package kvwiretest_test
 import (
 	"context"
 	"errors"
+	"net"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -56,4 +59,135 @@ func TestPlainServerAnswersBadRequests(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != 503 || resp.Header.DType != kvwire.Float32 {
 		t.Fatalf("got %+v, %v", resp, err)
 	}
+}
+
+// hybridStream is what a server sends for a hybrid model of four layers (linear, full, linear, full) in exo's
+// order: each layer in turn, a linear layer as one arrays_state with mlx-lm's ArraysCache arrays (conv window
+// [1, K-1, conv_dim] in the KV dtype, state [1, Nv, Dv, Dk] in float32), a full layer as kv_chunks of
+// [start, end); statesLast moves the states after every chunk, as a duet server sends them.
+func hybridStream(start, end int, statesLast bool) []kvwire.Message {
+	var chunks, states []kvwire.Message
+	for _, c := range kvwiretest.Chunks(kvwiretest.Shape{NumLayers: 4, StartPos: start, EndPos: end, ChunkTokens: 16,
+		NHeads: 2, HeadDim: 8, DType: kvwire.BFloat16}) {
+		if c.LayerIdx%2 == 1 {
+			chunks = append(chunks, c)
+		}
+	}
+	for _, l := range []int{0, 2} {
+		conv, state := make([]byte, 3*24*2), make([]byte, 4*8*16*4)
+		kvwiretest.Fill(conv, l, 0, 2)
+		kvwiretest.Fill(state, l, 0, 3)
+		states = append(states, &kvwire.ArraysState{LayerIdx: l, Arrays: []kvwire.TensorBlob{
+			{DType: kvwire.BFloat16, Shape: []int{1, 3, 24}, Data: conv},
+			{DType: kvwire.Float32, Shape: []int{1, 4, 8, 16}, Data: state}}})
+	}
+	if statesLast {
+		return append(chunks, states...)
+	}
+	var out []kvwire.Message
+	for l := range 4 {
+		if l%2 == 0 {
+			out = append(out, states[l/2])
+		}
+		for _, c := range chunks {
+			if c.(*kvwire.KVChunk).LayerIdx == l {
+				out = append(out, c)
+			}
+		}
+	}
+	return out
+}
+
+// TestPlainPeersHybrid: the hybrid stream passes intact between an exo-shaped server and a duet client that asks
+// for checksums the server does not grant (states in layer order) and between a duet server and an exo-shaped
+// client (states last): header num_layers = every layer, kv_chunks for the full layers only, done.total_tokens =
+// end - start.
+func TestPlainPeersHybrid(t *testing.T) {
+	t.Parallel()
+	const start, end = 8, 40
+	check := func(t *testing.T, h kvwire.Header, got, want []kvwire.Message) {
+		t.Helper()
+		if h.NumLayers != 4 || h.StartPos != start {
+			t.Fatalf("header %+v", h)
+		}
+		if len(got) != len(want)+1 {
+			t.Fatalf("%d messages, want %d and done", len(got), len(want))
+		}
+		for i, m := range want {
+			g := got[i]
+			if a, ok := g.(*kvwire.ArraysState); ok {
+				a.CRC32C, a.HasCRC32C = 0, false
+			}
+			if c, ok := g.(*kvwire.KVChunk); ok {
+				c.CRC32C, c.HasCRC32C = 0, false
+			}
+			if !reflect.DeepEqual(g, m) {
+				t.Fatalf("message %d: %+v, want %+v", i, g, m)
+			}
+		}
+		if d, ok := got[len(got)-1].(*kvwire.Done); !ok || d.TotalTokens != end-start {
+			t.Fatalf("last message %+v, want done with %d tokens", got[len(got)-1], end-start)
+		}
+	}
+	req := kvwire.Request{RequestID: "r", ModelID: "m", TokenIDs: make([]int32, end), StartPos: start}
+
+	t.Run("ExoServerDuetClient", func(t *testing.T) {
+		want := hybridStream(start, end, false)
+		srv := kvwiretest.NewPlainServer(t, func(r kvwire.Request) kvwiretest.Response {
+			return kvwiretest.Response{Header: kvwire.Header{RequestID: r.RequestID, ModelID: r.ModelID, NumLayers: 4,
+				DType: kvwire.BFloat16, StartPos: r.StartPos}, Messages: append(slices.Clone(want), &kvwire.Done{TotalTokens: end - start})}
+		})
+		var h kvwire.Header
+		var got []kvwire.Message
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, err := kvwire.Fetch(ctx, srv.Addr, &req, &kvwire.FetchOptions{Checksum: true}, kvwire.Handler{
+			OnHeader:      func(x *kvwire.Header) error { h = *x; return nil },
+			OnChunk:       func(c *kvwire.KVChunk) error { got = append(got, kvwiretest.Clone(c)); return nil },
+			OnArraysState: func(a *kvwire.ArraysState) error { got = append(got, kvwiretest.Clone(a)); return nil },
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, h, append(got, &kvwire.Done{TotalTokens: end - start}), want)
+	})
+
+	t.Run("DuetServerExoClient", func(t *testing.T) {
+		want := hybridStream(start, end, true)
+		srv, err := kvwire.NewServer(kvwire.ServerConfig{Dispatch: func(j *kvwire.Job) {
+			go func() {
+				w, err := j.Accept()
+				if err != nil {
+					return
+				}
+				_ = w.Header(kvwire.Header{RequestID: j.Request.RequestID, ModelID: j.Request.ModelID, NumLayers: 4,
+					DType: kvwire.BFloat16, StartPos: j.Request.StartPos})
+				for _, m := range want {
+					switch m := m.(type) {
+					case *kvwire.KVChunk:
+						_ = w.Chunk(*m, nil)
+					case *kvwire.ArraysState:
+						_ = w.ArraysState(*m)
+					}
+				}
+				_ = w.Done(len(j.Request.TokenIDs) - j.Request.StartPos)
+			}()
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { _ = srv.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		resp, err := kvwiretest.PlainFetch(ctx, ln.Addr().String(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, resp.Header, resp.Messages, want)
+	})
 }
