@@ -14,6 +14,7 @@ import (
 
 // cache is the MLX backend's KV cache: per layer, keys and values in preallocated buffers
 // [1, kv_heads, capacity, head_dim] in the model's dtype, written with slice_update.
+// A linear layer keeps its recurrent state instead (cache_linear.go).
 //
 // A full layer stores position p at index p and grows cacheStep positions at a time. A sliding layer (window W)
 // is a bounded linear buffer, as in the cpu backend: index i holds position base+i, the positions it holds stay
