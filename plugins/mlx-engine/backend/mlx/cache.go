@@ -7,12 +7,14 @@ import "C"
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 )
 
 // cache is the MLX backend's KV cache: per layer, keys and values in preallocated buffers
 // [1, kv_heads, capacity, head_dim] in the model's dtype, written with slice_update.
+// A linear layer keeps its recurrent state instead (cache_linear.go).
 //
 // A full layer stores position p at index p and grows cacheStep positions at a time. A sliding layer (window W)
 // is a bounded linear buffer, as in the cpu backend: index i holds position base+i, the positions it holds stay
@@ -28,9 +30,12 @@ import (
 //
 // Len and Truncate are plain Go; every method that touches MLX runs on the MLX thread.
 type cache struct {
-	m        *mlxModel
-	layers   []kvLayer
-	lens     backend.LayerSpans // positions held, per layer
+	m      *mlxModel
+	layers []kvLayer
+	lens   backend.LayerSpans // positions held, per layer
+	// lin is, per layer, the live state of linear layers (cache_linear.go); nil without linear layers.
+	lin      []linearState
+	snaps    []*linSnap // ascending positions
 	released bool
 	// broken is set when an evaluation that wrote this cache failed; the contents are then unknown.
 	broken error
@@ -54,7 +59,11 @@ func (m *mlxModel) NewCache() (backend.Cache, error) {
 }
 
 func (m *mlxModel) newCache() *cache {
-	return &cache{m: m, layers: make([]kvLayer, len(m.layout.Layers)), lens: backend.NewLayerSpans(m.layout)}
+	c := &cache{m: m, layers: make([]kvLayer, len(m.layout.Layers)), lens: backend.NewLayerSpans(m.layout)}
+	if m.layout.HasLinear() {
+		c.lin = make([]linearState, len(m.layout.Layers))
+	}
+	return c
 }
 
 func (c *cache) Len() int { return c.lens.Len() }
@@ -66,9 +75,20 @@ func (c *cache) usable() error {
 	return c.broken
 }
 
-func (c *cache) Truncate(n int) { c.lens.Truncate(n) }
+func (c *cache) Truncate(n int) {
+	if c.lin != nil && !c.released {
+		c.truncateLinear(n)
+		return
+	}
+	c.lens.Truncate(n)
+}
 
-func (c *cache) Restorable(n int) bool { return c.usable() == nil && c.lens.Restorable(n) }
+func (c *cache) Restorable(n int) bool {
+	if c.usable() != nil || !c.lens.Restorable(n) {
+		return false
+	}
+	return c.lin == nil || slices.Contains(c.cuts(), n)
+}
 
 // capacityFor is the buffer size of a full layer that holds need positions.
 func (c *cache) capacityFor(need int) int {
@@ -85,7 +105,7 @@ func (c *cache) slidingCapacity(i, old, n int) int {
 // thread.
 func (c *cache) grow(g *graph, i, need int) {
 	l := &c.layers[i]
-	if need <= l.cap || g.err != nil {
+	if need <= l.cap || g.err != nil || c.isLinear(i) {
 		return
 	}
 	kvh, hd := c.m.cfg.NumKVHeads, c.m.cfg.HeadDim
@@ -188,12 +208,21 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 		return nil, err
 	}
 	spans, err := c.lens.CheckClone(n)
+	if err == nil && c.lin != nil {
+		err = backend.CheckCut(c.cuts(), n)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("mlx: %w", err)
 	}
 	out := c.m.newCache()
 	if n == 0 {
 		return out, nil
+	}
+	if c.lin != nil {
+		do(func() error {
+			c.cloneLinear(out, n)
+			return nil
+		})
 	}
 	err = do(func() error {
 		if err := checkMemory(out.bytesFor(n)); err != nil {
@@ -205,6 +234,10 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 		for i := range c.layers {
 			s := spans[i]
 			src, dst := &c.layers[i], &out.layers[i]
+			if c.isLinear(i) {
+				out.lens[i] = s
+				continue
+			}
 			if s.Window > 0 {
 				c.relayout(g, dst, src, s.Lo, c.slidingCapacity(i, 0, s.Hi-s.Lo), s.Lo, s.Hi)
 			} else {
@@ -216,11 +249,12 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 			out.lens[i] = s
 			results = append(results, dst.k, dst.v)
 		}
-		if g.err == nil {
+		if g.err == nil && len(results) > 0 {
 			g.err = evalArrays(results...)
 		}
 		if g.err != nil {
 			out.free()
+			out.freeLinear()
 		}
 		return g.err
 	})
@@ -234,6 +268,9 @@ func (c *cache) Clone(n int) (backend.Cache, error) {
 func (c *cache) bytesFor(n int) int64 {
 	var b int64
 	for i := range c.layers {
+		if c.isLinear(i) {
+			continue
+		}
 		p := c.capacityFor(n)
 		if c.lens[i].Window > 0 {
 			p = min(p, c.lens[i].Window+c.m.chunk)
@@ -247,6 +284,9 @@ func (c *cache) bytesFor(n int) int64 {
 func (c *cache) moreBytes(n int) int64 {
 	var b int64
 	for i := range c.layers {
+		if c.isLinear(i) {
+			continue
+		}
 		p := c.capacityFor(n)
 		if c.lens[i].Window > 0 {
 			p = min(p, c.lens[i].Window+c.m.chunk)
@@ -288,31 +328,6 @@ func (c *cache) ExportKV(layer, from, to int, keys, values []byte) error {
 		}
 		return copyOut(v, values)
 	})
-}
-
-// Cuts is nil: this backend's caches have no linear layers (Load refuses them), so every position is a cut.
-func (c *cache) Cuts() []int { return nil }
-
-// ExportState fails: without linear layers, no layer has a state (the check says which kind the layer is).
-func (c *cache) ExportState(layer int, dst [][]byte) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	if err := c.lens.CheckExportState(c.m.KVLayout(), layer, dst); err != nil {
-		return fmt.Errorf("mlx: %w", err)
-	}
-	return fmt.Errorf("mlx: layer %d: linear-attention states are not implemented: %w", layer, backend.ErrLayerKind)
-}
-
-// ImportState fails as ExportState does.
-func (c *cache) ImportState(layer, n int, src [][]byte) error {
-	if err := c.usable(); err != nil {
-		return err
-	}
-	if err := c.lens.CheckImportState(c.m.KVLayout(), c.m.maxCtx, layer, n, src); err != nil {
-		return fmt.Errorf("mlx: %w", err)
-	}
-	return fmt.Errorf("mlx: layer %d: linear-attention states are not implemented: %w", layer, backend.ErrLayerKind)
 }
 
 func (c *cache) ImportKV(layer, from int, keys, values []byte) error {
@@ -384,7 +399,7 @@ func (c *cache) Bytes() int64 {
 	for i := range c.layers {
 		n += int64(c.layers[i].cap) * int64(c.m.layout.LayerTokenBytes(i)) * 2
 	}
-	return n
+	return n + c.linearBytes()
 }
 
 func (c *cache) Release() {
@@ -394,9 +409,10 @@ func (c *cache) Release() {
 	c.released = true
 	do(func() error {
 		c.free()
+		c.freeLinear()
 		return nil
 	})
-	c.layers, c.lens = nil, nil
+	c.layers, c.lens, c.lin = nil, nil, nil
 }
 
 // free drops the buffers; it runs on the MLX thread.

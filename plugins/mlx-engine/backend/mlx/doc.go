@@ -29,6 +29,12 @@
 //     lower expert index) and no host round trip; the experts are stacked [E, Out, In] once at load and run
 //     with gather_mm / gather_qmm; the chosen experts' outputs are added in ascending expert order.
 //   - A sliding layer's cache is a bounded linear buffer (cache.go): at most its window plus a prefill chunk.
+//   - Hybrid models (docs/hybrid-design.md): a Gated DeltaNet layer runs the block of linear.go, the chunked
+//     delta rule for a sequence's prefill and the recurrence for decode, where a step of single tokens runs as
+//     one batch; its cache (cache_linear.go) is the conv window [1, K-1, conv_dim] in the cache dtype and the
+//     float32 state [1, Nv, Dv, Dk] per sequence, replaced after each evaluated step, and snapshots (Cuts)
+//     are retained handles of those immutable arrays. Gated attention multiplies each head's output by
+//     σ(gate), q_proj's gate rows loaded as their own matrix, before o_proj.
 //   - Weights are copied from the tensors package model already validated (names, shards, tied embeddings and
 //     quantization overrides resolved there) into MLX arrays and evaluated once at load.
 //   - Compute dtype: float32 on the CPU, where MLX's float32 matrix products go to BLAS and its 16-bit ones do

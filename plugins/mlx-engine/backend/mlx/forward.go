@@ -79,6 +79,24 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 	if g.err != nil {
 		return g.err
 	}
+	// The linear layers' states at the start, to go back to if a step fails (their handles are cheap: the
+	// arrays are immutable).
+	saved := make([][]linearState, len(caches))
+	for i, c := range caches {
+		if c.lin != nil {
+			saved[i] = make([]linearState, len(c.lin))
+			for l := range c.lin {
+				saved[i][l] = retainState(c.lin[l])
+			}
+		}
+	}
+	defer func() {
+		for _, ss := range saved {
+			for l := range ss {
+				ss[l].free()
+			}
+		}
+	}()
 	// Steps of at most m.chunk tokens: sequences in batch order, long inputs split across steps.
 	done := make([]int, len(batch))
 	for {
@@ -96,12 +114,21 @@ func (m *mlxModel) forward(batch []backend.Seq, caches []*cache, starts []int) e
 			}
 		}
 		if len(parts) == 0 {
+			for i, s := range batch {
+				if s.Snapshot {
+					caches[i].keepSnapshot()
+				}
+			}
 			return nil
 		}
 		if err := m.step(batch, caches, parts, rows); err != nil {
 			// Positions written by earlier steps of this call are dropped again: Len is back where it was.
 			for i, c := range caches {
-				c.Truncate(starts[i])
+				for l := range saved[i] {
+					c.setLinear(l, saved[i][l])
+					saved[i][l] = linearState{}
+				}
+				c.lens.Truncate(starts[i])
 			}
 			return err
 		}
@@ -136,12 +163,41 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	last := len(m.layers) - 1
 	outs := make([]C.mlx_array, len(parts))
 	written := make([]C.mlx_array, 0, 2*len(parts))
+	// pending are the linear layers' new states, committed to their caches once the step has evaluated.
+	var pending []pendingState
+	defer func() {
+		for i := range pending {
+			pending[i].st.free()
+		}
+	}()
 	for li := range m.layers {
 		L := &m.layers[li]
+		if L.lin != nil {
+			written = written[:0]
+			mix := m.linearLayer(g, L, li, m.norm(g, x, L.attnIn), caches, parts, rows, &pending)
+			for _, p := range pending[len(pending)-len(parts):] {
+				written = append(written, p.st.conv, p.st.s)
+			}
+			if li == last && len(logitRows) == 0 {
+				break
+			}
+			x = g.add(x, m.norm(g, mix, L.attnOut))
+			x = m.feedForward(g, L, x, rows)
+			if m.pipeline && li < last && g.err == nil {
+				ta := time.Now()
+				g.err = asyncEvalArrays(append(written, x)...)
+				async += time.Since(ta)
+			}
+			continue
+		}
 		H, KVH, hd := L.heads, L.kvHeads, L.hd
 		qDim, kvDim := H*hd, KVH*hd
 		h := m.norm(g, x, L.attnIn)
 		var q, k, v C.mlx_array
+		var gate C.mlx_array
+		if L.qGate.out > 0 {
+			gate = m.linear(g, h, &L.qGate)
+		}
 		if L.qkv.out > 0 {
 			qkv := m.linear(g, h, &L.qkv)
 			q = g.slice(qkv, []int{0, 0}, []int{rows, qDim})
@@ -190,21 +246,12 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 		if len(parts) > 1 {
 			att = g.concat(0, outs...)
 		}
-		x = g.add(x, m.norm(g, m.linear(g, att, &L.o), L.attnOut))
-		h = m.norm(g, x, L.ffnIn)
-		var f C.mlx_array
-		switch {
-		case L.moe != nil:
-			f = m.moe(g, L, h, rows)
-		case L.gateUp.out > 0:
-			gu := m.linear(g, h, &L.gateUp)
-			inter := L.gateUp.out / 2
-			gate, up := g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
-			f = m.linear(g, m.activate(g, L, gate, up), &L.down)
-		default:
-			f = m.linear(g, m.activate(g, L, m.linear(g, h, &L.gate), m.linear(g, h, &L.up)), &L.down)
+		if gate.ctx != nil {
+			// Gated attention (Qwen3NextAttention): each head's output times σ(its gate), before o_proj.
+			att = g.multiply(att, g.sigmoid(gate))
 		}
-		x = g.add(x, m.norm(g, f, L.ffnOut))
+		x = g.add(x, m.norm(g, m.linear(g, att, &L.o), L.attnOut))
+		x = m.feedForward(g, L, x, rows)
 		if m.pipeline && li < last && g.err == nil {
 			// Start computing this layer while the next one is built.
 			ta := time.Now()
@@ -217,9 +264,15 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	outputs := make([]C.mlx_array, 0, 2*len(parts)*len(m.layers)+1)
 	for _, p := range parts {
 		for li := range m.layers {
+			if m.layers[li].lin != nil {
+				continue
+			}
 			l := &caches[p.seq].layers[li]
 			outputs = append(outputs, l.k, l.v)
 		}
+	}
+	for _, p := range pending {
+		outputs = append(outputs, p.st.conv, p.st.s)
 	}
 	var logits C.mlx_array
 	if len(logitRows) > 0 {
@@ -250,6 +303,10 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 			copy(batch[s].Logits, all[i*c.VocabSize:(i+1)*c.VocabSize])
 		}
 	}
+	for _, p := range pending {
+		p.c.setLinear(p.layer, p.st)
+	}
+	pending = nil
 	for _, p := range parts {
 		lens := caches[p.seq].lens
 		for li := range lens {
@@ -264,6 +321,88 @@ func (m *mlxModel) step(batch []backend.Seq, caches []*cache, parts []part, rows
 	m.timing.inC += g.inC
 	m.timing.async += async
 	return nil
+}
+
+// feedForward is x plus layer L's feed-forward block of norm(x) (rows rows).
+func (m *mlxModel) feedForward(g *graph, L *layer, x C.mlx_array, rows int) C.mlx_array {
+	h := m.norm(g, x, L.ffnIn)
+	var f C.mlx_array
+	switch {
+	case L.moe != nil:
+		f = m.moe(g, L, h, rows)
+	case L.gateUp.out > 0:
+		gu := m.linear(g, h, &L.gateUp)
+		inter := L.gateUp.out / 2
+		gate, up := g.slice(gu, []int{0, 0}, []int{rows, inter}), g.slice(gu, []int{0, inter}, []int{rows, 2 * inter})
+		f = m.linear(g, m.activate(g, L, gate, up), &L.down)
+	default:
+		f = m.linear(g, m.activate(g, L, m.linear(g, h, &L.gate), m.linear(g, h, &L.up)), &L.down)
+	}
+	return g.add(x, m.norm(g, f, L.ffnOut))
+}
+
+// pendingState is a linear layer's new state for one cache, owned until the step commits it.
+type pendingState struct {
+	c     *cache
+	layer int
+	st    linearState
+}
+
+// linearLayer runs linear layer li's block on h ([rows, hidden], the normed input) for the sequences of parts
+// and returns its output [rows, hidden]; it appends each sequence's new state to pending (one per part, in
+// parts' order). Prefill (T > 1) runs the chunked form, decode the recurrence; a step of single tokens runs as
+// one batch, the sequences' states concatenated.
+func (m *mlxModel) linearLayer(g *graph, L *layer, li int, h C.mlx_array, caches []*cache, parts []part, rows int,
+	pending *[]pendingState) C.mlx_array {
+	hidden := m.embed.in
+	add := func(p part, st linearState) {
+		ps := pendingState{c: caches[p.seq], layer: li}
+		if g.err == nil {
+			ps.st = linearState{conv: g.keep(st.conv), s: g.keep(st.s)}
+		}
+		*pending = append(*pending, ps)
+	}
+	if rows == len(parts) && len(parts) > 1 {
+		convs, ss := make([]C.mlx_array, len(parts)), make([]C.mlx_array, len(parts))
+		for i, p := range parts {
+			st := caches[p.seq].linearState(g, li)
+			convs[i], ss[i] = st.conv, st.s
+		}
+		st := linearState{conv: g.concat(0, convs...), s: g.concat(0, ss...)}
+		o, next := linearAttention(g, L.linDims, L.lin, g.reshape(h, rows, 1, hidden), st, 0)
+		cs, sh := shapeOf(g, next.conv), shapeOf(g, next.s)
+		for i, p := range parts {
+			if g.err != nil {
+				add(p, linearState{})
+				continue
+			}
+			// Contiguous copies: a view would keep the whole batch's state alive in each cache.
+			conv := g.contiguous(g.slice(next.conv, []int{i, 0, 0}, []int{i + 1, cs[1], cs[2]}))
+			s := g.contiguous(g.slice(next.s, []int{i, 0, 0, 0}, []int{i + 1, sh[1], sh[2], sh[3]}))
+			add(p, linearState{conv: conv, s: s})
+		}
+		return g.reshape(o, rows, hidden)
+	}
+	outs := make([]C.mlx_array, len(parts))
+	for i, p := range parts {
+		t := p.to - p.from
+		hp := h
+		if len(parts) > 1 {
+			hp = g.slice(h, []int{p.row, 0}, []int{p.row + t, hidden})
+		}
+		chunk := 0
+		if t > 1 {
+			chunk = linearChunk
+		}
+		o, next := linearAttention(g, L.linDims, L.lin, g.reshape(hp, 1, t, hidden), caches[p.seq].linearState(g, li), chunk)
+		outs[i] = g.reshape(o, t, hidden)
+		next.conv = g.contiguous(next.conv) // not a view that keeps the whole call's rows alive
+		add(p, next)
+	}
+	if len(parts) == 1 {
+		return outs[0]
+	}
+	return g.concat(0, outs...)
 }
 
 // embedRows looks up the embeddings of rows int32 token ids, dequantizing only the rows it gathers.

@@ -108,6 +108,12 @@ type layer struct {
 	act              model.Act
 	alpha, limit     C.mlx_array // clamped SwiGLU's α and limit as compute-dtype scalars
 	moe              *moeLayer   // a sparse feed-forward block instead of gate, up and down
+	// qGate, for gated attention (AttnSpec.OutputGate), is q_proj's gate rows [heads·head_dim, hidden]: the
+	// attention output of each head is multiplied by σ(its gate) before o_proj; q then holds the query rows.
+	qGate linear
+	// lin is a linear-attention (Gated DeltaNet) layer's block, instead of the attention's weights.
+	lin     *linearAttn
+	linDims linearDims
 	// qkv and gateUp are q|k|v and gate|up joined along the output dimension, when their formats allow
 	// (then q, k, v, or gate and up, are empty): one matmul per group instead of three or two, which on a GPU
 	// is fewer kernel launches per decode step.
@@ -175,9 +181,6 @@ func loadModel(m *model.Model, opts backend.Options, lo loadOptions) (*mlxModel,
 		pipeline: true}
 	mm.arch = &mm.cfg.Arch
 	mm.layout = backend.LayoutOf(mm.arch, m.DType)
-	if mm.layout.HasLinear() {
-		return nil, fmt.Errorf("mlx: model_type %q: linear-attention layers are not implemented by this backend yet", c.Family)
-	}
 	if lo.computeModelDType {
 		mm.compute = kvC
 	}
@@ -205,13 +208,17 @@ func implemented(m *model.Model) error {
 		l := &c.Arch.Layers[i]
 		switch {
 		case l.Kind == model.LayerLinear:
-			return fmt.Errorf("layer %d: linear attention (Gated DeltaNet) layers are not yet supported by the mlx backend", i)
+			if l.DeltaNet == nil || m.Layers[i].DeltaNet == nil {
+				return fmt.Errorf("layer %d: a linear-attention layer without its sizes or weights", i)
+			}
 		case l.Kind != model.LayerAttention:
 			return fmt.Errorf("layer %d: layer kind %s is not supported by the mlx backend", i, l.Kind)
-		case l.Attn.OutputGate:
-			return fmt.Errorf("layer %d: gated attention (an output gate from q_proj) is not yet supported by the mlx backend", i)
+		case m.Layers[i].Attn == nil:
+			return fmt.Errorf("layer %d has no attention weights", i)
+		case l.Attn.OutputGate && (m.Layers[i].Attn.Query == nil || m.Layers[i].Attn.Gate == nil):
+			return fmt.Errorf("layer %d: gated attention without q_proj's query and gate rows", i)
 		}
-		if l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim {
+		if l.Kind == model.LayerAttention && (l.Attn.KVHeads != c.NumKVHeads || l.Attn.HeadDim != c.HeadDim) {
 			return fmt.Errorf("layer %d: %d KV heads of %d dims, the model's KV layout has %d of %d", i, l.Attn.KVHeads, l.Attn.HeadDim, c.NumKVHeads, c.HeadDim)
 		}
 		switch l.FFN.Act {
@@ -222,9 +229,6 @@ func implemented(m *model.Model) error {
 			}
 		default:
 			return fmt.Errorf("layer %d: activation %d is not implemented", i, l.FFN.Act)
-		}
-		if m.Layers[i].Attn == nil {
-			return fmt.Errorf("layer %d has no attention weights", i)
 		}
 		if l.FFN.Kind == model.FFNMoE && m.Layers[i].MoE == nil {
 			return fmt.Errorf("layer %d has no expert weights", i)
@@ -294,15 +298,35 @@ func (m *mlxModel) loadLayer(i int, s *model.Layer) error {
 	spec, d := &m.arch.Layers[i], &m.layers[i]
 	at := &spec.Attn
 	var err error
-	for _, v := range []struct {
+	type normSlot struct {
 		dst  **norm
 		spec *model.NormSpec
 		t    *safetensors.Tensor
-	}{{&d.attnIn, spec.AttnIn, s.AttnIn}, {&d.attnOut, spec.AttnOut, s.AttnOut}, {&d.ffnIn, spec.FFNIn, s.FFNIn},
-		{&d.ffnOut, spec.FFNOut, s.FFNOut}, {&d.qNorm, at.QKNorm, s.Attn.QNorm}, {&d.kNorm, at.QKNorm, s.Attn.KNorm}} {
+	}
+	norms := []normSlot{{&d.attnIn, spec.AttnIn, s.AttnIn}, {&d.attnOut, spec.AttnOut, s.AttnOut},
+		{&d.ffnIn, spec.FFNIn, s.FFNIn}, {&d.ffnOut, spec.FFNOut, s.FFNOut}}
+	if spec.Kind == model.LayerAttention {
+		norms = append(norms, normSlot{&d.qNorm, at.QKNorm, s.Attn.QNorm}, normSlot{&d.kNorm, at.QKNorm, s.Attn.KNorm})
+	}
+	for _, v := range norms {
 		if *v.dst, err = m.loadNorm(v.spec, v.t); err != nil {
 			return err
 		}
+	}
+	d.act = spec.FFN.Act
+	if d.act == model.ActClampedSwiGLU {
+		if d.alpha, err = m.scalar(spec.FFN.Alpha); err != nil {
+			return err
+		}
+		if d.limit, err = m.scalar(spec.FFN.Limit); err != nil {
+			return err
+		}
+	}
+	if spec.Kind == model.LayerLinear {
+		if err := m.loadDeltaNet(d, spec.DeltaNet, s.DeltaNet); err != nil {
+			return err
+		}
+		return m.loadFFN(d, spec, s)
 	}
 	if at.Sinks {
 		if s.Attn.Sinks == nil {
@@ -337,26 +361,19 @@ func (m *mlxModel) loadLayer(i int, s *model.Layer) error {
 			return err
 		}
 	}
-	d.act = spec.FFN.Act
-	if d.act == model.ActClampedSwiGLU {
-		if d.alpha, err = m.scalar(spec.FFN.Alpha); err != nil {
-			return err
-		}
-		if d.limit, err = m.scalar(spec.FFN.Limit); err != nil {
-			return err
-		}
-	}
-	type pair struct {
+	pairs := []struct {
 		dst *linear
 		src *model.Linear
-	}
-	pairs := []pair{{&d.q, s.Attn.Q}, {&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}}
-	if spec.FFN.Kind == model.FFNMoE {
-		if d.moe, err = m.loadMoE(s.MoE, spec.FFN.MoE); err != nil {
+	}{{&d.k, s.Attn.K}, {&d.v, s.Attn.V}, {&d.o, s.Attn.O}}
+	if at.OutputGate {
+		if d.q, err = m.loadProjection(s.Attn.Query); err != nil {
 			return err
 		}
-	} else {
-		pairs = append(pairs, pair{&d.gate, s.MLP.Gate}, pair{&d.up, s.MLP.Up}, pair{&d.down, s.MLP.Down})
+		if d.qGate, err = m.loadProjection(s.Attn.Gate); err != nil {
+			return err
+		}
+	} else if d.q, err = m.loadLinear(s.Attn.Q); err != nil {
+		return err
 	}
 	for _, p := range pairs {
 		if *p.dst, err = m.loadLinear(p.src); err != nil {
@@ -366,10 +383,97 @@ func (m *mlxModel) loadLayer(i int, s *model.Layer) error {
 	if d.qkv, err = fuse(&d.q, &d.k, &d.v); err != nil {
 		return err
 	}
-	if d.moe == nil {
-		d.gateUp, err = fuse(&d.gate, &d.up)
+	return m.loadFFN(d, spec, s)
+}
+
+// loadFFN loads layer d's feed-forward block, dense or sparse.
+func (m *mlxModel) loadFFN(d *layer, spec *model.LayerSpec, s *model.Layer) error {
+	var err error
+	if spec.FFN.Kind == model.FFNMoE {
+		d.moe, err = m.loadMoE(s.MoE, spec.FFN.MoE)
+		return err
 	}
+	for _, p := range []struct {
+		dst *linear
+		src *model.Linear
+	}{{&d.gate, s.MLP.Gate}, {&d.up, s.MLP.Up}, {&d.down, s.MLP.Down}} {
+		if *p.dst, err = m.loadLinear(p.src); err != nil {
+			return err
+		}
+	}
+	d.gateUp, err = fuse(&d.gate, &d.up)
 	return err
+}
+
+// loadProjection loads p as one linear: its parts (row views of stored matrices) joined along the output
+// dimension.
+func (m *mlxModel) loadProjection(p *model.Projection) (linear, error) {
+	parts := make([]linear, len(p.Parts))
+	freeParts := func() {
+		for i := range parts {
+			parts[i].free()
+		}
+	}
+	for i := range p.Parts {
+		var err error
+		if parts[i], err = m.loadLinear(&p.Parts[i]); err != nil {
+			freeParts()
+			return linear{}, err
+		}
+	}
+	if len(parts) == 1 {
+		return parts[0], nil
+	}
+	ptrs := make([]*linear, len(parts))
+	for i := range parts {
+		ptrs[i] = &parts[i]
+	}
+	out, err := fuse(ptrs...)
+	if err == nil && out.out != p.Out {
+		err = fmt.Errorf("%s: its parts differ in format (quantization or bias) and cannot be joined", p.Name)
+	}
+	if err != nil {
+		freeParts()
+		out.free()
+		return linear{}, err
+	}
+	return out, nil
+}
+
+// loadDeltaNet loads a Gated DeltaNet block's weights into d.lin (the conv in the compute dtype; the gates'
+// parameters and the gated norm's weight in float32, as the block computes them).
+func (m *mlxModel) loadDeltaNet(d *layer, spec *model.DeltaNetSpec, s *model.DeltaNet) error {
+	d.linDims = linearDims{Nk: spec.KeyHeads, Nv: spec.ValueHeads, Dk: spec.KeyDim, Dv: spec.ValueDim, K: spec.ConvKernel,
+		Eps: float32(spec.Eps)}
+	if err := d.linDims.check(); err != nil {
+		return err
+	}
+	w := &linearAttn{}
+	d.lin = w
+	var err error
+	for _, p := range []struct {
+		dst *linear
+		src *model.Projection
+	}{{&w.qkv, s.QKV}, {&w.z, s.Z}, {&w.b, s.B}, {&w.a, s.A}} {
+		if *p.dst, err = m.loadProjection(p.src); err != nil {
+			return err
+		}
+	}
+	if w.out, err = m.loadLinear(s.Out); err != nil {
+		return err
+	}
+	if w.conv, err = m.loadTensor(s.Conv, m.compute); err != nil {
+		return err
+	}
+	for _, t := range []struct {
+		dst *C.mlx_array
+		src *safetensors.Tensor
+	}{{&w.dtBias, s.DtBias}, {&w.aLog, s.ALog}, {&w.norm, s.Norm}} {
+		if *t.dst, err = m.loadTensor(t.src, C.MLX_FLOAT32); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // loadNorm loads the weights of a norm of kind spec; a nil spec (an absent slot) gives nil.
@@ -575,8 +679,11 @@ func (m *mlxModel) freeWeights() {
 		if L.moe != nil {
 			L.moe.free()
 		}
-		for _, l := range []*linear{&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.qkv, &L.gateUp} {
+		for _, l := range []*linear{&L.q, &L.k, &L.v, &L.o, &L.gate, &L.up, &L.down, &L.qkv, &L.gateUp, &L.qGate} {
 			l.free()
+		}
+		if L.lin != nil {
+			L.lin.free()
 		}
 	}
 	if m.final != nil {

@@ -13,5 +13,5 @@ import (
 // so batched and chunked results are held to the tolerance of the comparison with the pure-Go backend. The
 // checks run one after the other, as the MLX thread would run them anyway.
 func TestBackendConformance(t *testing.T) {
-	backendtest.Run(t, Backend{}, backendtest.Options{Tolerance: tolerance, Windows: true})
+	backendtest.Run(t, Backend{}, backendtest.Options{Tolerance: tolerance, Windows: true, Linear: true})
 }
