@@ -41,7 +41,9 @@
 // The argument checks the contract implies are the same for every backend, so they live here (check.go):
 // CheckBatch validates a Forward batch, CheckLayout a layout, and LayerSpans keeps what each layer of a cache
 // holds and checks Forward's, Clone's, ExportKV's, ImportKV's, ExportState's and ImportState's arguments against
-// it (CheckCut and NewestCut the cuts). A backend keeps only what is its own (whether a cache is one of its own
-// and still usable, where the bytes go) and puts its name before the errors. The conformance suite in
+// it (CheckCut and NewestCut the cuts); Snapshots keeps a hybrid cache's snapshots and says which positions are
+// cuts, over a payload each backend defines (snapshots.go). A backend keeps only what is its own (whether a cache
+// is one of its own and still usable, where the bytes go, how a state is copied, shared and freed) and puts its
+// name before the errors. The conformance suite in
 // backend/backendtest checks any backend against this contract.
 package backend

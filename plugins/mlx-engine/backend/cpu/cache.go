@@ -25,9 +25,9 @@ import (
 type cache struct {
 	m        *cpuModel
 	layers   []kvLayer
-	spans    backend.LayerSpans // positions held, per layer
-	lin      []linState         // per layer, the live state of linear layers; nil without linear layers
-	snaps    []*snapshot        // ascending positions, shared with clones
+	spans    backend.LayerSpans           // positions held, per layer
+	lin      []linState                   // per layer, the live state of linear layers; nil without linear layers
+	snaps    backend.Snapshots[*snapshot] // shared with clones
 	released bool
 }
 

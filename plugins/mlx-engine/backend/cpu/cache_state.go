@@ -49,12 +49,12 @@ func copyOrClear[E float32 | uint16](dst, src []E) []E {
 	return dst
 }
 
-// snapshot is the state of every linear layer of a cache after pos positions. It is immutable once made and
-// shared by reference between a cache and its clones; every holder counts its bytes in full (Cache.Bytes). refs
-// counts the holders (atomically: the caches sharing it may belong to different goroutines); the last to let go
-// drops the buffers, so a use after that fails loudly instead of reading stale state.
+// snapshot is the state of every linear layer of a cache at a position, the payload of the cache's
+// backend.Snapshots. It is immutable once made and shared by reference between a cache and its clones; every
+// holder counts its bytes in full (Cache.Bytes). refs counts the holders (atomically: the caches sharing it may
+// belong to different goroutines); the last to let go drops the buffers, so a use after that fails loudly
+// instead of reading stale state.
 type snapshot struct {
-	pos    int
 	layers []linState // indexed by layer; zero for attention layers
 	bytes  int64
 	refs   atomic.Int32
@@ -152,43 +152,20 @@ func (c *cache) recurrent(i int) []float32 { return c.alloc(i).state }
 
 // livePos is the position every linear layer's live state describes; ok is false when an unfinished import
 // left them at different positions.
-func (c *cache) livePos() (pos int, ok bool) {
-	pos = -1
-	for i := range c.lin {
-		if !c.isLinear(i) {
-			continue
-		}
-		if pos >= 0 && c.spans[i].Hi != pos {
-			return 0, false
-		}
-		pos = c.spans[i].Hi
-	}
-	return pos, pos >= 0
-}
-
-// snapAt is the cache's snapshot at pos, or nil.
-func (c *cache) snapAt(pos int) *snapshot {
-	for _, s := range c.snaps {
-		if s.pos == pos {
-			return s
-		}
-	}
-	return nil
-}
+func (c *cache) livePos() (pos int, ok bool) { return backend.LivePos(c.m.layout, c.spans) }
 
 // keep records a copy of the live state of every linear layer as a snapshot at pos, unless there is one.
-func (c *cache) keep(pos int) {
-	if c.snapAt(pos) != nil {
-		return
-	}
-	s := &snapshot{pos: pos, layers: make([]linState, len(c.lin))}
+func (c *cache) keep(pos int) { c.snaps.Keep(pos, c.take) }
+
+// take returns a snapshot holding a copy of the live state of every linear layer.
+func (c *cache) take() *snapshot {
+	s := &snapshot{layers: make([]linState, len(c.lin))}
 	for i := range c.lin {
 		s.layers[i].copyFrom(&c.lin[i])
 		s.bytes += s.layers[i].bytes()
 	}
 	s.refs.Store(1)
-	at, _ := slices.BinarySearchFunc(c.snaps, pos, func(s *snapshot, p int) int { return s.pos - p })
-	c.snaps = slices.Insert(c.snaps, at, s)
+	return s
 }
 
 // keepSnapshot is what Forward does for a sequence with Seq.Snapshot after its tokens: it keeps the live state
@@ -197,38 +174,23 @@ func (c *cache) keepSnapshot() {
 	if c.lin == nil {
 		return
 	}
-	if pos, ok := c.livePos(); ok && pos == c.Len() {
-		c.keep(pos)
-	}
+	c.snaps.KeepLive(c.m.layout, c.spans, c.take)
 }
 
-// cuts lists the positions where the linear layers' state is known: 0 (the zero state), the snapshots, and the
-// live position when every linear layer is there; all at most Len().
-func (c *cache) cuts() []int {
-	n := c.Len()
-	out := []int{0}
-	for _, s := range c.snaps {
-		if s.pos > 0 && s.pos <= n {
-			out = append(out, s.pos)
-		}
-	}
-	if pos, ok := c.livePos(); ok && pos == n && out[len(out)-1] != n {
-		out = append(out, n)
-	}
-	return out
-}
+// cuts lists the positions where the linear layers' state is known (backend.Snapshots.Known).
+func (c *cache) cuts() []int { return c.snaps.Known(c.m.layout, c.spans) }
 
 func (c *cache) Cuts() []int {
 	if c.lin == nil || c.released {
 		return nil
 	}
-	return slices.DeleteFunc(c.cuts(), func(n int) bool { return !c.spans.Restorable(n) })
+	return c.snaps.Cuts(c.m.layout, c.spans)
 }
 
 // stateAt returns the state of every linear layer at cut pos: a snapshot's, the live one, or nil for the zero
 // state at 0.
 func (c *cache) stateAt(pos int) []linState {
-	if s := c.snapAt(pos); s != nil {
+	if s, ok := c.snaps.At(pos); ok {
 		return s.layers
 	}
 	if p, ok := c.livePos(); ok && p == pos {
@@ -240,11 +202,7 @@ func (c *cache) stateAt(pos int) []linState {
 // truncateLinear is Truncate for a cache with linear layers: a linear layer beyond n goes back to the newest cut
 // <= n, and so does every other layer, dropping the snapshots above.
 func (c *cache) truncateLinear(n int) {
-	beyond := false
-	for i := range c.lin {
-		beyond = beyond || (c.isLinear(i) && c.spans[i].Hi > max(n, 0))
-	}
-	if !beyond {
+	if !backend.LinearBeyond(c.m.layout, c.spans, n) {
 		c.spans.Truncate(n)
 		return
 	}
@@ -260,21 +218,14 @@ func (c *cache) truncateLinear(n int) {
 			c.lin[i].copyFrom(&src[i])
 		}
 	}
-	for len(c.snaps) > 0 && c.snaps[len(c.snaps)-1].pos > cut {
-		c.snaps[len(c.snaps)-1].release()
-		c.snaps = c.snaps[:len(c.snaps)-1]
-	}
+	c.snaps.DropAbove(cut, (*snapshot).release)
 	c.spans.Truncate(cut)
 }
 
 // cloneLinear gives out, a clone of the first n positions (a cut), the snapshots at positions <= n by reference
 // and a copy of the state at n as its live state.
 func (c *cache) cloneLinear(out *cache, n int) {
-	for _, s := range c.snaps {
-		if s.pos <= n {
-			out.snaps = append(out.snaps, s.retain())
-		}
-	}
+	out.snaps = c.snaps.Upto(n, (*snapshot).retain)
 	if src := c.stateAt(n); src != nil {
 		for i := range out.lin {
 			out.lin[i].copyFrom(&src[i])
@@ -346,7 +297,7 @@ func (c *cache) linearBytes() int64 {
 	for i := range c.lin {
 		n += c.lin[i].bytes()
 	}
-	for _, s := range c.snaps {
+	for _, s := range c.snaps.All() {
 		n += s.bytes
 	}
 	return n
@@ -354,8 +305,6 @@ func (c *cache) linearBytes() int64 {
 
 // releaseLinear lets go of the live states and the snapshots.
 func (c *cache) releaseLinear() {
-	for _, s := range c.snaps {
-		s.release()
-	}
-	c.lin, c.snaps = nil, nil
+	c.snaps.Clear((*snapshot).release)
+	c.lin = nil
 }

@@ -267,7 +267,7 @@ func TestCutsCloneTruncate(t *testing.T) {
 				if c.Len() != tc.len || !bytes.Equal(dump(t, c), fedTo(t, l, tc.len)) {
 					t.Fatalf("Truncate(%d): Len %d, want %d with what %[3]d fed positions leave", tc.n, c.Len(), tc.len)
 				}
-				if cuts := c.Cuts(); cuts[len(cuts)-1] != tc.len || len(c.snaps) > 0 && c.snaps[len(c.snaps)-1].pos > tc.len {
+				if cuts := c.Cuts(); cuts[len(cuts)-1] != tc.len || slices.ContainsFunc(snapPositions(c), func(p int) bool { return p > tc.len }) {
 					t.Errorf("Truncate(%d): Cuts %v, a snapshot above the cut kept", tc.n, cuts)
 				}
 			}
@@ -298,23 +298,23 @@ func TestSnapshotSharing(t *testing.T) {
 	feed(c, 4, true)
 	feed(c, 4, true)
 	feed(c, 2, false)
-	if len(c.snaps) != 2 || c.Bytes() != kvBytes(c)+3*state {
-		t.Fatalf("%d snapshots, Bytes %d, want KV %d + 3 states of %d", len(c.snaps), c.Bytes(), kvBytes(c), state)
+	if c.snaps.Len() != 2 || c.Bytes() != kvBytes(c)+3*state {
+		t.Fatalf("%d snapshots, Bytes %d, want KV %d + 3 states of %d", c.snaps.Len(), c.Bytes(), kvBytes(c), state)
 	}
-	s4, s8 := c.snaps[0], c.snaps[1]
+	s4, s8 := snapList(c)[0], snapList(c)[1]
 	clone, err := c.Clone(8)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cc := clone.(*cache)
-	if len(cc.snaps) != 2 || cc.snaps[0] != s4 || cc.snaps[1] != s8 || s4.refs.Load() != 2 || s8.refs.Load() != 2 {
+	if cc.snaps.Len() != 2 || snapList(cc)[0] != s4 || snapList(cc)[1] != s8 || s4.refs.Load() != 2 || s8.refs.Load() != 2 {
 		t.Fatalf("the clone holds copies, not the source's snapshots (refs %d, %d)", s4.refs.Load(), s8.refs.Load())
 	}
 	if cc.Bytes() != kvBytes(cc)+3*state {
 		t.Errorf("clone Bytes %d, want KV %d + its state + 2 shared snapshots", cc.Bytes(), kvBytes(cc))
 	}
 	feed(cc, 2, true) // the clone's own snapshot at 10, not the source's
-	if cc.snapAt(10) == nil || c.snapAt(10) != nil || len(c.snaps) != 2 {
+	if cc.snapAt(10) == nil || c.snapAt(10) != nil || c.snaps.Len() != 2 {
 		t.Error("a snapshot of the clone showed up in the source")
 	}
 	c.Truncate(5) // drops the source's reference to s8
@@ -431,7 +431,31 @@ func TestStateErrors(t *testing.T) {
 			t.Errorf("%s: %v, want an error containing %q", tc.name, tc.err, tc.want)
 		}
 	}
-	if !bytes.Equal(dump(t, c), before) || len(c.snaps) != 0 {
+	if !bytes.Equal(dump(t, c), before) || c.snaps.Len() != 0 {
 		t.Error("a refused call changed the cache")
 	}
+}
+
+// snapAt is c's snapshot at pos, or nil.
+func (c *cache) snapAt(pos int) *snapshot {
+	s, _ := c.snaps.At(pos)
+	return s
+}
+
+// snapList is c's snapshots by ascending position.
+func snapList(c *cache) []*snapshot {
+	var out []*snapshot
+	for _, s := range c.snaps.All() {
+		out = append(out, s)
+	}
+	return out
+}
+
+// snapPositions is the positions of c's snapshots, ascending.
+func snapPositions(c *cache) []int {
+	var out []int
+	for p := range c.snaps.All() {
+		out = append(out, p)
+	}
+	return out
 }

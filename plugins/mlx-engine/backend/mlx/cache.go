@@ -35,7 +35,7 @@ type cache struct {
 	lens   backend.LayerSpans // positions held, per layer
 	// lin is, per layer, the live state of linear layers (cache_linear.go); nil without linear layers.
 	lin      []linearState
-	snaps    []*linSnap // ascending positions
+	snaps    backend.Snapshots[[]linearState] // each indexed by layer, zero for attention layers
 	released bool
 	// broken is set when an evaluation that wrote this cache failed; the contents are then unknown.
 	broken error

@@ -7,7 +7,6 @@ import "C"
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 )
@@ -18,12 +17,6 @@ import (
 // float32 [1, Nv, Dv, Dk]; zero handles are the zero state. MLX arrays are immutable and a step replaces the
 // handles with its results, so a snapshot is a set of retained handles to the arrays of that moment, never a
 // copy; a clone retains its own handles to the same arrays.
-
-// linSnap is the state of every linear layer after pos positions.
-type linSnap struct {
-	pos    int
-	layers []linearState // indexed by layer; zero for attention layers
-}
 
 // retain returns a new handle to a's array (the zero handle for the zero handle); the caller owns it.
 func retain(a C.mlx_array) C.mlx_array {
@@ -42,11 +35,21 @@ func (s *linearState) free() {
 	free(&s.s)
 }
 
-func (s *linSnap) free() {
-	for i := range s.layers {
-		s.layers[i].free()
+// retainStates returns new handles to the arrays of ls (a snapshot's: indexed by layer, zero for attention
+// layers); the caller owns them.
+func retainStates(ls []linearState) []linearState {
+	out := make([]linearState, len(ls))
+	for i := range ls {
+		out[i] = retainState(ls[i])
 	}
-	s.layers = nil
+	return out
+}
+
+// freeStates frees the handles of ls (a snapshot's).
+func freeStates(ls []linearState) {
+	for i := range ls {
+		ls[i].free()
+	}
 }
 
 // isLinear reports whether layer i of the cache's layout is a linear layer.
@@ -77,81 +80,38 @@ func (c *cache) setLinear(li int, st linearState) {
 
 // livePos is the position every linear layer's live state describes; ok is false when an unfinished import
 // left them at different positions.
-func (c *cache) livePos() (pos int, ok bool) {
-	pos = -1
-	for i := range c.lin {
-		if !c.isLinear(i) {
-			continue
-		}
-		if pos >= 0 && c.lens[i].Hi != pos {
-			return 0, false
-		}
-		pos = c.lens[i].Hi
-	}
-	return pos, pos >= 0
-}
-
-func (c *cache) snapAt(pos int) *linSnap {
-	for _, s := range c.snaps {
-		if s.pos == pos {
-			return s
-		}
-	}
-	return nil
-}
+func (c *cache) livePos() (pos int, ok bool) { return backend.LivePos(c.m.layout, c.lens) }
 
 // keep records the live state of every linear layer as a snapshot at pos, unless there is one.
-func (c *cache) keep(pos int) {
-	if c.snapAt(pos) != nil {
-		return
-	}
-	s := &linSnap{pos: pos, layers: make([]linearState, len(c.lin))}
-	for i := range c.lin {
-		s.layers[i] = retainState(c.lin[i])
-	}
-	at, _ := slices.BinarySearchFunc(c.snaps, pos, func(s *linSnap, p int) int { return s.pos - p })
-	c.snaps = slices.Insert(c.snaps, at, s)
-}
+func (c *cache) keep(pos int) { c.snaps.Keep(pos, c.take) }
+
+// take returns new handles to the live state of every linear layer, as a snapshot.
+func (c *cache) take() []linearState { return retainStates(c.lin) }
 
 // keepSnapshot keeps the live state of the linear layers as a cut at Len() (Seq.Snapshot).
 func (c *cache) keepSnapshot() {
 	if c.lin == nil {
 		return
 	}
-	if pos, ok := c.livePos(); ok && pos == c.Len() {
-		c.keep(pos)
-	}
+	c.snaps.KeepLive(c.m.layout, c.lens, c.take)
 }
 
-// cuts lists the positions where the linear layers' state is known: 0, the snapshots, and the live position
-// when every linear layer is there; all at most Len().
-func (c *cache) cuts() []int {
-	n := c.Len()
-	out := []int{0}
-	for _, s := range c.snaps {
-		if s.pos > 0 && s.pos <= n {
-			out = append(out, s.pos)
-		}
-	}
-	if pos, ok := c.livePos(); ok && pos == n && out[len(out)-1] != n {
-		out = append(out, n)
-	}
-	return out
-}
+// cuts lists the positions where the linear layers' state is known (backend.Snapshots.Known).
+func (c *cache) cuts() []int { return c.snaps.Known(c.m.layout, c.lens) }
 
 // Cuts lists the positions Clone and Truncate can cut at; nil (every position) without linear layers.
 func (c *cache) Cuts() []int {
 	if c.lin == nil || c.released {
 		return nil
 	}
-	return slices.DeleteFunc(c.cuts(), func(n int) bool { return !c.lens.Restorable(n) })
+	return c.snaps.Cuts(c.m.layout, c.lens)
 }
 
 // stateAt returns the state of every linear layer at cut pos (a snapshot's or the live one), or nil for the
 // zero state.
 func (c *cache) stateAt(pos int) []linearState {
-	if s := c.snapAt(pos); s != nil {
-		return s.layers
+	if s, ok := c.snaps.At(pos); ok {
+		return s
 	}
 	if p, ok := c.livePos(); ok && p == pos {
 		return c.lin
@@ -162,11 +122,7 @@ func (c *cache) stateAt(pos int) []linearState {
 // truncateLinear is Truncate for a cache with linear layers: a linear layer beyond n goes back to the newest
 // cut <= n, and so does every other layer, dropping the snapshots above.
 func (c *cache) truncateLinear(n int) {
-	beyond := false
-	for i := range c.lin {
-		beyond = beyond || (c.isLinear(i) && c.lens[i].Hi > max(n, 0))
-	}
-	if !beyond {
+	if !backend.LinearBeyond(c.m.layout, c.lens, n) {
 		c.lens.Truncate(n)
 		return
 	}
@@ -183,10 +139,7 @@ func (c *cache) truncateLinear(n int) {
 			}
 			c.setLinear(i, st)
 		}
-		for len(c.snaps) > 0 && c.snaps[len(c.snaps)-1].pos > cut {
-			c.snaps[len(c.snaps)-1].free()
-			c.snaps = c.snaps[:len(c.snaps)-1]
-		}
+		c.snaps.DropAbove(cut, freeStates)
 		return nil
 	})
 	c.lens.Truncate(cut)
@@ -195,15 +148,7 @@ func (c *cache) truncateLinear(n int) {
 // cloneLinear gives out, a clone of the first n positions (a cut), the snapshots at positions <= n and the
 // state at n as its live state. It runs on the MLX thread.
 func (c *cache) cloneLinear(out *cache, n int) {
-	for _, s := range c.snaps {
-		if s.pos <= n {
-			cp := &linSnap{pos: s.pos, layers: make([]linearState, len(s.layers))}
-			for i := range s.layers {
-				cp.layers[i] = retainState(s.layers[i])
-			}
-			out.snaps = append(out.snaps, cp)
-		}
-	}
+	out.snaps = c.snaps.Upto(n, retainStates)
 	if src := c.stateAt(n); src != nil {
 		for i := range out.lin {
 			out.lin[i] = retainState(src[i])
@@ -284,8 +229,8 @@ func (c *cache) linearBytes() int64 {
 		}
 	}
 	count(c.lin)
-	for _, s := range c.snaps {
-		count(s.layers)
+	for _, s := range c.snaps.All() {
+		count(s)
 	}
 	return n
 }
@@ -295,8 +240,5 @@ func (c *cache) freeLinear() {
 	for i := range c.lin {
 		c.lin[i].free()
 	}
-	for _, s := range c.snaps {
-		s.free()
-	}
-	c.snaps = nil
+	c.snaps.Clear(freeStates)
 }
