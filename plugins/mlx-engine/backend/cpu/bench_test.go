@@ -98,14 +98,24 @@ func weightBytesPerToken(m *cpuModel) int64 {
 	}
 	n := size(m.lmHead)
 	for _, l := range m.layers {
-		for _, w := range []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down} {
-			n += size(w)
-		}
-		for _, w := range activeExperts(l.moe) {
+		for _, w := range tokenMatrices(l) {
 			n += size(w)
 		}
 	}
 	return n
+}
+
+// tokenMatrices are the matrices of layer l that one token reads: attention's or the linear block's
+// projections, and the MLP's or the active experts' (absent ones are zero-sized).
+func tokenMatrices(l layer) []linear {
+	ws := []linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down}
+	if l.lin != nil {
+		for _, p := range []linProj{l.lin.qkv, l.lin.z, l.lin.b, l.lin.a} {
+			ws = append(ws, p.parts...)
+		}
+		ws = append(ws, l.lin.out)
+	}
+	return append(ws, activeExperts(l.moe)...)
 }
 
 // activeExperts are the matrices of a sparse block that one token reads: the router, TopK experts' (all of a
@@ -131,7 +141,7 @@ func activeExperts(e *moeLayer) []linear {
 func macsPerToken(m *cpuModel) int64 {
 	n := int64(m.lmHead.out * m.lmHead.in)
 	for _, l := range m.layers {
-		for _, w := range append([]linear{l.q, l.k, l.v, l.o, l.gate, l.up, l.down}, activeExperts(l.moe)...) {
+		for _, w := range tokenMatrices(l) {
 			n += int64(w.out * w.in)
 		}
 	}

@@ -32,7 +32,18 @@ func BenchmarkDeltaRule(b *testing.B) {
 		c.w.DtBias[h] = 0
 		c.w.ALog[h] = float32(h%16) / 4
 	}
-	const call = 512
+	p := newPool(runtime.GOMAXPROCS(0))
+	defer p.close()
+	for _, kp := range kernelPaths() {
+		for _, n := range []int{512, 2048, 8192} {
+			b.Run(fmt.Sprintf("%s/tokens=%d", kp, n), func(b *testing.B) { benchRule(b, p, kp, d, c.w, n, 512) })
+		}
+	}
+}
+
+// benchRule measures linearRule over n tokens of random inputs, fed in calls of call tokens with the state
+// carried, and reports and returns the time per token (as reportPerToken).
+func benchRule(b *testing.B, p *pool, kp kernelPath, d deltaDims, w *linearWeights, n, call int) (ns, cpuNs float64) {
 	r := rand.New(rand.NewPCG(32, 0))
 	in := func(n int) []float32 {
 		v := make([]float32, n)
@@ -44,32 +55,27 @@ func BenchmarkDeltaRule(b *testing.B) {
 	cd, vd := d.convDim(), d.valueDim()
 	qkv0, z, bb, a := in(call*cd), in(call*vd), in(call*d.Nv), in(call*d.Nv)
 	qkv, out := make([]float32, call*cd), make([]float32, call*vd)
-	p := newPool(runtime.GOMAXPROCS(0))
-	defer p.close()
-	for _, kp := range kernelPaths() {
-		for _, n := range []int{512, 2048, 8192} {
-			b.Run(fmt.Sprintf("%s/tokens=%d", kp, n), func(b *testing.B) {
-				cpu0 := processCPUTime()
-				for b.Loop() {
-					st := newLinearState(d)
-					for at := 0; at < n; at += call {
-						copy(qkv, qkv0)
-						linearRule(p, kp, d, c.w, st, qkv, z, bb, a, out, call)
-					}
-				}
-				reportPerToken(b, n, cpu0)
-			})
+	cpu0 := processCPUTime()
+	for b.Loop() {
+		st := newLinearState(d)
+		for at := 0; at < n; at += call {
+			copy(qkv, qkv0)
+			linearRule(p, kp, d, w, st, qkv, z, bb, a, out, call)
 		}
 	}
+	return reportPerToken(b, n, cpu0)
 }
 
 // reportPerToken reports the wall-clock and CPU time per token of b's loop over n tokens, the CPU time counted
-// from cpu0 (processCPUTime).
-func reportPerToken(b *testing.B, n int, cpu0 time.Duration) {
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/token")
+// from cpu0 (processCPUTime), and returns them (cpuNs 0 where the CPU time is not known).
+func reportPerToken(b *testing.B, n int, cpu0 time.Duration) (ns, cpuNs float64) {
+	ns = float64(b.Elapsed().Nanoseconds()) / float64(b.N*n)
+	b.ReportMetric(ns, "ns/token")
 	if cpu := processCPUTime() - cpu0; cpu > 0 {
-		b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N*n), "cpu-ns/token")
+		cpuNs = float64(cpu.Nanoseconds()) / float64(b.N*n)
+		b.ReportMetric(cpuNs, "cpu-ns/token")
 	}
+	return ns, cpuNs
 }
 
 // BenchmarkLinearLayer puts the rule in context: one whole linear layer of Qwen3-Next-80B-A3B (hidden 2048,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend"
 	"github.com/duet-ai/duet/plugins/mlx-engine/backend/backendtest"
+	"github.com/duet-ai/duet/plugins/mlx-engine/model"
 	"github.com/duet-ai/duet/plugins/mlx-engine/modelgen"
 )
 
@@ -29,21 +30,31 @@ func BenchmarkMoE(b *testing.B) {
 		name string
 		o    modelgen.Options
 	}{{"moe2b-q4", modelgen.MoE2B()}, {"dense-active-q4", modelgen.MoE2BDense()}} {
-		t0 := time.Now()
-		m := backendtest.Generate(b, tc.o)
-		b.Logf("%s: generated in %v: %.2fB parameters, %.3fB active, %.0f MB", tc.name, time.Since(t0).Round(time.Second),
-			float64(m.NumParams())/1e9, float64(m.ActiveParams())/1e9, float64(m.WeightBytes())/1e6)
-		bm := backendtest.Load(b, Backend{}, m, backend.Options{Weights: backend.WeightsStored, Threads: n})
-		cm := bm.(*cpuModel)
+		m, cm := loadBenchModel(b, tc.name, tc.o, n)
 		weights, macs := weightBytesPerToken(cm), float64(macsPerToken(cm))
-		p := backendtest.BenchModel{Prefill: 512}.BenchPrompt(bm.VocabSize())
-		b.Run(tc.name+"/decode-batch1", func(b *testing.B) { benchDecodeVsRead(b, bm, p, n, weights, macs) })
-		b.Run(tc.name+"/prefill-512", func(b *testing.B) {
-			var cpu0 time.Duration
-			backendtest.BenchPrefill(b, bm, p[:512], func() { cpu0 = processCPUTime() })
-			reportCPU(b, cpu0, float64(512*b.N)*macs)
-		})
-		bm.Close()
+		p := backendtest.BenchModel{Prefill: 512}.BenchPrompt(cm.VocabSize())
+		b.Run(tc.name+"/decode-batch1", func(b *testing.B) { benchDecodeVsRead(b, cm, p, n, weights, 0, macs, 0) })
+		b.Run(tc.name+"/prefill-512", func(b *testing.B) { benchPrefillCPU(b, cm, p[:512], macs) })
+		cm.Close()
 		m.Close()
 	}
+}
+
+// loadBenchModel generates o into a temporary directory (logging its size) and loads it with the weights as
+// stored on threads threads.
+func loadBenchModel(b *testing.B, name string, o modelgen.Options, threads int) (*model.Model, *cpuModel) {
+	b.Helper()
+	t0 := time.Now()
+	m := backendtest.Generate(b, o)
+	b.Logf("%s: generated in %v: %.2fB parameters, %.3fB active, %.0f MB", name, time.Since(t0).Round(time.Second),
+		float64(m.NumParams())/1e9, float64(m.ActiveParams())/1e9, float64(m.WeightBytes())/1e6)
+	bm := backendtest.Load(b, Backend{}, m, backend.Options{Weights: backend.WeightsStored, Threads: threads})
+	return m, bm.(*cpuModel)
+}
+
+// benchPrefillCPU is backendtest.BenchPrefill of tokens with GMAC/cpu-s for macs per token.
+func benchPrefillCPU(b *testing.B, m *cpuModel, tokens []int32, macs float64) {
+	var cpu0 time.Duration
+	backendtest.BenchPrefill(b, m, tokens, func() { cpu0 = processCPUTime() })
+	reportCPU(b, cpu0, float64(len(tokens)*b.N)*macs)
 }

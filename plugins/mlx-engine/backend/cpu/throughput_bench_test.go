@@ -82,7 +82,7 @@ func BenchmarkThroughput(b *testing.B) {
 					macs := float64(macsPerToken(cm))
 					bp := backendtest.BenchModel{Prefill: 512}
 					p := bp.BenchPrompt(bm.VocabSize())
-					b.Run("decode-batch1", func(b *testing.B) { benchDecodeVsRead(b, bm, p, n, weights, macs) })
+					b.Run("decode-batch1", func(b *testing.B) { benchDecodeVsRead(b, bm, p, n, weights, 0, macs, 0) })
 					b.Run("decode-batch8", func(b *testing.B) {
 						var cpu0 time.Duration
 						backendtest.BenchDecode(b, bm, p, 8, func() { cpu0 = processCPUTime() })
@@ -100,22 +100,25 @@ func BenchmarkThroughput(b *testing.B) {
 }
 
 // benchDecodeVsRead measures decode at batch 1 (as backendtest.BenchDecode does: BenchContext positions of p,
-// truncated back after each step) with every step paired with a read of weights bytes by threads goroutines.
-func benchDecodeVsRead(b *testing.B, m backend.Model, p []int32, threads int, weights int64, macs float64) {
+// truncated back after each step) with every step paired with a read of weights+state bytes by threads
+// goroutines: state is what a step reads besides the weights (the KV history, linear layers' states). It takes
+// at least minSteps steps whatever b.N is, so a -benchtime 1x run for prefills still measures decode.
+func benchDecodeVsRead(b *testing.B, m backend.Model, p []int32, threads int, weights, state int64, macs float64, minSteps int) {
 	c := backendtest.NewCache(b, m)
 	backendtest.Forward(b, m, c, p[:backendtest.BenchContext]...)
 	seq := []backend.Seq{{Cache: c, Tokens: p[backendtest.BenchContext : backendtest.BenchContext+1], Logits: make([]float32, m.VocabSize())}}
-	buf := make([]byte, (weights+127)&^127)
+	buf := make([]byte, (weights+state+127)&^127)
 	for i := range buf {
 		buf[i] = byte(i)
 	}
 	defer debug.FreeOSMemory()
 	readAllParallel(buf, threads) // fault in, warm up
 	var inForward time.Duration
-	ratios, bws := make([]float64, 0, b.N), make([]float64, 0, b.N)
+	steps := max(b.N, minSteps)
+	ratios, bws := make([]float64, 0, steps), make([]float64, 0, steps)
 	cpu0 := processCPUTime()
 	b.ResetTimer()
-	for range b.N {
+	for range steps {
 		t0 := time.Now()
 		readAllParallel(buf, threads)
 		t1 := time.Now()
@@ -132,14 +135,20 @@ func benchDecodeVsRead(b *testing.B, m backend.Model, p []int32, threads int, we
 	if cpu := processCPUTime() - cpu0; cpu > 0 {
 		// The paired reads are CPU time too: count the steps' share only, as the step/read time split.
 		share := inForward.Seconds() / b.Elapsed().Seconds()
-		b.ReportMetric(float64(b.N)*macs/(cpu.Seconds()*share)/1e9, "GMAC/cpu-s")
+		b.ReportMetric(float64(steps)*macs/(cpu.Seconds()*share)/1e9, "GMAC/cpu-s")
+	}
+	if steps != b.N {
+		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(steps), "ns/op")
 	}
 	bw := median(bws)
-	b.ReportMetric(float64(b.N)/inForward.Seconds(), "tok/s")
+	b.ReportMetric(float64(steps)/inForward.Seconds(), "tok/s")
 	b.ReportMetric(median(ratios), "of-bound")
 	b.ReportMetric(bw/1e9, "read-GB/s")
-	b.ReportMetric(bw/float64(weights), "bound-tok/s")
+	b.ReportMetric(bw/float64(weights+state), "bound-tok/s")
 	b.ReportMetric(float64(weights)/1e6, "weights-MB")
+	if state > 0 {
+		b.ReportMetric(float64(state)/1e6, "state-MB")
+	}
 }
 
 // readAllParallel reads b with threads goroutines, each a contiguous part.
