@@ -38,20 +38,9 @@ const (
 	Qwen35MoE Family = "qwen3_5_moe"
 )
 
-// Families lists the supported families (familyDefs): those the backends run.
+// Families lists the supported families (familyDefs): those whose config and weights Load reads and the
+// backends run.
 var Families = func() []Family {
-	var fs []Family
-	for _, d := range familyDefs {
-		if !d.pending {
-			fs = append(fs, d.name)
-		}
-	}
-	return fs
-}()
-
-// AllFamilies lists every family whose config and weights Load reads: Families and those not every backend runs
-// yet.
-var AllFamilies = func() []Family {
 	var fs []Family
 	for _, d := range familyDefs {
 		fs = append(fs, d.name)
@@ -352,7 +341,7 @@ func ParseConfig(b []byte) (*Config, error) {
 func family(r *rawConfig) (Family, error) {
 	supported := fmt.Sprintf("supported: %v", Families)
 	if r.ModelType != "" {
-		for _, f := range AllFamilies {
+		for _, f := range Families {
 			if Family(r.ModelType) == f {
 				return f, nil
 			}

@@ -27,10 +27,6 @@ type familyDef struct {
 	// ignore names tensors that the family leaves unbound on purpose (a multimodal model's vision tower), so
 	// that they are not reported as unexpected. Optional.
 	ignore func(name string) bool
-	// pending families parse and bind but not every backend runs them yet (the hybrids run on the cpu backend
-	// only): they are left out of Families (what tests of every backend run and what the load error calls
-	// supported) and listed in AllFamilies.
-	pending bool
 	// layer binds one layer's weights, whose module path is p ("model.layers.3."). Optional: denseLayer.
 	layer func(b *binder, l *Layer, spec *LayerSpec, p string, hidden int) error
 	// begin runs before any tensor is bound, with the module prefix: it reads what the checkpoint's layout
@@ -57,13 +53,13 @@ var familyDefs = []familyDef{
 	{name: GptOSS, architectures: []string{"GptOssForCausalLM"}, prepare: gptossPrepare, spec: gptossSpec,
 		layer: gptossLayer},
 	{name: Qwen3Next, architectures: []string{"Qwen3NextForCausalLM"}, prepare: hybridPrepare, spec: hybridSpec,
-		begin: hybridBegin, ignore: hybridIgnore, layer: qwen3NextLayer, pending: true},
+		begin: hybridBegin, ignore: hybridIgnore, layer: qwen3NextLayer},
 	{name: Qwen35, architectures: []string{"Qwen3_5ForConditionalGeneration", "Qwen3_5ForCausalLM"}, prepare: hybridPrepare,
 		spec: hybridSpec, prefixes: qwen35Prefixes, headFor: qwen35Head, begin: hybridBegin, ignore: hybridIgnore,
-		layer: qwen35Layer, pending: true},
+		layer: qwen35Layer},
 	{name: Qwen35MoE, architectures: []string{"Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM"},
 		prepare: hybridPrepare, spec: hybridSpec, prefixes: qwen35Prefixes, headFor: qwen35Head, begin: hybridBegin,
-		ignore: hybridIgnore, layer: qwen35Layer, pending: true},
+		ignore: hybridIgnore, layer: qwen35Layer},
 }
 
 func lookupFamily(f Family) *familyDef {

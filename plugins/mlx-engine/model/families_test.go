@@ -270,34 +270,3 @@ func TestGptOSSConfig(t *testing.T) {
 		}
 	}
 }
-
-// TestPendingFamiliesNotListed: families that not every backend runs yet load, but Families (what the tests run and
-// what the load error calls supported) leaves them out.
-func TestPendingFamiliesNotListed(t *testing.T) {
-	t.Parallel()
-	for _, f := range pendingFamilies() {
-		for _, g := range Families {
-			if f == g {
-				t.Errorf("%s is in Families", f)
-			}
-		}
-		found := false
-		for _, g := range AllFamilies {
-			found = found || f == g
-		}
-		if !found {
-			t.Errorf("%s is not in AllFamilies", f)
-		}
-	}
-}
-
-// pendingFamilies are the families marked pending in familyDefs.
-func pendingFamilies() []Family {
-	var fs []Family
-	for _, d := range familyDefs {
-		if d.pending {
-			fs = append(fs, d.name)
-		}
-	}
-	return fs
-}

@@ -40,10 +40,17 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 			for qn, q := range quants {
 				name := string(fam) + "/" + string(dt) + "/" + qn
 				gemma := fam == model.Gemma3 || fam == model.Gemma3Text
-				if qn == "mixed" && fam == model.Gemma3 {
-					// A multimodal checkpoint keeps its text model under model.language_model. (the HF layout
-					// modelgen writes), and mlx-lm keys its overrides by module path.
-					q = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{"lm_head": nil, "model.language_model.embed_tokens": {Bits: 8, GroupSize: 32}}}
+				if qn == "mixed" {
+					// mlx-lm keys its overrides by module path, and a multimodal checkpoint keeps its text model
+					// elsewhere: under model.language_model. in the HF layout modelgen writes gemma3 in, under
+					// language_model.model. (head language_model.lm_head) in the mlx layout quantized qwen3_5 is
+					// written in.
+					switch fam {
+					case model.Gemma3:
+						q = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{"lm_head": nil, "model.language_model.embed_tokens": {Bits: 8, GroupSize: 32}}}
+					case model.Qwen35, model.Qwen35MoE:
+						q = &modelgen.Quantization{Bits: 4, GroupSize: 64, Overrides: map[string]*model.QuantParams{"language_model.lm_head": nil, "language_model.model.embed_tokens": {Bits: 8, GroupSize: 32}}}
+					}
 				}
 				dir := gen(t, func(o *modelgen.Options) { o.Family, o.DType, o.Quantization = fam, dt, q })
 				m, err := model.Load(dir)
@@ -53,8 +60,13 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				if m.Config.Family != fam || m.DType != dt {
 					t.Errorf("%s: loaded as %s %s", name, m.Config.Family, m.DType)
 				}
-				if (m.Layers[0].Attn.Q.Quant != nil) != (q != nil) {
-					t.Errorf("%s: q_proj quantized = %v", name, m.Layers[0].Attn.Q.Quant != nil)
+				// The first attention layer: a hybrid's layer 0 is linear attention.
+				attn := m.Layers[0].Attn
+				for i := 1; attn == nil && i < len(m.Layers); i++ {
+					attn = m.Layers[i].Attn
+				}
+				if (attn.Q.Quant != nil) != (q != nil) {
+					t.Errorf("%s: q_proj quantized = %v", name, attn.Q.Quant != nil)
 				}
 				// Gemma's head is its embedding (always tied), so an lm_head override has nothing to apply to and the
 				// head takes the embedding's quantization.
@@ -64,9 +76,10 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				if gemma && m.LMHead != m.Embed {
 					t.Errorf("%s: head is not the embedding", name)
 				}
-				qkNorm := fam == model.Qwen3 || fam == model.Qwen3MoE || gemma
+				hybrid := fam == model.Qwen3Next || fam == model.Qwen35 || fam == model.Qwen35MoE
+				qkNorm := fam == model.Qwen3 || fam == model.Qwen3MoE || gemma || hybrid
 				qkvBias := fam == model.Qwen2 || fam == model.Qwen2MoE || fam == model.GptOSS
-				if (m.Layers[0].Attn.QNorm != nil) != qkNorm || (m.Layers[0].Attn.Q.Bias != nil) != qkvBias {
+				if (attn.QNorm != nil) != qkNorm || (attn.Q.Bias != nil) != qkvBias || (m.Layers[0].DeltaNet != nil) != hybrid {
 					t.Errorf("%s: family features wrong", name)
 				}
 				lo, hi := int64(100000), int64(200000)
@@ -77,6 +90,12 @@ func TestLoadEveryGeneratedVariant(t *testing.T) {
 				case model.Gemma3, model.Gemma3Text:
 					// Its preset (TinyFamily): 6 layers of width 128 with an MLP of 192.
 					lo, hi = 600000, 700000
+				case model.Qwen35:
+					// Its preset (TinyFamily): 6 layers of width 64, 4 of them Gated DeltaNet.
+					lo, hi = 200000, 300000
+				case model.Qwen3Next, model.Qwen35MoE:
+					// Its preset: qwen3_5's layers with 8 experts of 32 and a shared expert of 48.
+					lo, hi = 400000, 550000
 				}
 				if n := m.NumParams(); n < lo || n > hi {
 					t.Errorf("%s: %d parameters", name, n)

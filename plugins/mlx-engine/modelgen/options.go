@@ -203,8 +203,8 @@ func TinyFamily(f model.Family) Options {
 
 // TinyWith is Tiny changed by mod (when not nil); when mod names another family, it starts again from that
 // family's preset (TinyFamily: its windows, experts, ...), so that a variant says only what it changes. A
-// quantized gpt_oss is written in mlx-community's layout, the only one MLX quantization exists in (openai's
-// has mxfp4 experts only).
+// quantized model of a family whose MLX quantization exists in mlx-community's layout only (quantizedMLXOnly)
+// is written in that layout.
 func TinyWith(mod func(*Options)) Options {
 	o := Tiny()
 	if mod == nil {
@@ -216,10 +216,17 @@ func TinyWith(mod func(*Options)) Options {
 	}
 	o = TinyFamily(o.Family)
 	mod(&o)
-	if o.Family == model.GptOSS && o.Quantization != nil && o.Layout != LayoutMLX {
+	if o.Quantization != nil && quantizedMLXOnly(o.Family) {
 		o.Layout = LayoutMLX
 	}
 	return o
+}
+
+// quantizedMLXOnly reports whether f's MLX-quantized checkpoints exist in mlx-community's layout only: openai's
+// gpt-oss layout has mxfp4 experts only, and the hybrids' quantized checkpoints are mlx-lm's, which quantizes
+// after its sanitize has rewritten the Hugging Face tensors.
+func quantizedMLXOnly(f model.Family) bool {
+	return f == model.GptOSS || hybrid(f)
 }
 
 // Quantization asks for MLX quantization of every linear layer and the embeddings.
@@ -345,11 +352,11 @@ func (o *Options) normalize() error {
 		o.Family = model.Llama
 	}
 	known := false
-	for _, f := range model.AllFamilies {
+	for _, f := range model.Families {
 		known = known || f == o.Family
 	}
 	if !known {
-		return fmt.Errorf("modelgen: unknown family %q (supported: %v)", o.Family, model.AllFamilies)
+		return fmt.Errorf("modelgen: unknown family %q (supported: %v)", o.Family, model.Families)
 	}
 	if err := o.normalizeBlocks(); err != nil {
 		return err

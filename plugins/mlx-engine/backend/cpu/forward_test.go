@@ -103,6 +103,12 @@ var variants = []backendtest.Variant{
 	}),
 }
 
+// matrixSeeds replace the default seed of a family's matrix variants. The tiny hybrid models' routers (8 experts,
+// top 2, on every layer) meet a k-th and (k+1)-th probability closer than 1e-4 on the default seed's weights and
+// the test prompt, where float32 and float64 routing may pick differently; seed 10 keeps every gap of every
+// dtype and quantization above that.
+var matrixSeeds = map[model.Family]uint64{model.Qwen3Next: 10, model.Qwen35: 10, model.Qwen35MoE: 10}
+
 // matrix adds every family × dtype × {float, 4-bit, 8-bit} combination to the hand-picked variants.
 func matrix() []backendtest.Variant {
 	out := variants
@@ -113,7 +119,12 @@ func matrix() []backendtest.Variant {
 				if q != nil {
 					name += fmt.Sprintf("/q%dg%d", q.Bits, q.GroupSize)
 				}
-				out = append(out, backendtest.TinyVariant(name, func(o *modelgen.Options) { o.Family, o.DType, o.Quantization = fam, dt, q }))
+				out = append(out, backendtest.TinyVariant(name, func(o *modelgen.Options) {
+					o.Family, o.DType, o.Quantization = fam, dt, q
+					if s, ok := matrixSeeds[fam]; ok {
+						o.Seed = s
+					}
+				}))
 			}
 		}
 	}
@@ -129,6 +140,23 @@ func tolerance(d dtype.DType) float64 {
 		return 1e-5
 	}
 	return 1e-3
+}
+
+// forwardTolerance is tolerance(m.DType), but hybridTolerance for a 16-bit model with Gated DeltaNet layers. Its
+// backend and the reference both round the pre-conv rows to the cache dtype before the conv reads them
+// (linearWeights.Round, backendtest.LinearReference.Round), but where the backend's float32 value and the
+// reference's float64 one lie on either side of a rounding step they round a whole bfloat16 step apart, and the
+// conv window and the recurrent state carry that flip to every later position: measured up to 4.9e-3 over the
+// 30 positions of the matrix (qwen3_5 bfloat16 q4g32; 4.9e-3 for qwen3_5 bfloat16 on the default seed).
+func forwardTolerance(m *model.Model) float64 {
+	if m.DType != dtype.Float32 {
+		for i := range m.Layers {
+			if m.Layers[i].DeltaNet != nil {
+				return hybridTolerance(m.DType)
+			}
+		}
+	}
+	return tolerance(m.DType)
 }
 
 func TestForwardMatchesReference(t *testing.T) {
@@ -155,12 +183,13 @@ func TestForwardMatchesReference(t *testing.T) {
 				d := maxAbsDiff(g, w) / max(1, maxAbs(w))
 				worst = max(worst, d)
 			}
-			t.Logf("max relative |Δlogit| = %.2e (tolerance %.0e), logits up to %.2f", worst, tolerance(m.DType), maxAbs(want[len(want)-1]))
+			tol := forwardTolerance(m)
+			t.Logf("max relative |Δlogit| = %.2e (tolerance %.0e), logits up to %.2f", worst, tol, maxAbs(want[len(want)-1]))
 			if ref.MinRouterGap() < 1e-4 {
 				t.Fatalf("a router's k-th and (k+1)-th probabilities are %.1e apart: float32 and float64 routing may pick differently; pick another seed", ref.MinRouterGap())
 			}
-			if worst > tolerance(m.DType) {
-				t.Errorf("backend differs from the reference by %.3e > %.0e", worst, tolerance(m.DType))
+			if worst > tol {
+				t.Errorf("backend differs from the reference by %.3e > %.0e", worst, tol)
 			}
 			if backendtest.Argmax(got[len(got)-1]) != backendtest.Argmax(want[len(want)-1]) {
 				t.Errorf("greedy token differs from the reference")

@@ -87,6 +87,28 @@ func tolerance(d dtype.DType) float64 {
 	return 1e-3
 }
 
+// agreeTolerance is tolerance(mod.DType), but hybridAgreeTolerance for a model with Gated DeltaNet layers.
+func agreeTolerance(mod *model.Model) float64 {
+	for i := range mod.Layers {
+		if mod.Layers[i].DeltaNet != nil {
+			return hybridAgreeTolerance(mod.DType)
+		}
+	}
+	return tolerance(mod.DType)
+}
+
+// hybridAgreeTolerance: each backend rounds the pre-conv rows to the cache dtype, and where their float32 values
+// straddle a rounding step the two conv windows hold elements a whole 16-bit ulp apart, which the recurrent
+// state carries to every later position rather than to one key; in float32 the two delta rules' different
+// summation orders accumulate in that state alike. Measured over the 95 positions of TestAgreesWithCPU: up to
+// 9.8e-3 in bfloat16 (qwen3_5_moe/bf16) and 4.2e-5 in float32 (qwen3_5_moe/f32), with the greedy tokens equal.
+func hybridAgreeTolerance(d dtype.DType) float64 {
+	if d == dtype.Float32 {
+		return 1e-4
+	}
+	return 2e-2
+}
+
 const greedySteps = 64
 
 // TestAgreesWithCPU runs every variant on both backends, for two prompts: 30 tokens prefilled in chunks of 7,
@@ -115,10 +137,11 @@ func agree(t *testing.T, opts modelgen.Options, seed int) {
 	for i := range mlLogits {
 		worst = max(worst, backendtest.RelDiff(mlLogits[i], refLogits[i]))
 	}
+	tol := agreeTolerance(mod)
 	t.Logf("max relative |Δlogit| over %d steps = %.2e (tolerance %.0e); %d distinct tokens",
-		len(mlLogits), worst, tolerance(mod.DType), distinct(refTokens))
-	if worst > tolerance(mod.DType) {
-		t.Errorf("MLX differs from the pure-Go backend by %.3e > %.0e", worst, tolerance(mod.DType))
+		len(mlLogits), worst, tol, distinct(refTokens))
+	if worst > tol {
+		t.Errorf("MLX differs from the pure-Go backend by %.3e > %.0e", worst, tol)
 	}
 	if !slices.Equal(mlTokens, refTokens) {
 		t.Errorf("greedy tokens differ:\nmlx %v\ncpu %v", mlTokens, refTokens)

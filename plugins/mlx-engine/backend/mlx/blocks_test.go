@@ -87,8 +87,8 @@ func TestBlocksMatchReference(t *testing.T) {
 	}
 }
 
-// TestFamiliesMatchReference runs the tiny models of the families built from these blocks (some still pending
-// in model.Families, so generated directly) against the reference and the cpu backend.
+// TestFamiliesMatchReference runs the tiny models of the families built from these blocks (generated directly)
+// against the reference and the cpu backend.
 func TestFamiliesMatchReference(t *testing.T) {
 	for _, tc := range []struct {
 		name string
