@@ -1,0 +1,6 @@
+package openai
+
+import "github.com/duet-ai/duet/gateway/internal/apicore"
+
+// ParseChatSlow is ParseChat without its fast path for common messages, which must not change any result.
+func ParseChatSlow(body []byte) (ChatRequest, *apicore.Error) { return parseChat(body, nil) }
