@@ -42,6 +42,45 @@ var fastPathBodies = []string{
 	`{"model":"m","messages":[{"role":"user","content":"x"}],"n":0}`,
 	`{"model":"m","messages":[{"role":"user","content":"x"}`,
 	`[]`,
+	`{}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{}}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true}}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":false,"stream_options":{"include_usage":false}}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true,"include_usage":false}}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"include_usage":true,}}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":{"Include_Usage":true}}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":true,"stream_options":null}`,
+	`  {"model":"m","messages":[{"role":"user","content":"x"}]}  `,
+	"\u00a0{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"x\"}]}\u00a0",
+	`{"model":"m","messages":[{"role":"user","content":"x"}]} x`,
+	`{"model":"m","model":"n","messages":[{"role":"user","content":"x"}]}`,
+	`{"model":"m","Model":"n","messages":[{"role":"user","content":"x"}]}`,
+	`{"mod\u0065l":"m","messages":[{"role":"user","content":"x"}]}`,
+	`{"model":"m\u0065","messages":[{"role":"user","content":"x"}]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":-0}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1.0}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":1e2}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":01}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":99999999999999999999}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":"5"}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"max_completion_tokens":0,"n":2,"top_k":-1}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":1e400}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":-0.5e-3,"top_p":1E+0,"min_p":0.05}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":2.5}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":.5}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"presence_penalty":3,"frequency_penalty":-3,"repetition_penalty":0}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":tru}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":false,"ignore_eos":true,"logprobs":false,"user":"u"}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":null}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],"stream":1}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"},]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x",}]}`,
+	`{"model":"m","messages":[{"role":"user","content":"x"}],}`,
+	`{"model":"m","messages":[{},{"role":"user","content":"x"}]}`,
+	`{"model":"m","messages":[{"role":"user","role":"user","content":"x"}]}`,
+	"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"a\tb\"}]}",
+	"{\"model\":\"m\",\"messages\":[{\"role\":\"user\",\"content\":\"\xff\"}]}",
+	"{\r\n\t\"model\" : \"m\" ,\n \"messages\" : [ { \"role\" : \"user\" , \"content\" : \"x\" } ] \n}",
 }
 
 // The fast path for common messages gives ParseChat's results exactly, errors included.
@@ -49,6 +88,16 @@ func TestParseChatFastPath(t *testing.T) {
 	t.Parallel()
 	for _, body := range fastPathBodies {
 		checkFastPath(t, []byte(body))
+	}
+}
+
+// The common bodies take the fast decoder (else it would be tested but never used).
+func TestParseChatFastPathTaken(t *testing.T) {
+	t.Parallel()
+	for _, body := range append(fastPathBodies[:2:2], benchChatBodies[1].body) {
+		if !openai.DecodesPlain([]byte(body)) {
+			t.Errorf("the fast decoder does not take %s", body)
+		}
 	}
 }
 
@@ -75,14 +124,7 @@ func FuzzParseChatFastPath(f *testing.F) {
 //
 //	go test ./gateway/internal/openai -run '^$' -bench ParseChat -benchmem
 func BenchmarkParseChat(b *testing.B) {
-	for _, c := range []struct{ name, body string }{
-		{"short", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`},
-		{"conversation", `{"model":"qwen3-8b","max_tokens":256,"temperature":0.7,"stream":true,"stream_options":{"include_usage":true},"messages":[` +
-			`{"role":"system","content":"You are a helpful assistant. Answer briefly."},` +
-			`{"role":"user","content":"What is the capital of France?"},` +
-			`{"role":"assistant","content":"Paris."},` +
-			`{"role":"user","content":"And of Italy? Say it in one word, please."}]}`},
-	} {
+	for _, c := range benchChatBodies {
 		body := []byte(c.body)
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -94,4 +136,13 @@ func BenchmarkParseChat(b *testing.B) {
 			}
 		})
 	}
+}
+
+var benchChatBodies = []struct{ name, body string }{
+	{"short", `{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`},
+	{"conversation", `{"model":"qwen3-8b","max_tokens":256,"temperature":0.7,"stream":true,"stream_options":{"include_usage":true},"messages":[` +
+		`{"role":"system","content":"You are a helpful assistant. Answer briefly."},` +
+		`{"role":"user","content":"What is the capital of France?"},` +
+		`{"role":"assistant","content":"Paris."},` +
+		`{"role":"user","content":"And of Italy? Say it in one word, please."}]}`},
 }

@@ -159,14 +159,21 @@ const completionsDefaultMaxTokens = 16
 
 // ParseChat parses and validates a chat completion request body.
 func ParseChat(body []byte) (ChatRequest, *apicore.Error) {
-	return parseChat(body, plainMessage)
+	return parseChat(body, true)
 }
 
-// parseChat is ParseChat with plain, the fast path for common messages (nil for none).
-func parseChat(body []byte, plain func(messageBody) (engine.Message, bool)) (ChatRequest, *apicore.Error) {
+// parseChat is ParseChat with or without its fast paths for common bodies and messages.
+func parseChat(body []byte, fast bool) (ChatRequest, *apicore.Error) {
 	var b chatBody
-	if err := apicore.Decode(body, &b); err != nil {
-		return ChatRequest{}, err
+	var plain func(messageBody) (engine.Message, bool)
+	if fast {
+		plain = plainMessage
+	}
+	if !fast || !decodePlainChat(body, &b) {
+		b = chatBody{}
+		if err := apicore.Decode(body, &b); err != nil {
+			return ChatRequest{}, err
+		}
 	}
 	var r ChatRequest
 	if !utf8.Valid(body) {
