@@ -260,11 +260,11 @@ func (d *plainDecoder) messages() ([]messageBody, bool) {
 				}
 				switch string(key) {
 				case `"role"`:
-					s, ok := d.str()
+					s, ok := d.role()
 					if !ok || seen&1 != 0 {
 						return nil, false
 					}
-					m.Role, seen = &s, seen|1
+					m.Role, seen = s, seen|1
 				case `"content"`:
 					s, ok := d.rawStr()
 					if !ok || seen&2 != 0 {
@@ -311,4 +311,30 @@ func (d *plainDecoder) streamOptions() (*streamOptions, bool) {
 		return nil, false
 	}
 	return o, true
+}
+
+// The common roles, which a message points to instead of a copy of its own.
+var (
+	roleSystem    = "system"
+	roleUser      = "user"
+	roleAssistant = "assistant"
+)
+
+// role reads a message's role. Its value is never changed through the pointer, so messages share the
+// common ones.
+func (d *plainDecoder) role() (*string, bool) {
+	raw, ok := d.rawStr()
+	if !ok {
+		return nil, false
+	}
+	switch string(raw) {
+	case `"user"`:
+		return &roleUser, true
+	case `"system"`:
+		return &roleSystem, true
+	case `"assistant"`:
+		return &roleAssistant, true
+	}
+	s := string(raw[1 : len(raw)-1])
+	return &s, true
 }

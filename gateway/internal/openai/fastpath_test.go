@@ -4,6 +4,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 )
 
@@ -120,21 +121,27 @@ func FuzzParseChatFastPath(f *testing.F) {
 	f.Fuzz(checkFastPath)
 }
 
-// BenchmarkParseChat: a typical short chat body, and one with a longer conversation.
+// BenchmarkParseChat: a typical short chat body, and one with a longer conversation, with the fast paths
+// (fast) and without them (full), for their ratio in one run.
 //
 //	go test ./gateway/internal/openai -run '^$' -bench ParseChat -benchmem
 func BenchmarkParseChat(b *testing.B) {
 	for _, c := range benchChatBodies {
 		body := []byte(c.body)
-		b.Run(c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(body)))
-			for b.Loop() {
-				if _, err := openai.ParseChat(body); err != nil {
-					b.Fatal(err)
+		for _, p := range []struct {
+			name  string
+			parse func([]byte) (openai.ChatRequest, *apicore.Error)
+		}{{"fast", openai.ParseChat}, {"full", openai.ParseChatSlow}} {
+			b.Run(c.name+"/"+p.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(body)))
+				for b.Loop() {
+					if _, err := p.parse(body); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

@@ -193,6 +193,7 @@ func parseChat(body []byte, fast bool) (ChatRequest, *apicore.Error) {
 	if len(b.Messages) == 0 {
 		return r, apicore.BadRequest("messages", "messages must be a non-empty array")
 	}
+	r.Messages = make([]engine.Message, 0, len(b.Messages))
 	for i, m := range b.Messages {
 		msg, err := parseMessage(i, m, plain)
 		if err != nil {
