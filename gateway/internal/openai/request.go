@@ -159,9 +159,21 @@ const completionsDefaultMaxTokens = 16
 
 // ParseChat parses and validates a chat completion request body.
 func ParseChat(body []byte) (ChatRequest, *apicore.Error) {
+	return parseChat(body, true)
+}
+
+// parseChat is ParseChat with or without its fast paths for common bodies and messages.
+func parseChat(body []byte, fast bool) (ChatRequest, *apicore.Error) {
 	var b chatBody
-	if err := apicore.Decode(body, &b); err != nil {
-		return ChatRequest{}, err
+	var plain func(messageBody) (engine.Message, bool)
+	if fast {
+		plain = plainMessage
+	}
+	if !fast || !decodePlainChat(body, &b) {
+		b = chatBody{}
+		if err := apicore.Decode(body, &b); err != nil {
+			return ChatRequest{}, err
+		}
 	}
 	var r ChatRequest
 	if !utf8.Valid(body) {
@@ -181,8 +193,9 @@ func ParseChat(body []byte) (ChatRequest, *apicore.Error) {
 	if len(b.Messages) == 0 {
 		return r, apicore.BadRequest("messages", "messages must be a non-empty array")
 	}
+	r.Messages = make([]engine.Message, 0, len(b.Messages))
 	for i, m := range b.Messages {
-		msg, err := parseMessage(i, m)
+		msg, err := parseMessage(i, m, plain)
 		if err != nil {
 			return r, err
 		}
@@ -304,7 +317,12 @@ func ParseCompletion(body []byte) (CompletionRequest, *apicore.Error) {
 
 var roles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true, "tool": true, "function": true}
 
-func parseMessage(i int, m messageBody) (engine.Message, *apicore.Error) {
+func parseMessage(i int, m messageBody, plain func(messageBody) (engine.Message, bool)) (engine.Message, *apicore.Error) {
+	if plain != nil {
+		if msg, ok := plain(m); ok {
+			return msg, nil
+		}
+	}
 	param := fmt.Sprintf("messages[%d]", i)
 	if m.Role == nil {
 		return engine.Message{}, apicore.BadRequest(param+".role", "%s is missing the role", param)
@@ -486,6 +504,38 @@ func parseLogitBias(m map[string]json.Number) (map[int32]float64, *apicore.Error
 		out[int32(id)] = f
 	}
 	return out, nil
+}
+
+// plainMessage is parseMessage for the common message, a system, user or assistant role with a string content
+// and no other field, without the names of parameters that only an error needs. ok is false for any other
+// message, which parseMessage reads in full.
+func plainMessage(m messageBody) (engine.Message, bool) {
+	if m.Role == nil || m.Name != nil || m.ToolCalls != nil || m.ToolCallID != nil || m.ReasoningContent != nil || m.FunctionCall != nil {
+		return engine.Message{}, false
+	}
+	switch *m.Role {
+	case "system", "user", "assistant":
+	default:
+		return engine.Message{}, false
+	}
+	s, ok := plainString(bytes.TrimSpace(m.Content))
+	if !ok {
+		return engine.Message{}, false
+	}
+	return engine.Message{Role: *m.Role, Content: s}, true
+}
+
+// plainString is the value of raw, a JSON string literal encoding/json has already validated in a body that is
+// valid UTF-8, when it holds no escape: then its bytes between the quotes are its value. ok is false otherwise.
+func plainString(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return "", false
+	}
+	raw = raw[1 : len(raw)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return "", false
+	}
+	return string(raw), true
 }
 
 // parseContent accepts a string or an array of text parts, which are joined.
