@@ -42,56 +42,11 @@ func TestGptOSSGreedyMatchesReference(t *testing.T) {
 			if m.Layers[0].MoE == nil || m.Layers[0].Spec.Attn.Window != 8 || !m.Layers[0].Spec.Attn.Sinks {
 				t.Fatal("not a windowed gpt-oss with sinks and experts")
 			}
-			prompt := backendtest.Prompt(12, m.Config.VocabSize, 21)
-			const steps = 60
-			var first []int32
-			var want [][]float64
-			for _, k := range kernelPaths() {
-				var expanded [][]float32
-				for _, w := range []backend.Weights{backend.WeightsFloat32, backend.WeightsStored} {
-					bm, err := loadOn(m, backend.Options{PrefillChunk: 5, Threads: 2, Weights: w}, k)
-					if err != nil {
-						t.Fatal(err)
-					}
-					c := backendtest.NewCache(t, bm)
-					toks, logits := backendtest.Greedy(t, bm, c, backendtest.Forward(t, bm, c, prompt...), steps)
-					bm.Close()
-					what := pathNames[k] + " " + string(w)
-					if first == nil {
-						first = toks
-						ref := backendtest.NewReference(t, m)
-						want = ref.Logits(append(slices.Clone(prompt), toks...))
-						if ref.MinRouterGap() < 1e-4 {
-							t.Fatalf("a router's k-th and (k+1)-th logits are %.1e apart: pick another seed", ref.MinRouterGap())
-						}
-					}
-					if !slices.Equal(toks, first) {
-						t.Fatalf("%s: tokens %v, the first path's %v", what, toks, first)
-					}
-					worst := 0.0
-					for j, g := range logits {
-						r := want[len(prompt)-1+j]
-						if backendtest.Argmax(g) != backendtest.Argmax(r) {
-							t.Fatalf("%s: step %d: greedy token %d, the reference's %d", what, j, backendtest.Argmax(g), backendtest.Argmax(r))
-						}
-						worst = max(worst, maxAbsDiff(g, r)/max(1, maxAbs(r)))
-					}
-					if worst > tolerance(m.DType) {
-						t.Errorf("%s: differs from the reference by %.3e > %.0e", what, worst, tolerance(m.DType))
-					}
-					if w == backend.WeightsFloat32 {
-						expanded = logits
-						continue
-					}
-					for j := range logits {
-						for i := range logits[j] {
-							if math.Float32bits(logits[j][i]) != math.Float32bits(expanded[j][i]) {
-								t.Fatalf("%s: step %d logit %d: stored %v, expanded %v", pathNames[k], j, i, logits[j][i], expanded[j][i])
-							}
-						}
-					}
-				}
-			}
+			greedyMatchesReference(t, m, greedyCheck{
+				opts:   backend.Options{PrefillChunk: 5, Threads: 2},
+				prompt: backendtest.Prompt(12, m.Config.VocabSize, 21), steps: 60,
+				minRouter: 1e-4, tol: tolerance(m.DType),
+			})
 		})
 	}
 }
