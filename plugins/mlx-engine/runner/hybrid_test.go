@@ -127,24 +127,7 @@ func TestHybridPDExact(t *testing.T) {
 	p, _ := stateNode(t, true, 0, 0)
 	d, _ := stateNode(t, false, 64<<20, 0)
 	long := prompt(100, 71, stateVocab)
-	want := ref.gen(t, long, 16, 1, nil, nil)
-	got := d.gen(t, long, 16, 1, nil, d.remote(p.addr))
-	wantRemote(t, "start_pos 0", got)
-	if !slices.Equal(got.tokens[0], want.tokens[0]) {
-		t.Errorf("start_pos 0: %v, want %v", got.tokens[0], want.tokens[0])
-	}
-	head := prompt(40, 72, stateVocab)
-	d.gen(t, head, 1, 1, nil, nil)
-	next := append(slices.Clone(head), prompt(60, 73, stateVocab)...)
-	want = ref.gen(t, next, 16, 1, nil, nil)
-	got = d.gen(t, next, 16, 1, nil, d.remote(p.addr))
-	wantRemote(t, "start_pos 40", got)
-	if c := got.final.Usage.CachedTokens; c != 40 {
-		t.Errorf("start_pos 40: %d cached tokens, want 40", c)
-	}
-	if !slices.Equal(got.tokens[0], want.tokens[0]) {
-		t.Errorf("start_pos 40: %v, want %v", got.tokens[0], want.tokens[0])
-	}
+	pdExactAtStarts(t, ref, p, d, long, prompt(40, 72, stateVocab), prompt(60, 73, stateVocab), 16)
 	seed := int64(5)
 	all := d.gen(t, long, 12, 3, &seed, d.remote(p.addr))
 	for i := range 3 {

@@ -42,25 +42,7 @@ func TestHybridModelPD(t *testing.T) {
 			d := newNode(t, mod, 48, 64<<20, false)
 
 			long := prompt(300, 101, vocab)
-			want := ref.gen(t, long, 12, 1, nil, nil)
-			got := d.gen(t, long, 12, 1, nil, d.remote(p.addr))
-			wantRemote(t, "start_pos 0", got)
-			if !slices.Equal(got.tokens[0], want.tokens[0]) {
-				t.Errorf("start_pos 0: %v, want %v", got.tokens[0], want.tokens[0])
-			}
-
-			head := prompt(100, 102, vocab)
-			d.gen(t, head, 1, 1, nil, nil)
-			next := append(slices.Clone(head), prompt(200, 103, vocab)...)
-			want = ref.gen(t, next, 12, 1, nil, nil)
-			got = d.gen(t, next, 12, 1, nil, d.remote(p.addr))
-			wantRemote(t, "start_pos 100", got)
-			if c := got.final.Usage.CachedTokens; c != 100 {
-				t.Errorf("start_pos 100: %d cached tokens, want 100", c)
-			}
-			if !slices.Equal(got.tokens[0], want.tokens[0]) {
-				t.Errorf("start_pos 100: %v, want %v", got.tokens[0], want.tokens[0])
-			}
+			pdExactAtStarts(t, ref, p, d, long, prompt(100, 102, vocab), prompt(200, 103, vocab), 12)
 
 			// What an exo client reads: the states after the whole prompt, whatever start_pos.
 			bm := backendtest.Load(t, cpu.Backend{}, mod, backend.Options{})

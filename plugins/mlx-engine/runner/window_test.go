@@ -2,6 +2,7 @@ package runner_test
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"slices"
 	"strings"
@@ -133,6 +134,31 @@ func (n *node) gen(t *testing.T, prompt []int32, max, choices int, seed *int64, 
 
 func prompt(n, seed int, vocab int) []int32 { return backendtest.Prompt(n, vocab, seed) }
 
+// pdExactAtStarts checks what a decode node d fetching from a prefill node p computes against ref, a node that
+// prefills locally: long remote at start_pos 0, then head answered locally with one token (so d's prefix cache
+// ends at len(head)) and head+tail remote at start_pos len(head); the greedy tokens (steps of them) are ref's.
+func pdExactAtStarts(t *testing.T, ref, p, d *node, long, head, tail []int32, steps int) {
+	t.Helper()
+	want := ref.gen(t, long, steps, 1, nil, nil)
+	got := d.gen(t, long, steps, 1, nil, d.remote(p.addr))
+	wantRemote(t, "start_pos 0", got)
+	if !slices.Equal(got.tokens[0], want.tokens[0]) {
+		t.Errorf("start_pos 0: %v, want %v", got.tokens[0], want.tokens[0])
+	}
+	d.gen(t, head, 1, 1, nil, nil)
+	next := append(slices.Clone(head), tail...)
+	s := len(head)
+	want = ref.gen(t, next, steps, 1, nil, nil)
+	got = d.gen(t, next, steps, 1, nil, d.remote(p.addr))
+	wantRemote(t, fmt.Sprintf("start_pos %d", s), got)
+	if c := got.final.Usage.CachedTokens; c != s {
+		t.Errorf("start_pos %d: %d cached tokens, want %d", s, c, s)
+	}
+	if !slices.Equal(got.tokens[0], want.tokens[0]) {
+		t.Errorf("start_pos %d: %v, want %v", s, got.tokens[0], want.tokens[0])
+	}
+}
+
 func wantRemote(t *testing.T, name string, r result) {
 	t.Helper()
 	rp := r.final.Timings.Remote
@@ -159,27 +185,9 @@ func TestWindowPDExact(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newNode(t, mod, tc.prefillChunk, 0, true)
 			d := newNode(t, mod, tc.decChunk, 64<<20, false)
-			long := prompt(100, 21, vocab)
-			want := ref.gen(t, long, 16, 1, nil, nil)
-			got := d.gen(t, long, 16, 1, nil, d.remote(p.addr))
-			wantRemote(t, "start_pos 0", got)
-			if !slices.Equal(got.tokens[0], want.tokens[0]) {
-				t.Errorf("start_pos 0: %v, want %v", got.tokens[0], want.tokens[0])
-			}
 			// The decode side holds the first 40 positions (a prompt it answered with one token, so its cache
 			// ends there): the next prompt extends it and fetches [40, L).
-			head := prompt(40, 22, vocab)
-			d.gen(t, head, 1, 1, nil, nil)
-			next := append(slices.Clone(head), prompt(60, 23, vocab)...)
-			want = ref.gen(t, next, 16, 1, nil, nil)
-			got = d.gen(t, next, 16, 1, nil, d.remote(p.addr))
-			wantRemote(t, "start_pos 40", got)
-			if c := got.final.Usage.CachedTokens; c != 40 {
-				t.Errorf("start_pos 40: %d cached tokens, want 40", c)
-			}
-			if !slices.Equal(got.tokens[0], want.tokens[0]) {
-				t.Errorf("start_pos 40: %v, want %v", got.tokens[0], want.tokens[0])
-			}
+			pdExactAtStarts(t, ref, p, d, prompt(100, 21, vocab), prompt(40, 22, vocab), prompt(60, 23, vocab), 16)
 		})
 	}
 }
