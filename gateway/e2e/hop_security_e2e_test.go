@@ -258,7 +258,9 @@ func TestFrozenOwner(t *testing.T) {
 	})
 	client := &http.Client{Timeout: 90 * time.Second}
 	ask := func(stream bool, maxTokens int) (*http.Response, error) {
-		body := fmt.Sprintf(`{"model":"echo","stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":%q}]}`,
+		// Temperature 0: the echo engine answers with the prompt's words in order (above 0 it picks them at
+		// random, and "tick tock" need not appear in five of them).
+		body := fmt.Sprintf(`{"model":"echo","stream":%v,"max_tokens":%d,"temperature":0,"messages":[{"role":"user","content":%q}]}`,
 			stream, maxTokens, strings.Repeat("tick tock ", 4))
 		return client.Post(n1.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
 	}
