@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -516,18 +515,9 @@ func TestClusterAPIErrors(t *testing.T) {
 
 	body := `{"model":"embedded","messages":[{"role":"user","content":"hi"}]}`
 	post := func(headers map[string]string) (int, errBody) {
-		req, _ := http.NewRequest("POST", n1.url+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, data := send(t, "POST", n1.url+"/v1/chat/completions", body, headers)
 		var out errBody
-		json.NewDecoder(resp.Body).Decode(&out)
+		json.Unmarshal(data, &out)
 		return resp.StatusCode, out
 	}
 	route := "eyJkZWNvZGVfaW5zdGFuY2UiOiJ4In0" // {"decode_instance":"x"}
