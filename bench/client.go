@@ -66,39 +66,6 @@ func waitUntil(ctx context.Context, timeout time.Duration, what string, cond fun
 	}
 }
 
-// Timings is the `timings` object duet adds to a response's last chunk (the fields the benchmarks read).
-type Timings struct {
-	PrefillSource string         `json:"prefill_source"`
-	QueueMs       float64        `json:"queue_ms"`
-	PrefillMs     float64        `json:"prefill_ms"`
-	FirstTokenMs  float64        `json:"first_token_ms"`
-	DecodeMs      float64        `json:"decode_ms"`
-	TotalMs       float64        `json:"total_ms"`
-	Remote        *RemotePrefill `json:"remote_prefill,omitempty"`
-	Route         *Route         `json:"route,omitempty"`
-}
-
-// RemotePrefill is timings.remote_prefill: a prefill fetched over the KV wire (or attempted).
-type RemotePrefill struct {
-	InstanceID     string  `json:"instance_id"`
-	Tokens         int     `json:"tokens"`
-	Bytes          int64   `json:"bytes"`
-	WaitMs         float64 `json:"wait_ms"`
-	TransferMs     float64 `json:"transfer_ms"`
-	IngestMs       float64 `json:"ingest_ms"`
-	Attempts       int     `json:"attempts"`
-	FallbackReason string  `json:"fallback_reason,omitempty"`
-}
-
-// Route is timings.route: where the request ran.
-type Route struct {
-	EntryNode       string `json:"entry_node"`
-	DecodeNode      string `json:"decode_node"`
-	DecodeInstance  string `json:"decode_instance"`
-	PrefillInstance string `json:"prefill_instance,omitempty"`
-	Forwarded       bool   `json:"forwarded"`
-}
-
 // completion is one streamed completion as the client saw it.
 type completion struct {
 	Start   time.Time
@@ -109,7 +76,7 @@ type completion struct {
 	PromptTokens     int
 	CompletionTokens int
 	Text             strings.Builder
-	Timings          *Timings
+	Timings          *client.Timings // the last chunk's
 }
 
 // TTFT is the time to the first token (0 without one).
@@ -191,7 +158,7 @@ type chunk struct {
 		} `json:"logprobs"`
 		FinishReason *string `json:"finish_reason"`
 	} `json:"choices"`
-	Timings *Timings `json:"timings"`
+	Timings *client.Timings `json:"timings"`
 	Usage   *struct {
 		PromptTokens     int `json:"prompt_tokens"`
 		CompletionTokens int `json:"completion_tokens"`

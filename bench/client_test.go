@@ -200,7 +200,7 @@ func TestPickPair(t *testing.T) {
 
 func TestCheckRun(t *testing.T) {
 	t.Parallel()
-	ok := &completion{Timings: &Timings{}, CompletionTokens: 8}
+	ok := &completion{Timings: &client.Timings{}, CompletionTokens: 8}
 	for _, c := range []struct {
 		name string
 		row  PDRun
@@ -214,7 +214,7 @@ func TestCheckRun(t *testing.T) {
 		{"an error", PDRun{}, nil, errors.New("boom"), expectation{decodeOn: "d", remote: true}, "boom"},
 		{"no timings", PDRun{}, &completion{}, nil, expectation{decodeOn: "d", remote: true}, "no timings"},
 		{"elsewhere", PDRun{TG: 8, DecodedOn: "p"}, ok, nil, expectation{decodeOn: "d", remote: false}, "decoded on p, not on d"},
-		{"a fallback", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local", RemotePrefill: &RemotePrefill{FallbackReason: "peer busy"}}, ok, nil, expectation{decodeOn: "d", remote: true}, "prefilled local, not remotely: peer busy"},
+		{"a fallback", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local", RemotePrefill: &client.RemotePrefill{FallbackReason: "peer busy"}}, ok, nil, expectation{decodeOn: "d", remote: true}, "prefilled local, not remotely: peer busy"},
 		{"no endpoint", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "local"}, ok, nil, expectation{decodeOn: "d", remote: true}, "the router offered no prefill endpoint"},
 		{"remote in a baseline", PDRun{TG: 8, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{decodeOn: "d", remote: false}, "prefilled remotely in a phase without P/D"},
 		{"short", PDRun{TG: 9, DecodedOn: "d", PrefillSource: "remote"}, ok, nil, expectation{decodeOn: "d", remote: true}, "generated 8 tokens, not 9"},

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 // PDReport is everything `duet bench pd` measured: the JSON file of --out.
@@ -70,12 +72,12 @@ type PDRun struct {
 
 	// duet's: time to first token and inter-token latency from the stream, where the request ran, and the
 	// remote prefill's figures from timings.remote_prefill.
-	TTFTMs        float64        `json:"ttft_ms"`
-	ITLMs         Percentiles    `json:"itl_ms"`
-	DecodedOn     string         `json:"decoded_on,omitempty"`
-	PrefillSource string         `json:"prefill_source,omitempty"`
-	RemotePrefill *RemotePrefill `json:"remote_prefill,omitempty"`
-	ServerTimings *ServerTimings `json:"server_timings,omitempty"`
+	TTFTMs        float64               `json:"ttft_ms"`
+	ITLMs         Percentiles           `json:"itl_ms"`
+	DecodedOn     string                `json:"decoded_on,omitempty"`
+	PrefillSource string                `json:"prefill_source,omitempty"`
+	RemotePrefill *client.RemotePrefill `json:"remote_prefill,omitempty"`
+	ServerTimings *ServerTimings        `json:"server_timings,omitempty"`
 	// Problem says why the run is not what its phase means (placed elsewhere, not prefilled remotely, an
 	// error); such runs are left out of the summary.
 	Problem string `json:"problem,omitempty"`

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -80,7 +82,7 @@ func samplePD() *PDReport {
 				}
 				if sp.remote {
 					run.PrefillSource = "remote"
-					run.RemotePrefill = &RemotePrefill{InstanceID: "p-0", Tokens: pp - 1, Bytes: int64(pp-1) * 2048, WaitMs: 12.5, TransferMs: round(ttft*1000-20, 6), IngestMs: 3.25, Attempts: 1}
+					run.RemotePrefill = &client.RemotePrefill{Endpoint: "127.0.0.1:2000", InstanceID: "p-0", Exact: true, Tokens: pp - 1, Bytes: int64(pp-1) * 2048, WaitMs: 12.5, TransferMs: round(ttft*1000-20, 6), IngestMs: 3.25, Attempts: 1}
 				}
 				rep.Runs = append(rep.Runs, run)
 			}

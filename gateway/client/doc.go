@@ -12,5 +12,12 @@
 //	c := client.New("http://127.0.0.1:8000", client.WithAPIKey(key))
 //	instances, err := c.Instances(ctx)
 //
-// duet bench and the end-to-end tests (gateway/e2e) use this package; it depends on nothing of duet's.
+// The types are the API's JSON, defined once: the gateway's server answers with them where it renders a
+// whole object the client types (instances and the body that loads one, links, the router, paths, cluster
+// statistics, recent requests), so the client cannot drift from what the server writes. Answers built from
+// the cluster's own records (State, Status) are mirrored here instead: their types live with the gossip and
+// the engine plugin SDK, which a client should not have to link.
+//
+// duet bench and the end-to-end tests (gateway/e2e) use this package, as does the gateway's server for the
+// types; it depends on nothing of duet's, so the server may import it.
 package client

@@ -216,36 +216,50 @@ type Requests struct {
 
 // RequestRecord is one recent request.
 type RequestRecord struct {
-	Seq         uint64    `json:"seq"`
-	RequestID   string    `json:"request_id"`
-	Path        string    `json:"path"`
-	Model       string    `json:"model"`
-	Stream      bool      `json:"stream"`
-	Status      int       `json:"status"`
-	Error       string    `json:"error,omitempty"`
-	Node        string    `json:"node"`
-	Hop         bool      `json:"hop"`
-	Start       time.Time `json:"start"`
-	DurationMS  float64   `json:"duration_ms"`
-	FirstByteMS float64   `json:"first_byte_ms,omitempty"`
-	Route       struct {
-		EntryNode       string  `json:"entry_node"`
-		DecodeNode      string  `json:"decode_node,omitempty"`
-		DecodeInstance  string  `json:"decode_instance,omitempty"`
-		PrefillNode     string  `json:"prefill_node,omitempty"`
-		PrefillInstance string  `json:"prefill_instance,omitempty"`
-		PrefillAddress  string  `json:"prefill_address,omitempty"`
-		Forwarded       bool    `json:"forwarded"`
-		RoutingMS       float64 `json:"routing_ms"`
-		Reason          string  `json:"reason,omitempty"`
-	} `json:"route"`
-	// Timings are the answer's timings (nil for a request that generated nothing).
-	Timings *Timings `json:"timings,omitempty"`
-	Usage   *struct {
-		PromptTokens     int `json:"prompt_tokens"`
-		CompletionTokens int `json:"completion_tokens"`
-		CachedTokens     int `json:"cached_tokens"`
-	} `json:"usage,omitempty"`
+	// Seq numbers the records of a gateway in the order it recorded them; RequestsQuery.Since asks for later ones.
+	Seq       uint64 `json:"seq"`
+	RequestID string `json:"request_id"`
+	Path      string `json:"path"`
+	Model     string `json:"model"`
+	Stream    bool   `json:"stream"`
+	Status    int    `json:"status"`
+	Error     string `json:"error,omitempty"`
+	// Node is the gateway that recorded it; Hop says another gateway forwarded it there.
+	Node  string    `json:"node"`
+	Hop   bool      `json:"hop"`
+	Start time.Time `json:"start"`
+	// DurationMS is how long the request took as the recording gateway saw it, to its last byte; FirstByteMS,
+	// for a stream, until its first token (or first forwarded chunk) went out.
+	DurationMS  float64 `json:"duration_ms"`
+	FirstByteMS float64 `json:"first_byte_ms,omitempty"`
+	// Route is where it ran as the recording gateway knows it; Timings are the answer's own (as clients got
+	// them, route included): for a forwarded request, the owner's. Timings are nil for a request that
+	// generated nothing.
+	Route   RequestRoute  `json:"route"`
+	Timings *Timings      `json:"timings,omitempty"`
+	Usage   *RequestUsage `json:"usage,omitempty"`
+}
+
+// RequestRoute is where a recent request ran as the gateway that recorded it knows it.
+type RequestRoute struct {
+	EntryNode       string `json:"entry_node"`
+	DecodeNode      string `json:"decode_node,omitempty"`
+	DecodeInstance  string `json:"decode_instance,omitempty"`
+	PrefillNode     string `json:"prefill_node,omitempty"`
+	PrefillInstance string `json:"prefill_instance,omitempty"`
+	PrefillAddress  string `json:"prefill_address,omitempty"`
+	Forwarded       bool   `json:"forwarded"`
+	// RoutingMS is what tokenizing for the router and routing took on the recording gateway (a forwarded
+	// answer's own timings carry its owner's, which did not route it).
+	RoutingMS float64 `json:"routing_ms"`
+	Reason    string  `json:"reason,omitempty"`
+}
+
+// RequestUsage is the tokens a recent request used.
+type RequestUsage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	CachedTokens     int `json:"cached_tokens"`
 }
 
 // Paths is GET /admin/v1/paths: the path between every ordered pair of nodes, as one node sees them.
@@ -275,19 +289,23 @@ type ClusterStats struct {
 
 // NodeStats are one node's engine figures, or why they are missing.
 type NodeStats struct {
-	Node      string `json:"node"`
-	Error     string `json:"error,omitempty"`
-	Instances []struct {
-		ID              string `json:"id"`
-		InFlight        int    `json:"in_flight"`
-		Queued          int    `json:"queued"`
-		KVBytes         int64  `json:"kv_bytes"`
-		KVCapacityBytes int64  `json:"kv_capacity_bytes"`
-		PrefixHits      int64  `json:"prefix_hits"`
-		PrefixMisses    int64  `json:"prefix_misses"`
-		PrefixHitTokens int64  `json:"prefix_hit_tokens"`
-		PrefixBytes     int64  `json:"prefix_bytes"`
-	} `json:"instances"`
+	Node      string            `json:"node"`
+	Error     string            `json:"error,omitempty"`
+	Instances []InstanceFigures `json:"instances"`
+}
+
+// InstanceFigures are one instance's engine figures as GET /admin/v1/cluster/stats shows them: its load, its
+// KV memory and its prefix cache.
+type InstanceFigures struct {
+	ID              string `json:"id"`
+	InFlight        int    `json:"in_flight"`
+	Queued          int    `json:"queued"`
+	KVBytes         int64  `json:"kv_bytes"`
+	KVCapacityBytes int64  `json:"kv_capacity_bytes"`
+	PrefixHits      int64  `json:"prefix_hits"`
+	PrefixMisses    int64  `json:"prefix_misses"`
+	PrefixHitTokens int64  `json:"prefix_hit_tokens"`
+	PrefixBytes     int64  `json:"prefix_bytes"`
 }
 
 // Keyring is GET /admin/v1/cluster/keys: the gossip keys across the cluster, by how many nodes hold and use each.
@@ -300,6 +318,8 @@ type Keyring struct {
 
 // Timings is the "timings" object duet adds to an answer (the last chunk of a stream) and records with each
 // recent request: where the prompt was prefilled, each phase in milliseconds, and where the request ran.
+// The gateway writes this object by hand on its hot path (gateway/internal/apicore's AppendTimings), so a field
+// it adds there belongs here too.
 type Timings struct {
 	PrefillSource string         `json:"prefill_source"` // local or remote
 	QueueMs       float64        `json:"queue_ms"`

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,24 +130,7 @@ func (n *node) nodeID(t *testing.T) string {
 type chatAnswer struct {
 	Status  int
 	Content string
-	Timings struct {
-		PrefillSource string `json:"prefill_source"`
-		Remote        *struct {
-			InstanceID     string `json:"instance_id"`
-			Tokens         int    `json:"tokens"`
-			FallbackReason string `json:"fallback_reason"`
-			Exact          bool   `json:"exact"`
-		} `json:"remote_prefill"`
-		Route struct {
-			EntryNode       string `json:"entry_node"`
-			DecodeNode      string `json:"decode_node"`
-			DecodeInstance  string `json:"decode_instance"`
-			PrefillInstance string `json:"prefill_instance"`
-			PrefillAddress  string `json:"prefill_address"`
-			Forwarded       bool   `json:"forwarded"`
-			Reason          string `json:"reason"`
-		} `json:"route"`
-	} `json:"timings"`
+	Timings client.Timings `json:"timings"`
 }
 
 // chat sends a greedy chat completion and returns its answer.
@@ -172,6 +154,9 @@ func (g *gateway) chat(t *testing.T, prompt string, maxTokens int) chatAnswer {
 	a.Status = out.Status
 	if len(out.Choices) == 1 {
 		a.Content = out.Choices[0].Message.Content
+	}
+	if a.Timings.Route == nil {
+		t.Fatalf("chat: the answer's timings say nothing of its route: %+v", a.Timings)
 	}
 	return a
 }
@@ -516,18 +501,9 @@ func TestClusterAPIErrors(t *testing.T) {
 
 	body := `{"model":"embedded","messages":[{"role":"user","content":"hi"}]}`
 	post := func(headers map[string]string) (int, errBody) {
-		req, _ := http.NewRequest("POST", n1.url+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		resp, data := send(t, "POST", n1.url+"/v1/chat/completions", body, headers)
 		var out errBody
-		json.NewDecoder(resp.Body).Decode(&out)
+		json.Unmarshal(data, &out)
 		return resp.StatusCode, out
 	}
 	route := "eyJkZWNvZGVfaW5zdGFuY2UiOiJ4In0" // {"decode_instance":"x"}

@@ -676,25 +676,8 @@ func TestDisaggregatedPrefill(t *testing.T) {
 	decode := startDuet(t, "--prefill", kvAddr, "--engine-opt", "remote_prefill_threshold=32")
 	prompt := strings.Repeat("The lighthouse keeper counted the waves that broke on the rocks below. ", 12)
 	body := fmt.Sprintf(`{"model":"embedded","temperature":0,"max_tokens":24,"messages":[{"role":"user","content":%q}]}`, prompt)
-	ask := func(g *gateway) (string, map[string]any) {
-		resp, err := http.Post(g.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out struct {
-			Choices []struct {
-				Message struct{ Content string } `json:"message"`
-			} `json:"choices"`
-			Timings map[string]any `json:"timings"`
-		}
-		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
-			t.Fatalf("status %d: %v", resp.StatusCode, err)
-		}
-		return out.Choices[0].Message.Content, out.Timings
-	}
-	local, lt := ask(prefill)
-	remote, rt := ask(decode)
+	local, lt := chatText(t, prefill, body, nil)
+	remote, rt := chatText(t, decode, body, nil)
 	if lt["prefill_source"] != "local" || rt["prefill_source"] != "remote" {
 		t.Fatalf("prefill sources: %v and %v; want local and remote (remote: %v)", lt["prefill_source"], rt["prefill_source"], rt["remote_prefill"])
 	}

@@ -44,23 +44,13 @@ func openNode(t *testing.T, ip, port, gossip, join string, extra ...string) *nod
 // hopCall sends a request with headers to g and returns the status and the error envelope's code.
 func hopCall(t *testing.T, g *gateway, method, path, body string, headers map[string]string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest(method, g.url+path, strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp, data := send(t, method, g.url+path, body, headers)
 	var out struct {
 		Error struct {
 			Code    string `json:"code"`
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	data, _ := io.ReadAll(resp.Body)
 	_ = json.Unmarshal(data, &out)
 	return resp.StatusCode, out.Error.Code
 }
@@ -485,31 +475,7 @@ func TestPinnedAddressIgnored(t *testing.T) {
 	evil := startPoisoner(t, kvAddr)
 	prompt := strings.Repeat("The lighthouse keeper counted the waves that broke on the rocks below. ", 12)
 	body := fmt.Sprintf(`{"model":"embedded","temperature":0,"max_tokens":24,"messages":[{"role":"user","content":%q}]}`, prompt)
-	ask := func(g *gateway, headers map[string]string) (string, map[string]any) {
-		t.Helper()
-		req, _ := http.NewRequest("POST", g.url+"/v1/chat/completions", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		for k, v := range headers {
-			req.Header.Set(k, v)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out struct {
-			Choices []struct {
-				Message struct{ Content string } `json:"message"`
-			} `json:"choices"`
-			Timings map[string]any `json:"timings"`
-		}
-		data, _ := io.ReadAll(resp.Body)
-		if err := json.Unmarshal(data, &out); err != nil || resp.StatusCode != 200 || len(out.Choices) != 1 {
-			t.Fatalf("status %d: %v: %s", resp.StatusCode, err, data)
-		}
-		return out.Choices[0].Message.Content, out.Timings
-	}
-	want, _ := ask(clean, nil)
+	want, _ := chatText(t, clean, body, nil)
 
 	ins := decode.instances(t)
 	if len(ins) != 1 {
@@ -517,13 +483,13 @@ func TestPinnedAddressIgnored(t *testing.T) {
 	}
 	route := forward.Route{EntryNode: "attacker", DecodeNode: ins[0].Node, DecodeInstance: ins[0].ID,
 		Prefill: []forward.Endpoint{{InstanceID: "evil", Node: "evil", Address: evil.addr}}, Reason: "trust me"}
-	got, timings := ask(decode, map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route.Encode()})
+	got, timings := chatText(t, decode, body, map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route.Encode()})
 	t.Logf("the hop's answer %q, timings %v", got, timings)
 	if got != want || timings["prefill_source"] == "remote" {
 		t.Errorf("the answer to a hop that pins the client's KV server:\n got %q\nwant %q (timings %v)", got, want, timings)
 	}
 	for i := range 2 {
-		if later, timings := ask(decode, nil); later != want {
+		if later, timings := chatText(t, decode, body, nil); later != want {
 			t.Errorf("later answer %d to the same prompt:\n got %q\nwant %q (timings %v)", i, later, want, timings)
 		}
 	}

@@ -33,23 +33,7 @@ func ollamaPost(t *testing.T, base, path, body string, header ...string) (int, s
 
 func ollamaCall(t *testing.T, method, url, body string, header ...string) (int, string, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for i := 0; i+1 < len(header); i += 2 {
-		req.Header.Set(header[i], header[i+1])
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	resp, data := send(t, method, url, body, headerPairs(header...))
 	return resp.StatusCode, resp.Header.Get("Content-Type"), data
 }
 

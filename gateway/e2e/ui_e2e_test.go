@@ -125,17 +125,7 @@ func findRecent(a client.Requests, id string) *client.RequestRecord {
 func TestUIAssets(t *testing.T) {
 	g := startGateway(t, "--api-key", "k1")
 	get := func(path string, header ...string) (*http.Response, []byte) {
-		req, _ := http.NewRequest("GET", g.url+path, nil)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp, b
+		return send(t, "GET", g.url+path, "", headerPairs(header...))
 	}
 	resp, page := get("/")
 	if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
@@ -55,14 +56,6 @@ func (a *adminAPI) routes(app, v1, admin fiber.Router, g *guard) {
 	admin.Post("/cluster/keys", g.adminOnly, g.localAdminOnly, a.changeKeys)
 }
 
-// linkView is an instance link as exo's API shows it, with whether its pairs are exact.
-type linkView struct {
-	LinkID           string   `json:"link_id"`
-	PrefillInstances []string `json:"prefill_instances"`
-	DecodeInstances  []string `json:"decode_instances"`
-	Exact            bool     `json:"exact"`
-}
-
 type linkBody struct {
 	PrefillInstances []string `json:"prefill_instances"`
 	DecodeInstances  []string `json:"decode_instances"`
@@ -70,11 +63,11 @@ type linkBody struct {
 
 func (a *adminAPI) listLinks(c *fiber.Ctx) error {
 	snap := a.agent.Snapshot()
-	out := make([]linkView, 0, len(snap.Links))
+	out := make([]client.Link, 0, len(snap.Links))
 	for _, l := range snap.Links {
 		check, err := cluster.CheckLink(snap, l.PrefillInstances, l.DecodeInstances)
-		out = append(out, linkView{LinkID: l.LinkID, PrefillInstances: l.PrefillInstances, DecodeInstances: l.DecodeInstances,
-			Exact: err == nil && check.Exact})
+		out = append(out, client.Link{LinkID: l.LinkID, PrefillInstances: l.PrefillInstances,
+			DecodeInstances: l.DecodeInstances, Exact: err == nil && check.Exact})
 	}
 	return c.JSON(out)
 }
@@ -117,7 +110,8 @@ func (a *adminAPI) writeLink(c *fiber.Ctx, id string, update bool) error {
 	if update {
 		verb = "updated"
 	}
-	return c.JSON(fiber.Map{"message": "instance link " + verb, "command_id": commandID(), "link_id": id, "exact": check.Exact})
+	return c.JSON(client.LinkWrite{Message: "instance link " + verb, CommandID: commandID(), LinkID: id,
+		Exact: check.Exact})
 }
 
 func (a *adminAPI) deleteLink(c *fiber.Ctx) error {
@@ -154,7 +148,7 @@ func (a *adminAPI) getRouter(c *fiber.Ctx) error {
 	if a.swap != nil {
 		name, available = a.swap.Current(), a.swap.Available()
 	}
-	return c.JSON(fiber.Map{"router": name, "available": available})
+	return c.JSON(client.Router{Router: name, Available: available})
 }
 
 // putRouter starts another router and routes new requests to it once it is ready; the old one is stopped

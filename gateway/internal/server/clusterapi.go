@@ -14,6 +14,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
@@ -124,29 +125,6 @@ func sortedKeys[V any](m map[string]V) []string {
 	return out
 }
 
-// instanceView is an instance as GET /v1/instances shows it.
-type instanceView struct {
-	ID               string                 `json:"id"`
-	Model            string                 `json:"model"`
-	Node             string                 `json:"node"`
-	Role             cluster.Role           `json:"role"`
-	Status           cluster.InstanceStatus `json:"status"`
-	Engine           string                 `json:"engine"`
-	Backend          string                 `json:"backend,omitempty"`
-	Architecture     string                 `json:"architecture,omitempty"`
-	Quantization     string                 `json:"quantization,omitempty"`
-	Parameters       int64                  `json:"parameters,omitempty"`
-	ContextLength    int                    `json:"context_length,omitempty"`
-	KVEndpoint       string                 `json:"kv_endpoint,omitempty"`
-	Fingerprint      string                 `json:"fingerprint,omitempty"`
-	KVCompat         string                 `json:"kv_compat,omitempty"`
-	KV               *kvView                `json:"kv,omitempty"`
-	MaxBytesPerToken int                    `json:"max_bytes_per_token,omitempty"`
-	Load             loadView               `json:"load"`
-	// Speed is what the instance's node measured of it (absent until it measured anything).
-	Speed *speedView `json:"speed,omitempty"`
-}
-
 // speedView is an instance's measured speed: prompt tokens per second by prompt-length band, tokens out per
 // second, the queue wait, the KV it moves per prompt token and the goodput measured into it from each node
 // that prefilled for it.
@@ -226,33 +204,22 @@ var speedBandLimits = func() []int {
 	return out
 }()
 
-type kvView struct {
-	Layers        int    `json:"layers"`
-	KVHeads       int    `json:"kv_heads"`
-	HeadDim       int    `json:"head_dim"`
-	DType         string `json:"dtype"`
-	BytesPerToken int64  `json:"bytes_per_token"`
-}
-
-type loadView struct {
-	InFlight  int       `json:"in_flight"`
-	Queued    int       `json:"queued"`
-	UpdatedAt time.Time `json:"updated_at,omitzero"`
-}
-
-func viewOf(in cluster.Record) instanceView {
+// viewOf is an instance as GET /v1/instances shows it.
+func viewOf(in cluster.Record) client.Instance {
 	f, _ := cluster.FactsFromLabels(in.Labels)
-	v := instanceView{
-		ID: in.ID, Model: in.Model, Node: string(in.Node), Role: in.Role, Status: in.Status, Engine: in.Engine,
-		Backend: f.Backend, Architecture: f.Architecture, Quantization: f.Quantization, Parameters: f.Parameters,
-		ContextLength: f.ContextLength, KVEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint, KVCompat: f.KVCompat,
-		MaxBytesPerToken: f.MaxBytesPerToken,
-		Load:             loadView{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt},
-		Speed:            speedViewOf(in.Load.Speed),
+	v := client.Instance{
+		ID: in.ID, Model: in.Model, Node: string(in.Node), Role: string(in.Role), Status: string(in.Status),
+		Engine: in.Engine, Backend: f.Backend, Architecture: f.Architecture, Quantization: f.Quantization,
+		Parameters: f.Parameters, ContextLength: f.ContextLength, KVEndpoint: in.KVEndpoint, Fingerprint: in.Fingerprint,
+		KVCompat: f.KVCompat, MaxBytesPerToken: f.MaxBytesPerToken,
+		Load: client.Load{InFlight: in.Load.InFlight, Queued: in.Load.Queued, UpdatedAt: in.Load.UpdatedAt},
 	}
 	if f.KV.NumLayers > 0 {
-		v.KV = &kvView{Layers: f.KV.NumLayers, KVHeads: f.KV.NumKVHeads, HeadDim: f.KV.HeadDim, DType: f.KV.DType,
-			BytesPerToken: f.KV.BytesPerToken()}
+		v.KV = &client.KVLayout{Layers: f.KV.NumLayers, KVHeads: f.KV.NumKVHeads, HeadDim: f.KV.HeadDim,
+			DType: f.KV.DType, BytesPerToken: f.KV.BytesPerToken()}
+	}
+	if sp := speedViewOf(in.Load.Speed); sp != nil {
+		v.Speed, _ = json.Marshal(sp) // a struct of numbers and strings: it always marshals
 	}
 	return v
 }
@@ -260,33 +227,24 @@ func viewOf(in cluster.Record) instanceView {
 func (a *clusterAPI) listInstances(c *fiber.Ctx) error {
 	snap := a.agent.Snapshot()
 	local := a.reg.LocalLoads()
-	out := make([]instanceView, 0, len(snap.Instances))
+	out := make([]client.Instance, 0, len(snap.Instances))
 	for _, in := range snap.Instances {
-		v := viewOf(in)
 		if n, ok := local[in.ID]; ok && string(in.Node) == a.reg.Node() {
-			v.Load.InFlight = n // exact here; gossip lags
+			in.Load.InFlight = n // exact here; gossip lags
 			if sp, ok := a.agent.Speeds().Speed(in.ID); ok {
-				v.Speed = speedViewOf(&sp) // newest here; gossip carries it at a bounded rate
+				in.Load.Speed = &sp // newest here; gossip carries it at a bounded rate
 			}
 		}
-		out = append(out, v)
+		out = append(out, viewOf(in))
 	}
 	// How far this gateway's estimates (PD auto) were from what happened, by placement.
 	return c.JSON(fiber.Map{"instances": out, "estimate_errors": a.agent.Speeds().EstimateErrors()})
 }
 
-type createInstanceBody struct {
-	Model   string            `json:"model"`
-	Node    string            `json:"node"`
-	ID      string            `json:"id"`
-	Role    string            `json:"role"`
-	Options map[string]string `json:"options"`
-}
-
 // createInstance loads a model on a node: here, or on the node named, through that node's gateway. It answers
 // once the model is loaded (the cluster shows the instance loading meanwhile).
 func (a *clusterAPI) createInstance(c *fiber.Ctx) error {
-	var b createInstanceBody
+	var b client.NewInstance
 	if err := json.Unmarshal(c.Body(), &b); err != nil {
 		return apicore.BadRequest("", "the body must be a JSON object {model, node?, id?, role?, options?}: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -29,29 +30,13 @@ const (
 	recentTail = 16 << 10
 )
 
-// recentRequest is one request as GET /admin/v1/requests shows it.
+// recentRequest is one request as GET /admin/v1/requests shows it: the client's RequestRecord, with the
+// answer's timings object kept as the answer rendered it (for a forwarded request, the owner's) instead of
+// decoded. Its Timings stands for the record's in the JSON (encoding/json takes the shallower of two fields of
+// one name).
 type recentRequest struct {
-	// Seq numbers the records of this gateway in the order they were recorded; since=<seq> asks for later ones.
-	Seq       uint64 `json:"seq"`
-	RequestID string `json:"request_id"`
-	Path      string `json:"path"`
-	Model     string `json:"model"`
-	Stream    bool   `json:"stream"`
-	Status    int    `json:"status"`
-	Error     string `json:"error,omitempty"`
-	// Node is the gateway that recorded it; Hop says another gateway forwarded it here.
-	Node  string    `json:"node"`
-	Hop   bool      `json:"hop"`
-	Start time.Time `json:"start"`
-	// DurationMS is how long the request took as this gateway saw it, to its last byte; FirstByteMS, for a
-	// stream, until its first token (or first forwarded chunk) went out.
-	DurationMS  float64 `json:"duration_ms"`
-	FirstByteMS float64 `json:"first_byte_ms,omitempty"`
-	// Route is where it ran as this gateway knows it; Timings is the answer's own timings object (as clients
-	// get it, route included): for a forwarded request, the owner's.
-	Route   recentRoute     `json:"route"`
+	client.RequestRecord
 	Timings json.RawMessage `json:"timings,omitempty"`
-	Usage   *recentUsage    `json:"usage,omitempty"`
 
 	// engine holds the timings of a generation that ran here until since renders them as Timings: a request
 	// costs a copy of them, and only a record someone reads costs its JSON.
@@ -62,26 +47,6 @@ type recentRequest struct {
 type engineTimings struct {
 	timings engine.Timings
 	route   apicore.Route
-}
-
-type recentRoute struct {
-	EntryNode       string `json:"entry_node"`
-	DecodeNode      string `json:"decode_node,omitempty"`
-	DecodeInstance  string `json:"decode_instance,omitempty"`
-	PrefillNode     string `json:"prefill_node,omitempty"`
-	PrefillInstance string `json:"prefill_instance,omitempty"`
-	PrefillAddress  string `json:"prefill_address,omitempty"`
-	Forwarded       bool   `json:"forwarded"`
-	// RoutingMS is what tokenizing for the router and routing took here (a forwarded answer's own timings
-	// carry its owner's, which did not route it).
-	RoutingMS float64 `json:"routing_ms"`
-	Reason    string  `json:"reason,omitempty"`
-}
-
-type recentUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
-	CachedTokens     int `json:"cached_tokens"`
 }
 
 // recentRequests is the ring. Its zero value is ready to use.
@@ -135,9 +100,9 @@ type recentObserver struct {
 func (o *recentObserver) finished(r *request) {
 	a := &r.answer
 	// The request's id, path and model are its own copies already.
-	rec := recentRequest{RequestID: clip(r.id, maxRecentString), Path: r.path, Model: clip(r.model, maxRecentString),
-		Stream: r.stream, Node: r.node, Hop: r.hopped, Start: r.arrived, Status: a.status,
-		DurationMS: msOf(time.Since(r.arrived)), Route: r.placement()}
+	rec := recentRequest{RequestRecord: client.RequestRecord{RequestID: clip(r.id, maxRecentString), Path: r.path,
+		Model: clip(r.model, maxRecentString), Stream: r.stream, Node: r.node, Hop: r.hopped, Start: r.arrived,
+		Status: a.status, DurationMS: msOf(time.Since(r.arrived)), Route: r.placement()}}
 	if a.status >= 400 {
 		rec.Error = cut(a.err, maxRecentError)
 	}
@@ -152,32 +117,32 @@ func (o *recentObserver) finished(r *request) {
 			rec.Timings = raw
 		}
 		if u := a.owner.usage; u != nil {
-			rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
+			rec.Usage = &client.RequestUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
 		}
 	case a.results != nil:
 		if len(a.results) > 0 && a.results[0].Final != nil {
 			rec.engine = &engineTimings{timings: a.results[0].Final.Timings, route: r.route}
 			u := a.results.Usage()
-			rec.Usage = &recentUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
+			rec.Usage = &client.RequestUsage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens, CachedTokens: u.CachedTokens}
 		}
 	case a.finals > 0:
 		rec.engine = &engineTimings{timings: *a.timings, route: r.route}
-		rec.Usage = &recentUsage{PromptTokens: a.usage.PromptTokens, CompletionTokens: a.usage.CompletionTokens, CachedTokens: a.usage.CachedTokens}
+		rec.Usage = &client.RequestUsage{PromptTokens: a.usage.PromptTokens, CompletionTokens: a.usage.CompletionTokens, CachedTokens: a.usage.CachedTokens}
 	}
 	o.ring.add(rec)
 }
 
 // placement is where the request ran as this gateway knows it.
-func (r *request) placement() recentRoute {
+func (r *request) placement() client.RequestRoute {
 	if r.forwarded {
-		f := recentRoute{EntryNode: r.route.EntryNode, DecodeNode: r.decision.DecodeNode, DecodeInstance: r.decision.DecodeInstance, Forwarded: true}
+		f := client.RequestRoute{EntryNode: r.route.EntryNode, DecodeNode: r.decision.DecodeNode, DecodeInstance: r.decision.DecodeInstance, Forwarded: true}
 		if eps := r.decision.PrefillEndpoints; len(eps) > 0 {
 			f.PrefillNode, f.PrefillInstance, f.PrefillAddress = eps[0].Node, eps[0].InstanceID, eps[0].Address
 		}
 		return f
 	}
 	rt := &r.route
-	return recentRoute{EntryNode: rt.EntryNode, DecodeNode: rt.DecodeNode, DecodeInstance: rt.DecodeInstance,
+	return client.RequestRoute{EntryNode: rt.EntryNode, DecodeNode: rt.DecodeNode, DecodeInstance: rt.DecodeInstance,
 		PrefillNode: rt.PrefillNode, PrefillInstance: rt.PrefillInstance, PrefillAddress: rt.PrefillAddress, Forwarded: rt.Forwarded}
 }
 

@@ -1,10 +1,13 @@
 package server
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/duet-ai/duet/gateway/client"
 )
 
 func TestRecentRingKeepsTheLast(t *testing.T) {
@@ -12,7 +15,7 @@ func TestRecentRingKeepsTheLast(t *testing.T) {
 	var r recentRequests
 	t0 := time.Now()
 	for i := range recentCapacity + 10 {
-		r.add(recentRequest{RequestID: fmt.Sprint(i), Start: t0.Add(time.Duration(i) * time.Second)})
+		r.add(recentRequest{RequestRecord: client.RequestRecord{RequestID: fmt.Sprint(i), Start: t0.Add(time.Duration(i) * time.Second)}})
 	}
 	all, last := r.since(0, time.Time{})
 	if len(all) != recentCapacity || last != recentCapacity+10 {
@@ -92,5 +95,41 @@ func TestCut(t *testing.T) {
 		if got := cut(tc.in, tc.n); got != tc.want {
 			t.Errorf("cut(%q, %d) = %q, want %q", tc.in, tc.n, got, tc.want)
 		}
+	}
+}
+
+// TestRecentRecordJSON: a record carries the answer's timings as rendered (a null and a field the client does
+// not type stay), passes through a peer's decoding unchanged, and reads as the client's typed record.
+func TestRecentRecordJSON(t *testing.T) {
+	t.Parallel()
+	timings := `{"prefill_source":"remote","queue_ms":1.5,"remote_prefill":{"instance_id":"p","fallback_reason":null},"new_field":7}`
+	rec := recentRequest{RequestRecord: client.RequestRecord{Seq: 4, RequestID: "r", Status: 200,
+		Route: client.RequestRoute{EntryNode: "a", Forwarded: true}, Usage: &client.RequestUsage{PromptTokens: 9}},
+		Timings: json.RawMessage(timings)}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(data, &fields); err != nil {
+		t.Fatal(err)
+	}
+	if string(fields["timings"]) != timings {
+		t.Errorf("timings %s, want them as rendered: %s", fields["timings"], timings)
+	}
+	var peer recentRequest
+	if err := json.Unmarshal(data, &peer); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := json.Marshal(peer); string(again) != string(data) {
+		t.Errorf("a peer's record re-rendered:\n%s\nwant\n%s", again, data)
+	}
+	var got client.RequestRecord
+	if err := json.Unmarshal(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Timings == nil || got.Timings.PrefillSource != "remote" || got.Timings.Remote == nil || got.Timings.Remote.InstanceID != "p" ||
+		got.Seq != 4 || !got.Route.Forwarded || got.Usage == nil || got.Usage.PromptTokens != 9 {
+		t.Errorf("the client reads %+v (timings %+v)", got, got.Timings)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
@@ -113,20 +114,6 @@ func serveAsset(c *fiber.Ctx, name string) error {
 	return c.Send(a.body)
 }
 
-// pathView is the path from one node to another as GET /admin/v1/paths shows it.
-type pathView struct {
-	From      string  `json:"from"`
-	To        string  `json:"to"`
-	Address   string  `json:"address"`
-	Interface string  `json:"interface,omitempty"`
-	Kind      string  `json:"kind"`
-	SpeedMbps int     `json:"speed_mbps"`
-	RTTMS     float64 `json:"rtt_ms"`
-	RTTKnown  bool    `json:"rtt_known"`
-	Quality   float64 `json:"quality"`
-	Direct    bool    `json:"direct"`
-}
-
 // listPaths is GET /admin/v1/paths: the path between every ordered pair of eligible nodes, as this node
 // sees them (addresses, link kinds and speeds from tags; RTT from Vivaldi coordinates).
 func (d *dashboard) listPaths(c *fiber.Ctx) error {
@@ -137,7 +124,7 @@ func (d *dashboard) listPaths(c *fiber.Ctx) error {
 			ids = append(ids, n.ID)
 		}
 	}
-	out := make([]pathView, 0, len(ids)*len(ids))
+	out := make([]client.Path, 0, len(ids)*len(ids))
 	for _, a := range ids {
 		for _, b := range ids {
 			if a == b {
@@ -147,7 +134,7 @@ func (d *dashboard) listPaths(c *fiber.Ctx) error {
 			if !ok {
 				continue
 			}
-			v := pathView{From: string(a), To: string(b), Interface: p.Address.Interface, Kind: string(p.Kind),
+			v := client.Path{From: string(a), To: string(b), Interface: p.Address.Interface, Kind: string(p.Kind),
 				SpeedMbps: p.SpeedMbps, RTTKnown: p.RTTKnown, Quality: p.Quality, Direct: p.Direct}
 			if p.Address.IP.IsValid() {
 				v.Address = p.Address.IP.String()
@@ -158,26 +145,7 @@ func (d *dashboard) listPaths(c *fiber.Ctx) error {
 			out = append(out, v)
 		}
 	}
-	return c.JSON(fiber.Map{"from": d.reg.Node(), "paths": out})
-}
-
-// instanceFigures are one instance's engine figures as GET /admin/v1/cluster/stats shows them.
-type instanceFigures struct {
-	ID              string `json:"id"`
-	InFlight        int    `json:"in_flight"`
-	Queued          int    `json:"queued"`
-	KVBytes         int64  `json:"kv_bytes"`
-	KVCapacityBytes int64  `json:"kv_capacity_bytes"`
-	PrefixHits      int64  `json:"prefix_hits"`
-	PrefixMisses    int64  `json:"prefix_misses"`
-	PrefixHitTokens int64  `json:"prefix_hit_tokens"`
-	PrefixBytes     int64  `json:"prefix_bytes"`
-}
-
-type nodeFigures struct {
-	Node      string            `json:"node"`
-	Error     string            `json:"error,omitempty"`
-	Instances []instanceFigures `json:"instances"`
+	return c.JSON(client.Paths{From: d.reg.Node(), Paths: out})
 }
 
 // peerStatsConcurrency bounds how many peers are asked at once; peerStatsTimeout how long each may take.
@@ -200,7 +168,7 @@ func (d *dashboard) clusterStats(c *fiber.Ctx) error {
 	if len(nodes) == 0 {
 		nodes = []string{d.reg.Node()}
 	}
-	out := make([]nodeFigures, len(nodes))
+	out := make([]client.NodeStats, len(nodes))
 	pr := peerRequestOf(c)
 	sem := make(chan struct{}, peerStatsConcurrency)
 	var wg sync.WaitGroup
@@ -217,7 +185,7 @@ func (d *dashboard) clusterStats(c *fiber.Ctx) error {
 				return
 			}
 			for _, in := range st.Instances {
-				out[i].Instances = append(out[i].Instances, instanceFigures{ID: in.InstanceID, InFlight: in.InFlight,
+				out[i].Instances = append(out[i].Instances, client.InstanceFigures{ID: in.InstanceID, InFlight: in.InFlight,
 					Queued: in.Queued, KVBytes: in.KVBytes, KVCapacityBytes: in.KVCapacityBytes,
 					PrefixHits: in.PrefixCache.Hits, PrefixMisses: in.PrefixCache.Misses,
 					PrefixHitTokens: in.PrefixCache.HitTokens, PrefixBytes: in.PrefixCache.Bytes})
@@ -225,7 +193,7 @@ func (d *dashboard) clusterStats(c *fiber.Ctx) error {
 		})
 	}
 	wg.Wait()
-	return c.JSON(fiber.Map{"nodes": out})
+	return c.JSON(client.ClusterStats{Nodes: out})
 }
 
 // peerRequest is what a fan-out needs of the client's request; it is copied before the handler returns.
