@@ -323,11 +323,14 @@ func TestClusterFailures(t *testing.T) {
 	waitFor(t, 10*time.Second, "node 3's instance gone", func() bool { return n3.statusOf(t, ready[id3].ID) == "" })
 	linkPD(t, n3, p.ID, d.ID, n1, n2, n3)
 
-	long := strings.Repeat(longPrompt, 3)
+	// About 2200 tokens: node 1's prefill of them takes several times the pause below on an idle machine (840
+	// tokens took 260 ms, less than the pause, and the transfer was over before the kill). Killed before it
+	// starts, node 1 fails the fetch all the same.
+	long := strings.Repeat(longPrompt, 8)
 	answer := make(chan chatAnswer, 1)
 	go func() { answer <- n3.chat(t, long, 8) }()
 	waitFor(t, 20*time.Second, "node 2 to take the request", func() bool { return n2.status(t).InFlight == 1 })
-	time.Sleep(300 * time.Millisecond) // node 1 is prefilling in small chunks and streaming them to node 2
+	time.Sleep(100 * time.Millisecond) // node 1 is prefilling in small chunks and streaming them to node 2
 	killed := time.Now()
 	killTree(t, n1.gateway)
 	for _, g := range []*node{n2, n3} {
