@@ -1,14 +1,17 @@
-// Package anthropic converts between Anthropic's Messages API (POST /v1/messages and
-// /v1/messages/count_tokens) and the engine contract: it parses request bodies into engine messages, tools and
-// sampling, and renders engine events as a message object, the server-sent events of a stream
+// Package anthropic is Anthropic's Messages API (POST /v1/messages and /v1/messages/count_tokens) over the
+// gateway's pipeline: its routes (routes.go) parse request bodies into engine messages, tools and sampling,
+// and its Dialect renders engine events as a message object, the server-sent events of a stream
 // (message_start, content_block_start/delta/stop, message_delta, message_stop, ping) and errors in
-// Anthropic's envelope.
+// Anthropic's envelope (for every path under /v1/messages, also those refused before a handler runs).
 //
-// It is pure conversion, with no I/O, as package openai is for OpenAI's API, and it shares openai's
-// validation (sampling bounds, tool definitions, tool choice, JSON schemas) and its canonical API error, so
-// a bound or a default is the same whichever API a client speaks; only the field names and the envelope
+// A request comes here from the server's middleware (package server), once it is authenticated and its body
+// read; a generation goes to the pipeline (apicore.Pipeline) as an apicore.Call, a token count as an
+// apicore.TokenCount, which the pipeline counts on an instance of the model here or on another node. The
+// conversion is pure, with no I/O, as package openai's is for OpenAI's API, and it shares package apicore's
+// validation (sampling bounds, tool definitions, tool choice, JSON schemas) and canonical API error, so a
+// bound or a default is the same whichever API a client speaks; only the field names and the envelope
 // differ. Everything between parsing and rendering (routing, forwarding, admission, streaming) is the
-// gateway's, shared by every API.
+// pipeline's, shared by every API.
 //
 // Where the engine contract cannot say what Anthropic's API does, this package chooses, and says so here:
 //

@@ -1,10 +1,13 @@
-// Package responses speaks OpenAI's Responses API (POST /v1/responses): it parses a request into the engine
-// contract and renders the answer as a response object, or as the stream of typed events OpenAI sends.
+// Package responses speaks OpenAI's Responses API (POST /v1/responses): its routes (routes.go) parse a request
+// into the engine contract and render the answer as a response object, or as the stream of typed events
+// OpenAI sends.
 //
-// It is pure conversion, like package openai beside it, whose validators it uses (sampling, tools, tool
-// choice, JSON schema formats, reasoning effort) and whose error envelope it shares, so a bound or a default
-// is the same whichever API a client speaks. Routing, forwarding, admission and the engine call are the
-// server's, the same as for chat completions.
+// A request comes here from the server's middleware (package server), once it is authenticated and its body
+// read; the parsed request goes to the pipeline (apicore.Pipeline) as an apicore.Call, whose Dialect renders
+// what the engine generates. Routing, forwarding, admission and the engine call are the pipeline's, the same
+// as for chat completions. The conversion is pure, with no I/O; it uses package apicore's validators
+// (sampling, tools, tool choice, JSON schema formats, reasoning effort) and shares OpenAI's error envelope,
+// so a bound or a default is the same whichever API a client speaks.
 //
 // The request: instructions become a system message first; input is a string or a list of items. Messages
 // (user, assistant, system, developer) carry text; function_call and custom_tool_call items join the assistant

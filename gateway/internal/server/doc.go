@@ -1,6 +1,6 @@
-// Package server is the gateway's HTTP side on gofiber v2: the client APIs (OpenAI's chat and completions,
-// OpenAI's Responses, Anthropic's Messages, Ollama's), the cluster and admin APIs, the dashboard, health and
-// metrics. What a gateway runs besides requests (the instances, the cluster membership, the engine and router
+// Package server is the gateway's HTTP side on gofiber v2: the request pipeline that runs the client APIs'
+// generations (OpenAI's chat and completions, OpenAI's Responses, Anthropic's Messages, Ollama's, each parsed
+// and rendered by a package of its own), the cluster and admin APIs, the dashboard, health and metrics. What a gateway runs besides requests (the instances, the cluster membership, the engine and router
 // plugins, the hop client to other gateways) is the gateway's node (package node), which the server reaches
 // through the Node interface; the server itself joins no cluster and starts no plugin.
 //
@@ -9,8 +9,9 @@
 // Each job has one owner type, with the dependencies it uses and the routes it registers; server.go builds
 // them in New and wires their routes behind the middleware:
 //
-//   - Server (server.go): construction, App/Serve/Shutdown, the wiring of routes, the error handler that
-//     renders every error as the client's dialect's envelope, /healthz, and the request path below.
+//   - Server (server.go): construction, App/Serve/Shutdown, the wiring of routes (the client APIs' from their
+//     packages, with what each reads of the gateway as explicit options), the error handler that renders every
+//     error in the envelope of the API its path belongs to, /healthz, and the request path below.
 //   - guard (guard.go, protect.go): who may do what. API keys on every read and generation, admin keys on the
 //     writes that change the cluster, protected mode (no admin key: writes from loopback only), and the proof
 //     of a hop from another gateway (the cluster secret's HMAC over the request and its body). It also says
@@ -36,11 +37,15 @@
 // guard's check of a hop's body against its proof, and a hop's keep-alives. The guard's admin checks stand in
 // front of each write.
 //
-// The request path is a pipeline of stages over one request value (pipeline.go): parse, in the client's
-// dialect (stage_parse.go, with the openaiAPI, responsesAPI, anthropicAPI and ollamaAPI adapters of
-// api_*.go); place, by the router on the node's snapshot of the cluster (stage_place.go); then forward to the
-// owning gateway (stage_forward.go, package forward) or run on the local engine plugin (stage_run.go, with the
-// run queue of run.go); and render the events in the client's dialect, streamed or whole (stage_render.go).
+// A generation's route belongs to its client API's package (openai, responses, anthropic, ollama): its
+// handler parses the body in the API's dialect and hands the pipeline an apicore.Call, with the
+// apicore.Dialect its answer is rendered in, through the apicore.Pipeline interface the pipeline satisfies
+// (stage_parse.go: Serve, and the refusal of a prompt that cannot fit before it is parsed; tokens.go: the
+// token counts of Anthropic's count_tokens). From there the request path is a pipeline of stages over one
+// request value (pipeline.go): place, by the router on the node's snapshot of the cluster (stage_place.go);
+// then forward to the owning gateway (stage_forward.go, package forward) or run on the local engine plugin
+// (stage_run.go, with the run queue of run.go); and render the events with the call's dialect, streamed or
+// whole (stage_render.go).
 // What watches a request are observers of its lifecycle (decided, first token, finished; observe.go): the
 // dashboard's recent list (recent.go), the metrics, the traces, and the speed book that routers deciding by
 // time read (observe_speed.go). Client disconnects cancel generations: a watcher reads the connection while a

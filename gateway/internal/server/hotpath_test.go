@@ -16,7 +16,9 @@ import (
 // writer and the rendering of a whole answer in stage_render_test.go, a whole request in pipeline_test.go.
 // The benchmarks report allocs/op, so a per-token or per-request allocation that comes back shows:
 //
-//	go test ./gateway/internal/server -run '^$' -bench 'Run|Stream|Watch|Answer|Encoder|Serve' -benchmem
+//	go test ./gateway/internal/server -run '^$' -bench 'Run|Stream|Watch|Answer|Serve' -benchmem
+//
+// A token's rendering as an OpenAI chunk alone is BenchmarkEncoderEvent, in package openai.
 
 func tokenEvent(i int) engine.Event {
 	return engine.Event{Token: &engine.Token{ID: int32(i), Text: fmt.Sprintf("t%d ", i)}}

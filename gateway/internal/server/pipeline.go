@@ -15,14 +15,14 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/node"
-	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
 // The request path as stages over one request value:
 //
-//	parse    stage_parse.go (and the API adapters api_*.go): the body, in its API's dialect, into a request
+//	parse    the API packages (openai, responses, anthropic, ollama): the body, in its API's dialect, into a
+//	         call they hand to Serve (stage_parse.go)
 //	place    stage_place.go: where it runs, from the router (or from the hop that carries the decision)
 //	forward  stage_forward.go: to the gateway of the node that runs it, passed through as it comes
 //	run      stage_run.go: on this node's engine, under admission control
@@ -44,12 +44,8 @@ type pipeline struct {
 	limiter *limiter
 	aliases *alias.Table
 	log     *slog.Logger
-	// reasoning seals the reasoning of /v1/responses (nil: none).
-	reasoning *responses.Sealer
 	// heartbeat is a stream's keep-alive interval for a request (shorter on a hop that asks for it).
 	heartbeat func(*fiber.Ctx) time.Duration
-	// models lists the cluster's models with the time each was first seen, as /v1/models does.
-	models func() map[string]time.Time
 	// metrics counts routing, admission and hops (nil: none); what it counts of each request is an observer's.
 	metrics *metrics.Metrics
 	// observers watch every request; registered once, in newPipeline. perToken are those of them told of
@@ -86,9 +82,8 @@ type snapshotter interface {
 func newPipeline(s *Server) *pipeline {
 	p := &pipeline{
 		cfg: &s.cfg, reg: s.reg, view: s.view, engines: s.engines, routers: s.routers, fwd: s.fwd,
-		limiter: s.limiter, aliases: s.aliases, log: s.log, reasoning: s.reasoning, metrics: s.metrics,
+		limiter: s.limiter, aliases: s.aliases, log: s.log, metrics: s.metrics,
 		heartbeat: func(c *fiber.Ctx) time.Duration { return heartbeatFor(c, s.cfg.Heartbeat) },
-		models:    s.catalog.clusterModels,
 	}
 	if s.agent != nil {
 		p.cluster = agentState{Agent: s.agent, self: s.reg.Node()}
@@ -123,7 +118,7 @@ type request struct {
 	// Parse: the request in the engine's terms, and how its answer is rendered.
 	model    string
 	stream   bool
-	dialect  dialect
+	dialect  apicore.Dialect
 	idPrefix string // of the response id, before the request id
 	generate engine.GenerateRequest
 	// What the router is told: the prompt's size, exact or estimated, and its prefix hashes.

@@ -21,6 +21,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
@@ -162,7 +163,7 @@ func (f *stageFixture) serveB(t testing.TB) string {
 		finishRequest(c, status, err)
 		return err
 	})
-	openaiRoutes(app.Group("/v1"), f.p)
+	openai.Routes(app.Group("/v1"), f.p)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -6,17 +6,21 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 
 	"github.com/duet-ai/duet/gateway/internal/alias"
+	"github.com/duet-ai/duet/gateway/internal/anthropic"
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/ollama"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -258,11 +262,15 @@ func (s *Server) routes() {
 		s.app.Get("/metrics", g.auth, adaptor.HTTPHandler(s.metrics.Handler()))
 	}
 	v1 := s.app.Group("/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
-	openaiRoutes(v1, s.pipe)
+	// The client APIs: each parses its requests and hands them to the pipeline, which renders in their dialect.
+	openai.Routes(v1, s.pipe)
 	s.clusterAPI.routes(v1, g)
-	responsesRoutes(v1, s.pipe)
-	anthropicRoutes(v1, s.pipe)
-	ollamaRoutes(s.app.Group("/api", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive), s.pipe)
+	responses.Routes(v1, s.pipe, responses.Options{HostedTools: s.cfg.HostedTools, Sealer: s.reasoning})
+	anthropic.Routes(v1, s.pipe)
+	ollama.Routes(s.app.Group("/api", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive), s.pipe, ollama.Options{
+		Catalog: s.catalog.clusterModels, Cluster: s.pipe.snapshot, Self: s.reg.Node(), Local: s.localInstances,
+		Aliases: s.aliases.All,
+	})
 	admin := s.app.Group("/admin/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
 	s.adminAPI.routes(s.app, v1, admin, g)
 	s.probes.routes(admin)
@@ -275,7 +283,7 @@ func (s *Server) routes() {
 	})
 }
 
-// handleError renders every error as an OpenAI error envelope.
+// handleError renders every error in the envelope of the API its path belongs to (dialectForPath).
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	apiErr := toAPIError(err)
 	if apiErr.Status >= 500 {
@@ -284,9 +292,32 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	if apiErr.Status == fiber.StatusInternalServerError && apiErr.Code == "internal_error" && apiErr.Message == "" {
 		apiErr.Message = fmt.Sprintf("internal error (request id %s)", requestIDOf(c))
 	}
-	status, body := dialectForPath(c.Path()).errorBody(nil, apiErr)
+	status, body := dialectForPath(c.Path()).ErrorBody(nil, apiErr)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	return c.Status(status).Send(body)
+}
+
+// dialectForPath picks the dialect of errors raised before a handler knows its request, e.g. by
+// authentication: the API the path belongs to. OpenAI's Responses API shares chat's error envelope, and so do
+// the paths of no client API.
+func dialectForPath(path string) apicore.Dialect {
+	switch {
+	case strings.HasPrefix(path, "/v1/messages"):
+		return anthropic.Dialect{}
+	case strings.HasPrefix(path, "/api/"):
+		return ollama.Dialect{}
+	}
+	return openai.ChatDialect{}
+}
+
+// localInstances describes this node's instances, for Ollama's model endpoints.
+func (s *Server) localInstances() []ollama.Instance {
+	all := s.reg.All()
+	out := make([]ollama.Instance, len(all))
+	for i, in := range all {
+		out[i] = ollama.Instance{Model: in.Spec.Model, Desc: in.Desc}
+	}
+	return out
 }
 
 func toAPIError(err error) *apicore.Error {

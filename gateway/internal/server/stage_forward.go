@@ -82,7 +82,7 @@ func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, er
 	}
 	setServerTiming(c, appendServerTiming(appendServerTiming(make([]byte, 0, 64), "route", r.routeTime), "forward", hop))
 	r.forwarded = true
-	if !r.stream || resp.Header.Get(fiber.HeaderContentType) != r.dialect.streamType() {
+	if !r.stream || resp.Header.Get(fiber.HeaderContentType) != r.dialect.StreamType() {
 		defer resp.Body.Close()
 		body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
 		if err != nil {
@@ -144,7 +144,7 @@ func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, er
 					e = p.hopSilent(d.DecodeNode, requestID)
 				}
 				r.answer.failure = e
-				w.Write(r.dialect.encoder(apicore.Meta{ID: r.idPrefix + requestID, Model: r.model}, r.generate.N).fail(nil, e))
+				w.Write(r.dialect.Encoder(apicore.Meta{ID: r.idPrefix + requestID, Model: r.model}, r.generate.N).Fail(nil, e))
 				w.Flush()
 			}
 			return

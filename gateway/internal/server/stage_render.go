@@ -25,9 +25,9 @@ import (
 var answerBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 // sendAnswer renders a whole answer as the response's body.
-func sendAnswer(c *fiber.Ctx, d dialect, m apicore.Meta, rs apicore.Results) {
+func sendAnswer(c *fiber.Ctx, d apicore.Dialect, m apicore.Meta, rs apicore.Results) {
 	buf := answerBufs.Get().(*[]byte)
-	*buf = d.answer((*buf)[:0], m, rs)
+	*buf = d.Answer((*buf)[:0], m, rs)
 	c.Response().SetBody(*buf)
 	if cap(*buf) <= 64<<10 { // a rare large answer is not kept
 		answerBufs.Put(buf)
@@ -40,7 +40,7 @@ func sendAnswer(c *fiber.Ctx, d dialect, m apicore.Meta, rs apicore.Results) {
 // SetBodyStreamWriter's pipe (a second goroutine, a copy, and a chunk and a flush every 4 KiB), leaves one
 // chunk and one flush per batch.
 type streamWriter struct {
-	enc   encoder
+	enc   apicore.Encoder
 	run   *run
 	first engine.Event
 	ctx   context.Context
@@ -128,7 +128,7 @@ func (w *streamWriter) fill() bool {
 	if !w.begun {
 		w.begun = true
 		w.ticker = time.NewTicker(w.heartbeat)
-		w.buf = w.enc.start(w.buf)
+		w.buf = w.enc.Start(w.buf)
 		return w.handle(w.first)
 	}
 	if w.next == len(w.evs) {
@@ -138,7 +138,7 @@ func (w *streamWriter) fill() bool {
 		}
 		evs, closed, heartbeat := w.run.take(w.evs, w.ticker.C)
 		if heartbeat {
-			w.buf = w.enc.heartbeat(w.buf)
+			w.buf = w.enc.Heartbeat(w.buf)
 			return false
 		}
 		w.evs, w.next, w.closed = evs, 0, closed
@@ -163,7 +163,7 @@ func (w *streamWriter) handle(ev engine.Event) bool {
 	if ev.Token != nil && w.req.answer.firstByte == 0 {
 		w.req.answer.firstByte = time.Since(w.req.arrived)
 	}
-	w.buf = w.enc.event(w.buf, ev)
+	w.buf = w.enc.Event(w.buf, ev)
 	return false
 }
 
@@ -194,7 +194,7 @@ func (w *streamWriter) fail(err *apicore.Error) {
 	if w.req.answer.failure == nil {
 		w.req.answer.failure = err
 	}
-	w.buf = w.enc.fail(w.buf, err)
+	w.buf = w.enc.Fail(w.buf, err)
 }
 
 // final renders a choice's end; it reports whether the stream is over: every choice ended, or one failed.
@@ -215,7 +215,7 @@ func (w *streamWriter) final(ev engine.Event) bool {
 	a.finals++
 	a.usage.CompletionTokens += ev.Final.Usage.CompletionTokens
 	var over bool
-	w.buf, over = w.enc.final(w.buf, ev.Choice, ev.Final)
+	w.buf, over = w.enc.Final(w.buf, ev.Choice, ev.Final)
 	a.complete = over
 	return over
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
+	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -36,14 +37,14 @@ func (w *writes) Write(p []byte) (int, error) {
 // rendered is what the completions encoder writes for events, one at a time: a stream's bytes do not depend on
 // how its events are batched.
 func rendered(events []engine.Event) string {
-	enc := openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1)
+	enc := openai.CompletionsDialect{}.Encoder(apicore.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1)
 	var b []byte
 	for _, ev := range events {
 		if ev.Final != nil {
-			b, _ = enc.final(b, ev.Choice, ev.Final)
+			b, _ = enc.Final(b, ev.Choice, ev.Final)
 			continue
 		}
-		b = enc.event(b, ev)
+		b = enc.Event(b, ev)
 	}
 	return string(b)
 }
@@ -88,7 +89,7 @@ func TestStreamWriter(t *testing.T) {
 			}
 			evs, closed, _ := r.take(nil, nil)
 			var done atomic.Int32
-			w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1),
+			w := &streamWriter{req: testRequest(), enc: openai.CompletionsDialect{}.Encoder(apicore.Meta{ID: "cmpl-x", Created: 1, Model: "echo"}, 1),
 				run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour,
 				done: func() { done.Add(1); cancel() }}
 			var out writes
@@ -145,7 +146,7 @@ func TestStreamWriterClientGone(t *testing.T) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
-	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
+	w := &streamWriter{req: testRequest(), enc: openai.CompletionsDialect{}.Encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
 		evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: func() { done.Add(1) }}
 	if _, err := w.WriteTo(&writes{fail: true}); err == nil {
 		t.Fatal("WriteTo succeeded on a failed writer")
@@ -171,7 +172,7 @@ func TestStreamWriterClosedUnwritten(t *testing.T) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
-	w := &streamWriter{req: testRequest(), enc: openaiCompletions{}.encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
+	w := &streamWriter{req: testRequest(), enc: openai.CompletionsDialect{}.Encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
 		evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: func() { done.Add(1) }}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
@@ -204,31 +205,11 @@ func BenchmarkStreamWriter(b *testing.B) {
 	evs, closed, _ := r.take(nil, nil)
 	req := testRequest()
 	req.p.observe(&recentObserver{ring: &recentRequests{}}, false)
-	w := &streamWriter{req: req, enc: openaiCompletions{usage: true}.encoder(apicore.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
+	w := &streamWriter{req: req, enc: openai.CompletionsDialect{Usage: true}.Encoder(apicore.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
 		run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: cancel}
 	b.ReportAllocs()
 	b.ResetTimer()
 	_, _ = w.WriteTo(io.Discard)
-}
-
-// BenchmarkEncoderEvent: one token as an SSE chunk, chat and completions.
-func BenchmarkEncoderEvent(b *testing.B) {
-	meta := apicore.Meta{ID: "chatcmpl-0123456789abcdef01234567", Created: 1, Model: "echo", Fingerprint: "fp_0123456789ab"}
-	tok := engine.Event{Token: &engine.Token{ID: 7, Text: " word"}}
-	for _, c := range []struct {
-		name string
-		d    dialect
-	}{{"chat", openaiChat{usage: true}}, {"completions", openaiCompletions{usage: true}}} {
-		b.Run(c.name, func(b *testing.B) {
-			enc := c.d.encoder(meta, 1)
-			buf := enc.event(nil, tok)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				buf = enc.event(buf[:0], tok)
-			}
-		})
-	}
 }
 
 // BenchmarkAnswer: a whole one-token chat answer rendered into the response.
@@ -245,7 +226,7 @@ func BenchmarkAnswer(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
-		sendAnswer(c, openaiChat{}, meta, res)
+		sendAnswer(c, openai.ChatDialect{}, meta, res)
 		c.Response().ResetBody()
 	}
 }

@@ -109,13 +109,13 @@ func (p *pipeline) runStream(c *fiber.Ctx, r *request, meta apicore.Meta) error 
 			return runError(r, apiErr)
 		}
 	}
-	c.Set(fiber.HeaderContentType, r.dialect.streamType())
+	c.Set(fiber.HeaderContentType, r.dialect.StreamType())
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	var buf [96]byte // the header copies it
 	setServerTiming(c, appendServerTiming(gatewayTiming(buf[:0], &r.route), "first_event", firstEvent))
 	w := &streamWriter{
-		enc: r.dialect.encoder(meta, r.generate.N), run: q, first: first, evs: evs, next: 1, closed: closed, ctx: r.ctx,
+		enc: r.dialect.Encoder(meta, r.generate.N), run: q, first: first, evs: evs, next: 1, closed: closed, ctx: r.ctx,
 		conn: c.Context().Conn(), writeTimeout: p.cfg.WriteTimeout, heartbeat: p.heartbeat(c), req: r,
 		done: func() { r.watch.stop(); r.cancel() },
 	}
