@@ -148,13 +148,14 @@ type instanceView struct {
 }
 
 // speedView is an instance's measured speed: prompt tokens per second by prompt-length band, tokens out per
-// second, the queue wait, the KV it moves per prompt token and the goodput measured into it from each node
-// that prefilled for it.
+// second, the queue wait, the KV it moves per prompt token and once per transfer (a hybrid's linear-attention
+// states) and the goodput measured into it from each node that prefilled for it.
 type speedView struct {
 	PrefillTPS      []bandView    `json:"prefill_tokens_per_second"`
 	DecodeTPS       float64       `json:"decode_tokens_per_second,omitempty"`
 	QueueWaitMs     float64       `json:"queue_wait_ms"`
 	KVBytesPerToken int64         `json:"kv_bytes_per_token,omitempty"`
+	KVStateBytes    int64         `json:"kv_state_bytes,omitempty"`
 	IngestBPS       float64       `json:"ingest_bytes_per_second,omitempty"`
 	Ingress         []ingressView `json:"kv_ingress,omitempty"`
 	Samples         int64         `json:"samples"`
@@ -190,7 +191,7 @@ func speedViewOf(sp *cluster.Speed) *speedView {
 	}
 	v := &speedView{
 		DecodeTPS: math.Round(sp.DecodeTPS*10) / 10, QueueWaitMs: float64(sp.QueueWait.Microseconds()) / 1000,
-		KVBytesPerToken: sp.KVBytesPerToken, IngestBPS: math.Round(sp.IngestBPS), Samples: sp.Samples,
+		KVBytesPerToken: sp.KVBytesPerToken, KVStateBytes: sp.KVStateBytes, IngestBPS: math.Round(sp.IngestBPS), Samples: sp.Samples,
 	}
 	v.PrefillTPS = bandsOf(sp.PrefillTPS)
 	for _, l := range sp.Ingress {
@@ -226,12 +227,16 @@ var speedBandLimits = func() []int {
 	return out
 }()
 
+// kvView is an instance's KV layout: of its layers, linear_layers hold a fixed state per sequence (state_bytes
+// in all, sent once per transfer), the others keys and values per token (bytes_per_token over them all).
 type kvView struct {
 	Layers        int    `json:"layers"`
 	KVHeads       int    `json:"kv_heads"`
 	HeadDim       int    `json:"head_dim"`
 	DType         string `json:"dtype"`
 	BytesPerToken int64  `json:"bytes_per_token"`
+	LinearLayers  int    `json:"linear_layers,omitempty"`
+	StateBytes    int64  `json:"state_bytes,omitempty"`
 }
 
 type loadView struct {
@@ -252,7 +257,7 @@ func viewOf(in cluster.Record) instanceView {
 	}
 	if f.KV.NumLayers > 0 {
 		v.KV = &kvView{Layers: f.KV.NumLayers, KVHeads: f.KV.NumKVHeads, HeadDim: f.KV.HeadDim, DType: f.KV.DType,
-			BytesPerToken: f.KV.BytesPerToken()}
+			BytesPerToken: f.KV.BytesPerToken(), LinearLayers: f.KV.LinearLayers, StateBytes: f.KV.StateBytes}
 	}
 	return v
 }
