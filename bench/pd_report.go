@@ -39,15 +39,18 @@ type PDSetup struct {
 
 // SideSummary is one instance of the pair.
 type SideSummary struct {
-	InstanceID    string            `json:"instance_id"`
-	Node          string            `json:"node"`
-	Model         string            `json:"model"`
-	Backend       string            `json:"backend,omitempty"`
-	Engine        string            `json:"engine,omitempty"`
-	URL           string            `json:"url"`
-	KVEndpoint    string            `json:"kv_endpoint,omitempty"`
-	ContextLength int               `json:"context_length,omitempty"`
-	KVBytesPerTok int64             `json:"kv_bytes_per_token,omitempty"`
+	InstanceID    string `json:"instance_id"`
+	Node          string `json:"node"`
+	Model         string `json:"model"`
+	Backend       string `json:"backend,omitempty"`
+	Engine        string `json:"engine,omitempty"`
+	URL           string `json:"url"`
+	KVEndpoint    string `json:"kv_endpoint,omitempty"`
+	ContextLength int    `json:"context_length,omitempty"`
+	KVBytesPerTok int64  `json:"kv_bytes_per_token,omitempty"`
+	// KVStateBytes is what a transfer moves once whatever the prompt's length (a hybrid's linear-attention
+	// states): a remote prefill of n tokens moves n·KVBytesPerTok + KVStateBytes.
+	KVStateBytes  int64             `json:"kv_state_bytes,omitempty"`
 	CPU           *int              `json:"cpu,omitempty"`
 	EngineOptions map[string]string `json:"engine_options,omitempty"`
 }

@@ -75,7 +75,7 @@ func (b *pdBench) sideSummary(s side, role int) SideSummary {
 	out := SideSummary{InstanceID: s.ID, Node: s.Node, Model: s.Model, Backend: s.Backend, Engine: s.Engine, URL: s.URL,
 		KVEndpoint: s.KVEndpoint, ContextLength: s.ContextLength}
 	if s.KV != nil {
-		out.KVBytesPerTok = s.KV.BytesPerToken
+		out.KVBytesPerTok, out.KVStateBytes = s.KV.BytesPerToken, s.KV.StateBytes
 	}
 	if b.o.Local {
 		if cpus, want, _ := parseCPUs(b.o.CPUs); want && strings.HasPrefix(b.report.Setup.Pinning, "pinned") {

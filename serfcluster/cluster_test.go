@@ -447,7 +447,7 @@ func TestSpeedPropagates(t *testing.T) {
 		return ok, "n0/a not on n1"
 	})
 	want := Speed{PrefillTPS: []float64{812.3, 640}, DecodeTPS: 31.25, QueueWait: 2 * time.Millisecond,
-		KVBytesPerToken: 36864, IngestBPS: 1.5e9, Samples: 4,
+		KVBytesPerToken: 36864, KVStateBytes: 77266944, IngestBPS: 1.5e9, Samples: 4,
 		Ingress: []LinkSpeed{{From: "n1", BytesPerSecond: 1.25e7, RTT: 300 * time.Microsecond, Samples: 2, PrefillTPS: []float64{437.5, 0, 212}}}}
 	first := want
 	first.DecodeTPS = 1 // replaced before it goes out, or soon after

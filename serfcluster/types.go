@@ -140,6 +140,9 @@ type Speed struct {
 	QueueWait time.Duration `json:"queue_wait,omitempty"`
 	// KVBytesPerToken is the KV cache one prompt token takes on the wire.
 	KVBytesPerToken int64 `json:"kv_bytes_per_token,omitempty"`
+	// KVStateBytes is the KV a transfer carries once whatever the prompt's length (a hybrid model's
+	// linear-attention states; 0 for other models).
+	KVStateBytes int64 `json:"kv_state_bytes,omitempty"`
 	// IngestBPS is how fast the instance writes received KV into its cache, in bytes per second.
 	IngestBPS float64 `json:"ingest_bps,omitempty"`
 	// Ingress is the KV goodput measured into the instance from each node that prefilled for it.

@@ -221,8 +221,9 @@ func (s *Speed) validate() error {
 		return fmt.Errorf("serfcluster: speed has %d prefill bands, over the limit of %d", len(s.PrefillTPS), MaxSpeedBands)
 	case len(s.Ingress) > MaxSpeedIngress:
 		return fmt.Errorf("serfcluster: speed has %d ingress links, over the limit of %d", len(s.Ingress), MaxSpeedIngress)
-	case s.QueueWait < 0 || s.KVBytesPerToken < 0 || s.KVBytesPerToken > 1<<30 || s.Samples < 0:
-		return fmt.Errorf("serfcluster: speed queue_wait=%v kv_bytes_per_token=%d samples=%d out of range", s.QueueWait, s.KVBytesPerToken, s.Samples)
+	case s.QueueWait < 0 || s.KVBytesPerToken < 0 || s.KVBytesPerToken > 1<<30 || s.KVStateBytes < 0 || s.KVStateBytes > 1<<40 || s.Samples < 0:
+		return fmt.Errorf("serfcluster: speed queue_wait=%v kv_bytes_per_token=%d kv_state_bytes=%d samples=%d out of range",
+			s.QueueWait, s.KVBytesPerToken, s.KVStateBytes, s.Samples)
 	}
 	for _, v := range s.PrefillTPS {
 		if err := rate("prefill_tps", v); err != nil {

@@ -91,6 +91,7 @@ type wireSpeed struct {
 	D float64         `json:"d,omitempty"`
 	Q int64           `json:"q,omitempty"` // queue wait, µs
 	K int64           `json:"k,omitempty"`
+	S int64           `json:"s,omitempty"` // KV state bytes; absent from older nodes, which ignore it
 	I float64         `json:"i,omitempty"`
 	L []wireLinkSpeed `json:"l,omitempty"`
 	N int64           `json:"n,omitempty"`
@@ -121,7 +122,7 @@ func round4s(vs []float64) []float64 {
 }
 
 func speedToWire(s *Speed) *wireSpeed {
-	w := &wireSpeed{D: round4(s.DecodeTPS), Q: s.QueueWait.Microseconds(), K: s.KVBytesPerToken, I: round4(s.IngestBPS), N: s.Samples}
+	w := &wireSpeed{D: round4(s.DecodeTPS), Q: s.QueueWait.Microseconds(), K: s.KVBytesPerToken, S: s.KVStateBytes, I: round4(s.IngestBPS), N: s.Samples}
 	for _, v := range s.PrefillTPS {
 		w.P = append(w.P, round4(v))
 	}
@@ -138,7 +139,7 @@ func (w *wireSpeed) speed() (*Speed, error) {
 	if w.Q < 0 || w.Q > int64(time.Duration(math.MaxInt64).Microseconds()) {
 		return nil, fmt.Errorf("speed queue wait %dµs out of range", w.Q)
 	}
-	s := &Speed{PrefillTPS: w.P, DecodeTPS: w.D, QueueWait: time.Duration(w.Q) * time.Microsecond, KVBytesPerToken: w.K, IngestBPS: w.I, Samples: w.N}
+	s := &Speed{PrefillTPS: w.P, DecodeTPS: w.D, QueueWait: time.Duration(w.Q) * time.Microsecond, KVBytesPerToken: w.K, KVStateBytes: w.S, IngestBPS: w.I, Samples: w.N}
 	for _, l := range w.L {
 		if l.R < 0 || l.R > int64(time.Duration(math.MaxInt64).Microseconds()) {
 			return nil, fmt.Errorf("speed link RTT %dµs out of range", l.R)

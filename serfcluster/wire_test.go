@@ -305,11 +305,12 @@ func FuzzDeltaEvent(f *testing.F) {
 	})
 }
 
-// TestWireSpeed: a speed survives the wire to 4 significant digits, and one out of bounds makes its load
-// bad input rather than a table entry.
+// TestWireSpeed: a speed survives the wire to 4 significant digits (byte counts exactly), a node that sends no
+// state bytes (one from before they existed) reads as sending 0, and one out of bounds makes its load bad input
+// rather than a table entry.
 func TestWireSpeed(t *testing.T) {
 	sp := &Speed{PrefillTPS: []float64{1234.5678, 99}, DecodeTPS: 12.345678, QueueWait: 1500 * time.Microsecond,
-		KVBytesPerToken: 4096, Samples: 3, Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 123456789, RTT: time.Millisecond}}}
+		KVBytesPerToken: 4096, KVStateBytes: 77266944, Samples: 3, Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 123456789, RTT: time.Millisecond}}}
 	w := loadToWire("n1/a", loadEntry{origin: "n1", ltime: 4, load: Load{InFlight: 1, UpdatedAt: time.UnixMilli(1), Speed: sp}}, true)
 	b, err := json.Marshal(w)
 	if err != nil {
@@ -325,14 +326,22 @@ func TestWireSpeed(t *testing.T) {
 	}
 	got := le.load.Speed
 	if got == nil || got.PrefillTPS[0] != 1235 || got.DecodeTPS != 12.35 || got.Ingress[0].BytesPerSecond != 1.235e8 ||
-		got.QueueWait != 1500*time.Microsecond || got.KVBytesPerToken != 4096 || got.Ingress[0].RTT != time.Millisecond {
+		got.QueueWait != 1500*time.Microsecond || got.KVBytesPerToken != 4096 || got.KVStateBytes != 77266944 || got.Ingress[0].RTT != time.Millisecond {
 		t.Fatalf("speed after the wire: %+v (from %s)", got, b)
+	}
+	var old wireLoad
+	if err := json.Unmarshal([]byte(`{"i":"n1/a","o":"n1","t":4,"s":{"d":12.35,"k":4096,"n":3}}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if _, le, err := old.decode(""); err != nil || le.load.Speed == nil || le.load.Speed.KVBytesPerToken != 4096 || le.load.Speed.KVStateBytes != 0 {
+		t.Fatalf("an older node's speed: %+v, %v", le.load.Speed, err)
 	}
 	for name, s := range map[string]string{
 		"negative rate":  `{"d":-1}`,
 		"too many bands": `{"p":[1,2,3,4,5,6,7,8,9]}`,
 		"bad link node":  `{"l":[{"f":"","b":1}]}`,
 		"negative queue": `{"q":-5}`,
+		"negative state": `{"s":-1}`,
 	} {
 		var ws wireSpeed
 		if err := json.Unmarshal([]byte(s), &ws); err != nil {

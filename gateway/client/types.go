@@ -43,13 +43,18 @@ type Instance struct {
 	Speed json.RawMessage `json:"speed,omitempty"`
 }
 
-// KVLayout is an instance's KV cache layout.
+// KVLayout is an instance's KV cache layout. Of its Layers, LinearLayers (a hybrid model's linear-attention
+// layers) hold a fixed-size state per sequence, StateBytes in all, instead of keys and values per token; the
+// others hold KVHeads×HeadDim of each per token, BytesPerToken over them all. A prompt of n tokens moves
+// n·BytesPerToken + StateBytes on the KV wire.
 type KVLayout struct {
 	Layers        int    `json:"layers"`
 	KVHeads       int    `json:"kv_heads"`
 	HeadDim       int    `json:"head_dim"`
 	DType         string `json:"dtype"`
 	BytesPerToken int64  `json:"bytes_per_token"`
+	LinearLayers  int    `json:"linear_layers,omitempty"`
+	StateBytes    int64  `json:"state_bytes,omitempty"`
 }
 
 // Load is an instance's load as its node last reported it.

@@ -113,7 +113,7 @@ func TestBenchPDLocal(t *testing.T) {
 		case bench.PhaseDisaggregated:
 			rp := r.RemotePrefill
 			if r.PrefillSource != "remote" || rp == nil || rp.InstanceID != rep.Setup.Prefill.InstanceID || rp.Tokens != r.PPTokens-1 ||
-				rp.Bytes != int64(r.PPTokens-1)*rep.Setup.Decode.KVBytesPerTok || rp.TransferMs <= 0 {
+				rp.Bytes != int64(r.PPTokens-1)*rep.Setup.Decode.KVBytesPerTok+rep.Setup.Decode.KVStateBytes || rp.TransferMs <= 0 {
 				t.Errorf("disaggregated pp=%d was not prefilled remotely by %s: %q %+v", r.PPTokens, rep.Setup.Prefill.InstanceID, r.PrefillSource, rp)
 			}
 			if r.DecodedOn != rep.Setup.Decode.InstanceID {

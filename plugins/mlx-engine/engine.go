@@ -661,17 +661,20 @@ func runtimeMetrics() map[string]float64 {
 	return out
 }
 
-// describeKV is the layout in the engine description's per-model terms: every layer's shape is the first
-// layer's (the layers of every supported family share one), and a sliding layer counts as a full one, which is
-// what a link's bytes-per-token estimate wants for prompts shorter than the window. The shape is the first
-// attention layer's: a linear-attention layer (a hybrid's first) has none.
+// describeKV is the layout in the engine description's per-model terms: every attention layer's shape is the
+// first one's (the layers of every supported family share one), and a sliding layer counts as a full one, which
+// is what a link's bytes-per-token estimate wants for prompts shorter than the window. A linear-attention layer
+// (most of a hybrid's) holds no keys or values per token but a fixed state per sequence: it counts among
+// LinearLayers, its state in StateBytes, so that BytesPerToken counts the attention layers alone.
 func describeKV(l backend.KVLayout) engine.KVLayout {
-	first := l.Layers[0]
+	d := engine.KVLayout{NumLayers: l.NumLayers(), DType: string(l.DType), StateBytes: int64(l.StateBytes())}
 	for _, ly := range l.Layers {
-		if ly.Kind != backend.KVLinear {
-			first = ly
-			break
+		switch {
+		case ly.Kind == backend.KVLinear:
+			d.LinearLayers++
+		case d.NumKVHeads == 0:
+			d.NumKVHeads, d.HeadDim = ly.KVHeads, ly.HeadDim
 		}
 	}
-	return engine.KVLayout{NumLayers: l.NumLayers(), NumKVHeads: first.KVHeads, HeadDim: first.HeadDim, DType: string(l.DType)}
+	return d
 }

@@ -77,3 +77,41 @@ func TestHybridModelsGenerate(t *testing.T) {
 		}
 	}
 }
+
+// TestHybridDescribesItsKV: a hybrid's description counts its linear-attention layers apart: its bytes per
+// token are the attention layers' keys and values alone, and its state bytes what the Gated DeltaNet layers hold
+// per sequence (a conv window in the KV dtype and a float32 recurrent state each), so that a transfer's size
+// is neither the dense model's of the same depth nor blind to the states.
+func TestHybridDescribesItsKV(t *testing.T) {
+	o := modelgen.TinyFamily(model.Qwen3Next)
+	dir := t.TempDir()
+	if err := modelgen.Generate(dir, o); err != nil {
+		t.Fatal(err)
+	}
+	e := mlxengine.New(nil)
+	t.Cleanup(e.Close)
+	d, err := e.Load(context.Background(), engine.LoadRequest{Model: dir, Options: map[string]string{"backend": "cpu"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := map[string]int64{"bfloat16": 2, "float16": 2, "float32": 4}[d.KV.DType]
+	if size == 0 {
+		t.Fatalf("KV dtype %q", d.KV.DType)
+	}
+	// tinyHybrid: 6 layers with full attention every 3rd (2 KV heads of 16); the other 4 are Gated DeltaNet
+	// layers of 2 key heads of 16 and 4 value heads of 8 with a conv kernel of 4.
+	attention, linear := int64(o.NumLayers/o.FullAttentionInterval), int64(o.NumLayers-o.NumLayers/o.FullAttentionInterval)
+	convDim := int64(2*o.LinearKeyHeads*o.LinearKeyDim + o.LinearValueHeads*o.LinearValueDim)
+	state := int64(o.ConvKernel-1)*convDim*size + int64(o.LinearValueHeads*o.LinearValueDim*o.LinearKeyDim)*4
+	want := engine.KVLayout{NumLayers: o.NumLayers, NumKVHeads: o.NumKVHeads, HeadDim: o.HeadDim, DType: d.KV.DType,
+		LinearLayers: int(linear), StateBytes: linear * state}
+	if d.KV != want {
+		t.Errorf("KV layout %+v, want %+v", d.KV, want)
+	}
+	if got, want := d.KV.BytesPerToken(), 2*attention*int64(o.NumKVHeads*o.HeadDim)*size; got != want {
+		t.Errorf("%d bytes per token, want %d (the %d attention layers' keys and values)", got, want, attention)
+	}
+	if got, want := d.KV.TransferBytes(100), 100*d.KV.BytesPerToken()+linear*state; got != want {
+		t.Errorf("a prompt of 100 tokens moves %d bytes, want %d", got, want)
+	}
+}

@@ -33,10 +33,12 @@ func descriptionToProto(d Description) *pb.Description {
 		VocabSize:        int64(d.VocabSize),
 		MaxBytesPerToken: int64(d.MaxBytesPerToken),
 		Kv: &pb.KVLayout{
-			NumLayers:  int64(d.KV.NumLayers),
-			NumKvHeads: int64(d.KV.NumKVHeads),
-			HeadDim:    int64(d.KV.HeadDim),
-			Dtype:      d.KV.DType,
+			NumLayers:    int64(d.KV.NumLayers),
+			NumKvHeads:   int64(d.KV.NumKVHeads),
+			HeadDim:      int64(d.KV.HeadDim),
+			Dtype:        d.KV.DType,
+			LinearLayers: int64(d.KV.LinearLayers),
+			StateBytes:   d.KV.StateBytes,
 		},
 		Capabilities: &pb.Capabilities{
 			Chat:           d.Capabilities.Chat,
@@ -72,10 +74,12 @@ func descriptionFromProto(d *pb.Description) Description {
 		VocabSize:        int(d.GetVocabSize()),
 		MaxBytesPerToken: int(d.GetMaxBytesPerToken()),
 		KV: KVLayout{
-			NumLayers:  int(kv.GetNumLayers()),
-			NumKVHeads: int(kv.GetNumKvHeads()),
-			HeadDim:    int(kv.GetHeadDim()),
-			DType:      kv.GetDtype(),
+			NumLayers:    int(kv.GetNumLayers()),
+			NumKVHeads:   int(kv.GetNumKvHeads()),
+			HeadDim:      int(kv.GetHeadDim()),
+			DType:        kv.GetDtype(),
+			LinearLayers: int(kv.GetLinearLayers()),
+			StateBytes:   kv.GetStateBytes(),
 		},
 		Capabilities: Capabilities{
 			Chat:           c.GetChat(),

@@ -87,7 +87,7 @@ func TestDescriptionStatsRoundTrip(t *testing.T) {
 	d := Description{
 		InstanceID: "i", ModelID: "m", Architecture: "llama", Backend: "go", Fingerprint: "f", DType: "bfloat16",
 		Quantization: "affine-4bit-g64", Parameters: 123, ContextLength: 4096, VocabSize: 32000, MaxBytesPerToken: 48, KVCompat: "kv1:llama-0011",
-		KV: KVLayout{NumLayers: 2, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16"},
+		KV: KVLayout{NumLayers: 4, NumKVHeads: 4, HeadDim: 64, DType: "bfloat16", LinearLayers: 3, StateBytes: 1 << 20},
 		Capabilities: Capabilities{Chat: true, Completions: true, TokenPrompts: true, Logprobs: true, MaxTopLogprobs: 20, PrefillServer: true, RemotePrefill: true,
 			Tools: true, Grammar: true, Reasoning: true, MaxChoices: 8, LogitBias: true},
 		PrefillEndpoint: "127.0.0.1:7000",
@@ -124,9 +124,27 @@ func TestErrorsCrossTheBoundary(t *testing.T) {
 
 func TestKVBytesPerToken(t *testing.T) {
 	t.Parallel()
-	// Llama-3.1-8B: 32 layers, 8 KV heads of 128, bf16: 128 KiB per token.
-	if got := (KVLayout{NumLayers: 32, NumKVHeads: 8, HeadDim: 128, DType: "bfloat16"}).BytesPerToken(); got != 128<<10 {
-		t.Errorf("got %d", got)
+	for _, c := range []struct {
+		name     string
+		l        KVLayout
+		perToken int64
+		prompt   int64 // TransferBytes(1000)
+	}{
+		// 32 layers, 8 KV heads of 128, bf16: 128 KiB per token.
+		{"Llama-3.1-8B", KVLayout{NumLayers: 32, NumKVHeads: 8, HeadDim: 128, DType: "bfloat16"}, 128 << 10, 1000 * 128 << 10},
+		{"float32", KVLayout{NumLayers: 2, NumKVHeads: 1, HeadDim: 4, DType: "float32"}, 64, 64000},
+		// Qwen3-Next-80B-A3B: 48 layers, 36 of them Gated DeltaNet, whose states are a 3×8192 bf16 conv window
+		// and 32×128×128 float32 each; the 12 attention layers have 2 KV heads of 256.
+		{"Qwen3-Next", KVLayout{NumLayers: 48, NumKVHeads: 2, HeadDim: 256, DType: "bfloat16", LinearLayers: 36,
+			StateBytes: 36 * (3*8192*2 + 32*128*128*4)}, 24 << 10, 1000*24<<10 + 77266944},
+		{"only linear layers", KVLayout{NumLayers: 4, DType: "bfloat16", LinearLayers: 4, StateBytes: 5000}, 0, 5000},
+	} {
+		if got := c.l.BytesPerToken(); got != c.perToken {
+			t.Errorf("%s: %d bytes per token, want %d", c.name, got, c.perToken)
+		}
+		if got := c.l.TransferBytes(1000); got != c.prompt {
+			t.Errorf("%s: a prompt of 1000 tokens moves %d bytes, want %d", c.name, got, c.prompt)
+		}
 	}
 }
 

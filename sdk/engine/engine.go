@@ -71,22 +71,34 @@ type Description struct {
 	PrefillEndpoint string
 }
 
-// KVLayout is the shape of an instance's KV cache per token, as it travels on the KV wire.
+// KVLayout is the shape of an instance's KV cache as it travels on the KV wire. Of its NumLayers layers (every
+// layer, as the wire header's num_layers counts them), LinearLayers hold a fixed-size state per sequence
+// instead of keys and values per token: a hybrid model's linear-attention layers. The others hold NumKVHeads×
+// HeadDim keys and as many values per token, each element in DType. A transfer moves the states once, whatever
+// the prompt's length: StateBytes over all linear layers.
 type KVLayout struct {
-	NumLayers  int
-	NumKVHeads int
-	HeadDim    int
-	DType      string // "bfloat16", "float16" or "float32"
+	NumLayers    int
+	NumKVHeads   int
+	HeadDim      int
+	DType        string // "bfloat16", "float16" or "float32"
+	LinearLayers int
+	StateBytes   int64
 }
 
-// BytesPerToken is the size of one token's keys and values over all layers.
+// BytesPerToken is the size of one token's keys and values over the layers that hold them (not LinearLayers).
 func (l KVLayout) BytesPerToken() int64 {
 	size := int64(4)
 	switch l.DType {
 	case "bfloat16", "float16":
 		size = 2
 	}
-	return 2 * int64(l.NumLayers) * int64(l.NumKVHeads) * int64(l.HeadDim) * size
+	return 2 * int64(max(l.NumLayers-l.LinearLayers, 0)) * int64(l.NumKVHeads) * int64(l.HeadDim) * size
+}
+
+// TransferBytes is what the KV of a prompt of n tokens costs on the wire: n tokens' keys and values and,
+// once, the linear layers' states.
+func (l KVLayout) TransferBytes(n int) int64 {
+	return int64(n)*l.BytesPerToken() + l.StateBytes
 }
 
 // Capabilities say which parts of GenerateRequest an instance honours.

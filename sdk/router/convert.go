@@ -121,12 +121,12 @@ func decisionFromProto(d *pb.Decision) Decision {
 }
 
 func speedToProto(s *Speed) *pb.Speed {
-	if s.Samples == 0 && s.KVBytesPerToken == 0 && len(s.Ingress) == 0 {
+	if s.Samples == 0 && s.KVBytesPerToken == 0 && s.KVStateBytes == 0 && len(s.Ingress) == 0 {
 		return nil
 	}
 	out := &pb.Speed{
 		PrefillTps: s.PrefillTPS[:], DecodeTps: s.DecodeTPS, QueueWaitNs: int64(s.QueueWait),
-		KvBytesPerToken: s.KVBytesPerToken, IngestBps: s.IngestBPS, Samples: s.Samples,
+		KvBytesPerToken: s.KVBytesPerToken, KvStateBytes: s.KVStateBytes, IngestBps: s.IngestBPS, Samples: s.Samples,
 	}
 	for _, l := range s.Ingress {
 		out.Ingress = append(out.Ingress, &pb.LinkSpeed{From: l.From, BytesPerSecond: l.BytesPerSecond, RttNs: int64(l.RTT), Samples: l.Samples, PrefillTps: l.PrefillTPS[:]})
@@ -141,7 +141,7 @@ func speedFromProto(s *pb.Speed) Speed {
 	}
 	out := Speed{
 		DecodeTPS: s.GetDecodeTps(), QueueWait: time.Duration(s.GetQueueWaitNs()), KVBytesPerToken: s.GetKvBytesPerToken(),
-		IngestBPS: s.GetIngestBps(), Samples: s.GetSamples(),
+		KVStateBytes: s.GetKvStateBytes(), IngestBPS: s.GetIngestBps(), Samples: s.GetSamples(),
 	}
 	copy(out.PrefillTPS[:], s.GetPrefillTps())
 	for _, l := range s.GetIngress() {

@@ -24,7 +24,7 @@ func TestConvertRoundTrip(t *testing.T) {
 			Backend: "mlx", KVEndpoint: "10.0.0.1:7000", Fingerprint: "fp-m-q4", KVCompat: "kv-m", ContextLength: 8192,
 			Load: Load{InFlight: 2, Queued: 1, KVUtilization: 0.5, UpdatedAt: time.UnixMilli(1_700_000_000_000)},
 			Speed: Speed{PrefillTPS: [PrefillBands]float64{900, 800, 600, 400}, DecodeTPS: 40, QueueWait: 3 * time.Millisecond,
-				KVBytesPerToken: 36864, IngestBPS: 2e9, Samples: 12,
+				KVBytesPerToken: 36864, KVStateBytes: 77266944, IngestBPS: 2e9, Samples: 12,
 				Ingress: []LinkSpeed{{From: "n2", BytesPerSecond: 1.1e8, RTT: 400 * time.Microsecond, Samples: 3, PrefillTPS: [PrefillBands]float64{1500, 1400, 900, 300}}}}}},
 		InstanceLinks: []InstanceLink{{ID: "l1", PrefillInstances: []string{"p"}, DecodeInstances: []string{"a"}}},
 	}

@@ -146,8 +146,13 @@ type Speed struct {
 	DecodeTPS float64
 	// QueueWait is how long a request lately waited for the engine to start it.
 	QueueWait time.Duration
-	// KVBytesPerToken is the KV cache one prompt token takes on the wire (keys and values, every layer).
+	// KVBytesPerToken is the KV cache one prompt token takes on the wire (keys and values of every layer that
+	// holds them per token).
 	KVBytesPerToken int64
+	// KVStateBytes is the KV a transfer carries once whatever the prompt's length: the fixed-size states of a
+	// hybrid model's linear-attention layers (0 for other models). A prompt of n tokens moves
+	// n·KVBytesPerToken + KVStateBytes.
+	KVStateBytes int64
 	// IngestBPS are KV bytes per second the instance writes into its cache after a remote prefill.
 	IngestBPS float64
 	// Ingress is the KV goodput measured into this instance from each node that prefilled for it.

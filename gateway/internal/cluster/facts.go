@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -30,7 +31,7 @@ const (
 	labelArch    = "arch"
 	labelQuant   = "quant"
 	labelKVC     = "kvc"
-	labelKV      = "kv"  // layers/kv_heads/head_dim/dtype
+	labelKV      = "kv"  // layers/kv_heads/head_dim/dtype, then /linear_layers/state_bytes for a hybrid
 	labelCtx     = "ctx" // context length
 	labelMBPT    = "mbpt"
 	labelParams  = "params"
@@ -56,8 +57,13 @@ func (f Facts) Labels() map[string]string {
 	put(labelArch, f.Architecture)
 	put(labelQuant, f.Quantization)
 	put(labelKVC, f.KVCompat)
-	if f.KV.NumLayers > 0 {
-		put(labelKV, fmt.Sprintf("%d/%d/%d/%s", f.KV.NumLayers, f.KV.NumKVHeads, f.KV.HeadDim, f.KV.DType))
+	if kv := f.KV; kv.NumLayers > 0 {
+		// A model without linear layers keeps the four fields gateways before them read.
+		v := fmt.Sprintf("%d/%d/%d/%s", kv.NumLayers, kv.NumKVHeads, kv.HeadDim, kv.DType)
+		if kv.LinearLayers > 0 || kv.StateBytes > 0 {
+			v += fmt.Sprintf("/%d/%d", kv.LinearLayers, kv.StateBytes)
+		}
+		put(labelKV, v)
 	}
 	if f.ContextLength > 0 {
 		put(labelCtx, strconv.Itoa(f.ContextLength))
@@ -100,19 +106,46 @@ func FactsFromLabels(l map[string]string) (Facts, error) {
 		return f, err
 	}
 	if v, ok := l[labelKV]; ok {
-		parts := strings.Split(v, "/")
-		if len(parts) != 4 {
-			return f, fmt.Errorf("label %s=%q: want layers/kv_heads/head_dim/dtype", labelKV, v)
+		kv, err := parseKVLabel(v)
+		if err != nil {
+			return f, fmt.Errorf("label %s=%q: %w", labelKV, v, err)
 		}
-		var dims [3]int
-		for i := range dims {
-			d, err := strconv.Atoi(parts[i])
-			if err != nil || d <= 0 || d > 1<<20 {
-				return f, fmt.Errorf("label %s=%q: %q is not a size", labelKV, v, parts[i])
-			}
-			dims[i] = d
-		}
-		f.KV = engine.KVLayout{NumLayers: dims[0], NumKVHeads: dims[1], HeadDim: dims[2], DType: parts[3]}
+		f.KV = kv
 	}
 	return f, nil
+}
+
+// parseKVLabel reads layers/kv_heads/head_dim/dtype[/linear_layers/state_bytes]; without the last two (a
+// model without linear layers, or a gateway from before they were published) they are 0.
+func parseKVLabel(v string) (engine.KVLayout, error) {
+	parts := strings.Split(v, "/")
+	if len(parts) != 4 && len(parts) != 6 {
+		return engine.KVLayout{}, errors.New("want layers/kv_heads/head_dim/dtype[/linear_layers/state_bytes]")
+	}
+	var n [6]int64
+	for i, p := range parts {
+		if i == 3 {
+			continue
+		}
+		limit := int64(1 << 20)
+		if i == 5 {
+			limit = 1 << 40 // state bytes
+		}
+		d, err := strconv.ParseInt(p, 10, 64)
+		if err != nil || d < 0 || d > limit {
+			return engine.KVLayout{}, fmt.Errorf("%q is not a size", p)
+		}
+		n[i] = d
+	}
+	kv := engine.KVLayout{NumLayers: int(n[0]), NumKVHeads: int(n[1]), HeadDim: int(n[2]), DType: parts[3],
+		LinearLayers: int(n[4]), StateBytes: n[5]}
+	switch {
+	case kv.NumLayers == 0:
+		return kv, errors.New("no layers")
+	case kv.LinearLayers > kv.NumLayers:
+		return kv, fmt.Errorf("%d linear layers of %d", kv.LinearLayers, kv.NumLayers)
+	case kv.LinearLayers < kv.NumLayers && (kv.NumKVHeads == 0 || kv.HeadDim == 0):
+		return kv, errors.New("attention layers without a shape")
+	}
+	return kv, nil
 }

@@ -109,6 +109,11 @@ func kvCompatible(p serfcluster.Instance, pf Facts, d serfcluster.Instance, df F
 		return false, cannot("%d KV heads against %d", pk.NumKVHeads, dk.NumKVHeads)
 	case pk.HeadDim != dk.HeadDim:
 		return false, cannot("head dimension %d against %d", pk.HeadDim, dk.HeadDim)
+	case pk.LinearLayers != dk.LinearLayers:
+		// A hybrid and a dense model may share their attention layers' shape, not their linear layers' states.
+		return false, cannot("%d linear-attention layers against %d", pk.LinearLayers, dk.LinearLayers)
+	case pk.StateBytes != dk.StateBytes:
+		return false, cannot("linear-attention states of %d bytes against %d", pk.StateBytes, dk.StateBytes)
 	case pf.KVCompat == "" || df.KVCompat == "":
 		return false, cannot("their models differ (fingerprints %s and %s) and one does not say which others it matches", p.Fingerprint, d.Fingerprint)
 	case pf.KVCompat != df.KVCompat:

@@ -82,6 +82,7 @@ type learned struct {
 	ingest    ewma
 	ingress   []ingressLink
 	kvPerTok  int64
+	kvState   int64
 	samples   int64
 	published serfcluster.Speed
 	has       bool // published holds what went out last
@@ -116,7 +117,7 @@ func (a *Agent) Speeds() *Speeds {
 // Sample is what one finished request says of its instance's speed.
 type Sample struct {
 	Instance string
-	// KV is the instance's KV layout, for the bytes per prompt token.
+	// KV is the instance's KV layout, for the bytes per prompt token and the state bytes per transfer.
 	KV    engine.KVLayout
 	Usage engine.Usage
 	engine.Timings
@@ -134,8 +135,8 @@ func (s *Speeds) Observe(sm Sample) {
 		l = &learned{}
 		s.by[sm.Instance] = l
 	}
-	if b := sm.KV.BytesPerToken(); sm.KV.NumLayers > 0 && b > 0 {
-		l.kvPerTok = b
+	if b := sm.KV.BytesPerToken(); sm.KV.NumLayers > 0 && (b > 0 || sm.KV.StateBytes > 0) {
+		l.kvPerTok, l.kvState = b, sm.KV.StateBytes
 	}
 	l.samples++
 	l.queue.addZero(max(sm.Queue, 0).Seconds())
@@ -268,8 +269,9 @@ func (l *learned) speed() (serfcluster.Speed, bool) {
 
 func (l *learned) figures() serfcluster.Speed {
 	sp := serfcluster.Speed{
-		DecodeTPS: l.decode.v, QueueWait: time.Duration(l.queue.v * float64(time.Second)), KVBytesPerToken: l.kvPerTok,
-		IngestBPS: l.ingest.v, Samples: l.samples, PrefillTPS: make([]float64, router.PrefillBands),
+		DecodeTPS: l.decode.v, QueueWait: time.Duration(l.queue.v * float64(time.Second)),
+		KVBytesPerToken: l.kvPerTok, KVStateBytes: l.kvState, IngestBPS: l.ingest.v, Samples: l.samples,
+		PrefillTPS: make([]float64, router.PrefillBands),
 	}
 	for i := range l.prefill {
 		sp.PrefillTPS[i] = l.prefill[i].v
@@ -288,7 +290,7 @@ func (l *learned) figures() serfcluster.Speed {
 func moved(a, b *serfcluster.Speed) bool {
 	far := func(x, y float64) bool { return math.Abs(x-y) > publishChange*math.Max(math.Abs(x), math.Abs(y)) }
 	if far(a.DecodeTPS, b.DecodeTPS) || far(a.QueueWait.Seconds(), b.QueueWait.Seconds()) && math.Abs(a.QueueWait.Seconds()-b.QueueWait.Seconds()) > 0.005 ||
-		far(a.IngestBPS, b.IngestBPS) || a.KVBytesPerToken != b.KVBytesPerToken || len(a.Ingress) != len(b.Ingress) {
+		far(a.IngestBPS, b.IngestBPS) || a.KVBytesPerToken != b.KVBytesPerToken || a.KVStateBytes != b.KVStateBytes || len(a.Ingress) != len(b.Ingress) {
 		return true
 	}
 	for i := range a.PrefillTPS {
@@ -428,8 +430,8 @@ func RouterSpeed(sp *serfcluster.Speed) router.Speed {
 		return router.Speed{}
 	}
 	out := router.Speed{
-		DecodeTPS: sp.DecodeTPS, QueueWait: sp.QueueWait, KVBytesPerToken: sp.KVBytesPerToken, IngestBPS: sp.IngestBPS,
-		Samples: sp.Samples,
+		DecodeTPS: sp.DecodeTPS, QueueWait: sp.QueueWait, KVBytesPerToken: sp.KVBytesPerToken, KVStateBytes: sp.KVStateBytes,
+		IngestBPS: sp.IngestBPS, Samples: sp.Samples,
 	}
 	copy(out.PrefillTPS[:], sp.PrefillTPS)
 	for _, l := range sp.Ingress {

@@ -65,6 +65,25 @@ func TestSpeedsLearnFromTimings(t *testing.T) {
 	}
 }
 
+// TestSpeedsHybridKV: a hybrid's speed publishes the bytes per token of its attention layers alone and its
+// linear layers' state bytes beside them, and routers get both.
+func TestSpeedsHybridKV(t *testing.T) {
+	var published []serfcluster.Speed
+	s := NewSpeeds(func(_ string, sp serfcluster.Speed) { published = append(published, sp) })
+	kv := engine.KVLayout{NumLayers: 48, NumKVHeads: 2, HeadDim: 256, DType: "bfloat16", LinearLayers: 36, StateBytes: 77266944}
+	s.Observe(Sample{Instance: "i", KV: kv, Usage: engine.Usage{PromptTokens: 10, CompletionTokens: 1}})
+	sp, _ := s.Speed("i")
+	if sp.KVBytesPerToken != 2*12*2*256*2 || sp.KVStateBytes != 77266944 {
+		t.Fatalf("speed %+v", sp)
+	}
+	if len(published) != 1 || published[0].KVStateBytes != 77266944 {
+		t.Errorf("published %+v", published)
+	}
+	if rs := RouterSpeed(&sp); rs.KVBytesPerToken != sp.KVBytesPerToken || rs.KVStateBytes != sp.KVStateBytes {
+		t.Errorf("router speed %+v", rs)
+	}
+}
+
 func TestEstimateErrors(t *testing.T) {
 	t.Parallel()
 	s := NewSpeeds(nil)

@@ -126,13 +126,14 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // speedView is an instance's measured speed: prompt tokens per second by prompt-length band, tokens out per
-// second, the queue wait, the KV it moves per prompt token and the goodput measured into it from each node
-// that prefilled for it.
+// second, the queue wait, the KV it moves per prompt token and once per transfer (a hybrid's linear-attention
+// states) and the goodput measured into it from each node that prefilled for it.
 type speedView struct {
 	PrefillTPS      []bandView    `json:"prefill_tokens_per_second"`
 	DecodeTPS       float64       `json:"decode_tokens_per_second,omitempty"`
 	QueueWaitMs     float64       `json:"queue_wait_ms"`
 	KVBytesPerToken int64         `json:"kv_bytes_per_token,omitempty"`
+	KVStateBytes    int64         `json:"kv_state_bytes,omitempty"`
 	IngestBPS       float64       `json:"ingest_bytes_per_second,omitempty"`
 	Ingress         []ingressView `json:"kv_ingress,omitempty"`
 	Samples         int64         `json:"samples"`
@@ -168,7 +169,7 @@ func speedViewOf(sp *cluster.Speed) *speedView {
 	}
 	v := &speedView{
 		DecodeTPS: math.Round(sp.DecodeTPS*10) / 10, QueueWaitMs: float64(sp.QueueWait.Microseconds()) / 1000,
-		KVBytesPerToken: sp.KVBytesPerToken, IngestBPS: math.Round(sp.IngestBPS), Samples: sp.Samples,
+		KVBytesPerToken: sp.KVBytesPerToken, KVStateBytes: sp.KVStateBytes, IngestBPS: math.Round(sp.IngestBPS), Samples: sp.Samples,
 	}
 	v.PrefillTPS = bandsOf(sp.PrefillTPS)
 	for _, l := range sp.Ingress {
@@ -216,7 +217,7 @@ func viewOf(in cluster.Record) client.Instance {
 	}
 	if f.KV.NumLayers > 0 {
 		v.KV = &client.KVLayout{Layers: f.KV.NumLayers, KVHeads: f.KV.NumKVHeads, HeadDim: f.KV.HeadDim,
-			DType: f.KV.DType, BytesPerToken: f.KV.BytesPerToken()}
+			DType: f.KV.DType, BytesPerToken: f.KV.BytesPerToken(), LinearLayers: f.KV.LinearLayers, StateBytes: f.KV.StateBytes}
 	}
 	if sp := speedViewOf(in.Load.Speed); sp != nil {
 		v.Speed, _ = json.Marshal(sp) // a struct of numbers and strings: it always marshals

@@ -133,6 +133,13 @@ func (p *Params) Hop(entry, decodeNode string, path *router.Path) time.Duration 
 	return h
 }
 
+// kvSize is what an instance's KV costs on the wire: bytes per prompt token and, once per transfer, its
+// linear layers' states; ok is false when neither is known.
+func kvSize(s *router.Speed) (perToken, state int64, ok bool) {
+	perToken, state = max(s.KVBytesPerToken, 0), max(s.KVStateBytes, 0)
+	return perToken, state, perToken > 0 || state > 0
+}
+
 // Local estimates prefilling and decoding on d: uncached prompt tokens, maxTokens out (0: unknown), hop the
 // forwarding hop to d's node (Hop).
 func (p *Params) Local(d *router.Instance, uncached, maxTokens int, hop time.Duration) Estimate {
@@ -162,11 +169,11 @@ func (p *Params) Remote(pi, d *router.Instance, path *router.Path, uncached, max
 		return Estimate{Missing: MissingDecode, Of: d.ID}
 	}
 	e.Decode = rest
-	kvpt := d.Speed.KVBytesPerToken
-	if kvpt <= 0 {
-		kvpt = pi.Speed.KVBytesPerToken
+	kvpt, state, ok := kvSize(&d.Speed)
+	if !ok {
+		kvpt, state, ok = kvSize(&pi.Speed)
 	}
-	if kvpt <= 0 {
+	if !ok {
 		return Estimate{Missing: MissingKVSize, Of: d.ID}
 	}
 	var rtt time.Duration
@@ -184,9 +191,11 @@ func (p *Params) Remote(pi, d *router.Instance, path *router.Path, uncached, max
 	if rtt == 0 && path != nil {
 		rtt = path.RTT
 	}
-	bytes := float64(uncached) * float64(kvpt)
-	xfer := seconds(bytes / e.Goodput)
-	tail := seconds(float64(min(uncached, max(p.ChunkTokens, 1))) * float64(kvpt) / e.Goodput)
+	// The linear layers' states go out once the whole prompt is computed: with the last chunk, after the
+	// prefill.
+	bytes := float64(uncached)*float64(kvpt) + float64(state)
+	xfer := seconds(float64(uncached) * float64(kvpt) / e.Goodput)
+	tail := seconds((float64(min(uncached, max(p.ChunkTokens, 1)))*float64(kvpt) + float64(state)) / e.Goodput)
 	e.Transfer = max(0, xfer-e.Prefill) + tail
 	if l, ok := d.Speed.IngressFrom(pi.Node); ok && pi.Node != d.Node && bandRate(&l.PrefillTPS, uncached) > 0 {
 		// What whole remote prefills from there took lately, shared with what the prefill node runs now.

@@ -13,7 +13,9 @@
 // that one is not), shared with the requests X already runs: divided by 1 + in-flight. The KV streams while P
 // prefills (chunk by chunk), so only the part of the transfer that outlasts the prefill counts, plus its last
 // chunk (tail). transfer is U × KV bytes per token over the KV goodput measured into D from P's node, or,
-// when none was measured yet, over the path's nominal speed times an efficiency. hop is the forwarding hop
+// when none was measured yet, over the path's nominal speed times an efficiency. A hybrid model's
+// linear-attention layers hold no KV per token but a fixed state (KV state bytes), sent once the prompt is
+// computed: it joins the tail, and ingest is of U × KV bytes per token + KV state bytes. hop is the forwarding hop
 // when D is not on the node that received the request. Once D has measured whole remote prefills from P's
 // node (prompt tokens over the time from the KV request to its last byte: P's queue, its prefill and the
 // transfer that outlasted it), that rate replaces the sum of P's own figures: it is what the path did lately.

@@ -183,6 +183,16 @@ function ratio(st) {
   return n ? st.prefix_hits / n : null;
 }
 
+// kvLayout is an instance's KV layout: layers × KV heads × head dim, and for a hybrid how many of the layers
+// hold a fixed state per sequence instead of per-token KV, with its size.
+function kvLayout(kv) {
+  const shape = `${kv.layers}×${kv.kv_heads}×${kv.head_dim} ${kv.dtype}`;
+  if (!kv.linear_layers) return shape;
+  return h('span', { title: `${kv.layers - kv.linear_layers} attention layers hold ${fmt.bytes(kv.bytes_per_token)} per token; ` +
+    `${kv.linear_layers} linear-attention layers hold ${fmt.bytes(kv.state_bytes || 0)} of state per sequence, sent once per transfer` },
+  shape, h('div', { class: 'muted' }, `${kv.linear_layers} linear, ${fmt.bytes(kv.state_bytes || 0)} state`));
+}
+
 function kvCell(st) {
   if (!st) return h('span', { class: 'muted' }, store.stats && !store.stats.error ? 'not reported' : '…');
   if (!st.kv_capacity_bytes) return fmt.bytes(st.kv_bytes);
@@ -235,7 +245,7 @@ function renderInstances() {
       h('td', null, speedCell(i.speed)),
       h('td', null, kvCell(st)),
       h('td', { class: 'num' }, r === null ? h('span', { class: 'muted' }, st ? 'no lookups' : '–') : h('span', { title: `${st.prefix_hits} hits, ${st.prefix_misses} misses, ${st.prefix_hit_tokens} tokens reused` }, fmt.pct(r))),
-      h('td', { class: 'small' }, i.kv ? `${i.kv.layers}×${i.kv.kv_heads}×${i.kv.head_dim} ${i.kv.dtype}` : h('span', { class: 'muted' }, 'no KV layout'),
+      h('td', { class: 'small' }, i.kv ? kvLayout(i.kv) : h('span', { class: 'muted' }, 'no KV layout'),
         h('div', { class: 'mono muted' }, i.kv_endpoint || 'serves no KV')),
       h('td', null, h('button', { type: 'button', class: 'small danger', 'data-key': 'unload:' + i.id,
         'aria-label': `Unload ${i.model} (${i.id}) on ${nodeName(i.node)}`, onclick: () => unload(i) }, 'Unload')));

@@ -174,12 +174,16 @@ func (x *UnloadRequest) GetInstanceId() string {
 	return ""
 }
 
+// KVLayout is engine.KVLayout: num_layers counts every layer, linear_layers those of them that hold a
+// fixed-size state per sequence (state_bytes in all) instead of keys and values per token.
 type KVLayout struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NumLayers     int64                  `protobuf:"varint,1,opt,name=num_layers,json=numLayers,proto3" json:"num_layers,omitempty"`
 	NumKvHeads    int64                  `protobuf:"varint,2,opt,name=num_kv_heads,json=numKvHeads,proto3" json:"num_kv_heads,omitempty"`
 	HeadDim       int64                  `protobuf:"varint,3,opt,name=head_dim,json=headDim,proto3" json:"head_dim,omitempty"`
 	Dtype         string                 `protobuf:"bytes,4,opt,name=dtype,proto3" json:"dtype,omitempty"`
+	LinearLayers  int64                  `protobuf:"varint,5,opt,name=linear_layers,json=linearLayers,proto3" json:"linear_layers,omitempty"`
+	StateBytes    int64                  `protobuf:"varint,6,opt,name=state_bytes,json=stateBytes,proto3" json:"state_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -240,6 +244,20 @@ func (x *KVLayout) GetDtype() string {
 		return x.Dtype
 	}
 	return ""
+}
+
+func (x *KVLayout) GetLinearLayers() int64 {
+	if x != nil {
+		return x.LinearLayers
+	}
+	return 0
+}
+
+func (x *KVLayout) GetStateBytes() int64 {
+	if x != nil {
+		return x.StateBytes
+	}
+	return 0
 }
 
 type Capabilities struct {
@@ -2535,14 +2553,17 @@ const file_enginev1_engine_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"0\n" +
 	"\rUnloadRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
-	"instanceId\"|\n" +
+	"instanceId\"\xc2\x01\n" +
 	"\bKVLayout\x12\x1d\n" +
 	"\n" +
 	"num_layers\x18\x01 \x01(\x03R\tnumLayers\x12 \n" +
 	"\fnum_kv_heads\x18\x02 \x01(\x03R\n" +
 	"numKvHeads\x12\x19\n" +
 	"\bhead_dim\x18\x03 \x01(\x03R\aheadDim\x12\x14\n" +
-	"\x05dtype\x18\x04 \x01(\tR\x05dtype\"\x8b\x03\n" +
+	"\x05dtype\x18\x04 \x01(\tR\x05dtype\x12#\n" +
+	"\rlinear_layers\x18\x05 \x01(\x03R\flinearLayers\x12\x1f\n" +
+	"\vstate_bytes\x18\x06 \x01(\x03R\n" +
+	"stateBytes\"\x8b\x03\n" +
 	"\fCapabilities\x12\x12\n" +
 	"\x04chat\x18\x01 \x01(\bR\x04chat\x12 \n" +
 	"\vcompletions\x18\x02 \x01(\bR\vcompletions\x12#\n" +

@@ -470,8 +470,10 @@ type Speed struct {
 	IngestBps       float64      `protobuf:"fixed64,5,opt,name=ingest_bps,json=ingestBps,proto3" json:"ingest_bps,omitempty"`
 	Ingress         []*LinkSpeed `protobuf:"bytes,6,rep,name=ingress,proto3" json:"ingress,omitempty"`
 	Samples         int64        `protobuf:"varint,7,opt,name=samples,proto3" json:"samples,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The KV a transfer moves once whatever the prompt's length: a hybrid model's linear-attention states.
+	KvStateBytes  int64 `protobuf:"varint,8,opt,name=kv_state_bytes,json=kvStateBytes,proto3" json:"kv_state_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Speed) Reset() {
@@ -549,6 +551,13 @@ func (x *Speed) GetIngress() []*LinkSpeed {
 func (x *Speed) GetSamples() int64 {
 	if x != nil {
 		return x.Samples
+	}
+	return 0
+}
+
+func (x *Speed) GetKvStateBytes() int64 {
+	if x != nil {
+		return x.KvStateBytes
 	}
 	return 0
 }
@@ -1122,7 +1131,7 @@ const file_routerv1_router_proto_rawDesc = "" +
 	" \x01(\x03R\rcontextLength\x12\x18\n" +
 	"\abackend\x18\v \x01(\tR\abackend\x12\x1b\n" +
 	"\tkv_compat\x18\f \x01(\tR\bkvCompat\x12+\n" +
-	"\x05speed\x18\r \x01(\v2\x15.duet.router.v1.SpeedR\x05speed\"\x86\x02\n" +
+	"\x05speed\x18\r \x01(\v2\x15.duet.router.v1.SpeedR\x05speed\"\xac\x02\n" +
 	"\x05Speed\x12\x1f\n" +
 	"\vprefill_tps\x18\x01 \x03(\x01R\n" +
 	"prefillTps\x12\x1d\n" +
@@ -1133,7 +1142,8 @@ const file_routerv1_router_proto_rawDesc = "" +
 	"\n" +
 	"ingest_bps\x18\x05 \x01(\x01R\tingestBps\x123\n" +
 	"\aingress\x18\x06 \x03(\v2\x19.duet.router.v1.LinkSpeedR\aingress\x12\x18\n" +
-	"\asamples\x18\a \x01(\x03R\asamples\"\xa1\x01\n" +
+	"\asamples\x18\a \x01(\x03R\asamples\x12$\n" +
+	"\x0ekv_state_bytes\x18\b \x01(\x03R\fkvStateBytes\"\xa1\x01\n" +
 	"\tLinkSpeed\x12\x12\n" +
 	"\x04from\x18\x01 \x01(\tR\x04from\x12(\n" +
 	"\x10bytes_per_second\x18\x02 \x01(\x01R\x0ebytesPerSecond\x12\x15\n" +
