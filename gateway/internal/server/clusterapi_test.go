@@ -1,9 +1,9 @@
 package server
 
 import (
-	"github.com/duet-ai/duet/gateway/client"
 	"testing"
 
+	"github.com/duet-ai/duet/gateway/client"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/sdk/engine"
 )
