@@ -223,7 +223,7 @@ func (m *cpuModel) moe(L *moeLayer, x, y []float32, rows int) {
 			s.exp[p] = int32(e)
 		}
 	}
-	const chunk = 32 // output rows per task, as matmul
+	chunk := taskRows(rows) // output rows per task, as matmul
 	s.tasks = s.tasks[:0]
 	fused := L.gateUp != nil
 	if fused {

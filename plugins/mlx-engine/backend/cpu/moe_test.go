@@ -185,7 +185,7 @@ func testDecodeReadsChosenExperts(t *testing.T, v backendtest.Variant) {
 				t.Errorf("%d rows: expert %d tile %d read %d times", rows, tile[0], tile[1], n)
 			}
 		}
-		if len(tiles) != len(chosen)*((mod.Config.HiddenSize+31)/32) {
+		if c := taskRows(rows); len(tiles) != len(chosen)*((mod.Config.HiddenSize+c-1)/c) {
 			t.Errorf("%d rows: %d tiles for %d chosen experts", rows, len(tiles), len(chosen))
 		}
 	}
@@ -193,8 +193,8 @@ func testDecodeReadsChosenExperts(t *testing.T, v backendtest.Variant) {
 	check(20)
 	backendtest.Forward(t, bm, c, 7)
 	check(1)
-	if n := len(bm.moeScratch.tasks); n != k*((mod.Config.HiddenSize+31)/32) {
-		t.Errorf("a decode step ran %d down tasks, want %d experts' worth", n, k)
+	if c := taskRows(1); len(bm.moeScratch.tasks) != k*((mod.Config.HiddenSize+c-1)/c) {
+		t.Errorf("a decode step ran %d down tasks, want %d experts' worth", len(bm.moeScratch.tasks), k)
 	}
 }
 
