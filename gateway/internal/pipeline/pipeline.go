@@ -21,18 +21,6 @@ import (
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-// The request path as stages over one request value:
-//
-//	parse    the API packages (openai, responses, anthropic, ollama): the body, in its API's dialect, into a
-//	         call they hand to Serve (stage_parse.go)
-//	place    stage_place.go: where it runs, from the router (or from the hop that carries the decision)
-//	forward  stage_forward.go: to the gateway of the node that runs it, passed through as it comes
-//	run      stage_run.go: on this node's engine, under admission control
-//	render   stage_render.go: the engine's events in the client's dialect, whole or streamed
-//
-// What watches a request (the dashboard's recent list, metrics, traces, speed samples, the estimate-error
-// book) is an observer (observe.go), told of its lifecycle; none of them owns the request.
-
 // Pipeline runs generation requests. It holds what the stages need of the node and of the server, each
 // behind the narrowest type that serves, so that a stage's tests build one from fakes.
 type Pipeline struct {
