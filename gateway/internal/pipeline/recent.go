@@ -49,7 +49,8 @@ type engineTimings struct {
 	route   apicore.Route
 }
 
-// Recent is the ring. Its zero value is ready to use.
+// Recent is the ring of the last RecentCapacity requests, which the dashboard lists
+// (GET /admin/v1/requests). Its zero value is ready to use.
 type Recent struct {
 	mu   sync.Mutex
 	buf  []RecentRequest
@@ -70,7 +71,7 @@ func (r *Recent) add(rec RecentRequest) {
 	r.next = (r.next + 1) % RecentCapacity
 }
 
-// since returns the records after seq (0: all) that started at or after t (zero: any), oldest first, and the
+// Since returns the records after seq (0: all) that started at or after t (zero: any), oldest first, and the
 // last seq recorded.
 func (r *Recent) Since(seq uint64, t time.Time) ([]RecentRequest, uint64) {
 	r.mu.Lock()
