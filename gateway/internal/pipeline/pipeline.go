@@ -61,10 +61,10 @@ type Config struct {
 	TokenizeMinBytes int
 }
 
-// DefaultTokenizeMinBytes is the default Config.TokenizeMinBytes (and the server's): a shorter prompt has at most as many tokens
-// as bytes, too few for remote prefill to pay, and its prefix gains little from affinity, so the router gets
-// an estimate rather than a round trip to the engine's tokenizer (which costs as much as the rest of the
-// gateway's work on a short request).
+// DefaultTokenizeMinBytes is the default Config.TokenizeMinBytes (and the server's): a shorter prompt has at
+// most as many tokens as bytes, too few for remote prefill to pay, and its prefix gains little from
+// affinity, so the router gets an estimate rather than a round trip to the engine's tokenizer (which costs as
+// much as the rest of the gateway's work on a short request).
 const DefaultTokenizeMinBytes = 1024
 
 // Deps are what the request path runs on: the node's parts, and the server's that it shares.
