@@ -1,9 +1,12 @@
 package apicore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
+
+	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -107,4 +110,38 @@ func (e *Error) AppendEnvelope(dst []byte) []byte {
 	dst = append(dst, `,"code":`...)
 	dst = AppendNullableString(dst, e.Code)
 	return append(dst, "}}"...)
+}
+
+// ErrorOf is err as a client sees it: an *Error as it is, fiber's errors and a passed deadline as the API
+// errors they stand for, an engine's error by its code (FromEngine), and anything else as an internal error
+// whose text is for the log only (the caller logs it; the client gets the request id).
+func ErrorOf(err error) *Error {
+	var apiErr *Error
+	var fe *fiber.Error
+	switch {
+	case errors.As(err, &apiErr):
+		return apiErr
+	case errors.As(err, &fe):
+		switch fe.Code {
+		case fiber.StatusRequestEntityTooLarge:
+			return &Error{Status: fe.Code, Type: TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}
+		case fiber.StatusNotFound, fiber.StatusMethodNotAllowed:
+			return &Error{Status: fe.Code, Type: TypeInvalidRequest, Code: "unknown_url", Message: fe.Message}
+		case fiber.StatusRequestTimeout:
+			return &Error{Status: fe.Code, Type: TypeInvalidRequest, Code: "timeout", Message: fe.Message}
+		default:
+			if fe.Code < 500 {
+				return &Error{Status: fe.Code, Type: TypeInvalidRequest, Message: fe.Message}
+			}
+			return &Error{Status: fe.Code, Type: TypeServer, Message: fe.Message}
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		return &Error{Status: fiber.StatusGatewayTimeout, Type: TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}
+	default:
+		var ee *engine.Error
+		if errors.As(err, &ee) {
+			return FromEngine(err)
+		}
+		return Internal("")
+	}
 }

@@ -7,7 +7,7 @@ import (
 )
 
 // The contract between a client API (packages openai, responses, anthropic, ollama) and the request pipeline
-// (package server). An API parses a request in its own terms and hands it on as a Call, with the Dialect its
+// (package pipeline). An API parses a request in its own terms and hands it on as a Call, with the Dialect its
 // answer is rendered in; everything between parsing and rendering (routing, forwarding, admission, the
 // engine, the mechanics of streaming) is the pipeline's, so every API gets the same routing, P/D and limits.
 

@@ -12,8 +12,9 @@
 //   - The link prober: a timed download from each peer whose link into a local instance nothing measured.
 //   - The hop client (forward.Client) that requests forwarded to another gateway go through.
 //
-// A request comes from the HTTP server (package server), which asks the node through a small interface
-// (server.Node): the router's snapshot and the router for its decision, the registry for a local instance and
-// its load, the engine for the generation, the hop client for another node's instance. The node knows nothing
+// A request comes from the request path (package pipeline), which the HTTP server (package server) builds
+// from the node's parts, taken through a small interface (server.Node): the router's snapshot and the router
+// for its decision, the registry for a local instance and its load, the engine for the generation, the hop
+// client for another node's instance. The node knows nothing
 // of HTTP.
 package node

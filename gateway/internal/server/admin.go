@@ -17,6 +17,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/pipeline"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -31,7 +32,7 @@ type adminAPI struct {
 	swap    node.RouterSwapper // nil: the router cannot be swapped
 	aliases *alias.Table
 	// limiter is the request path's admission control, whose figures the status shows.
-	limiter *limiter
+	limiter *pipeline.Limiter
 	status  StatusFunc // nil: no plugin status
 	// exposure is what the gateway leaves open (guard.exposure), for GET /state.
 	exposure func() []string
@@ -258,7 +259,7 @@ func (a *adminAPI) adminStatus(c *fiber.Ctx) error {
 		InFlight int64     `json:"in_flight"`
 		LoadedAt time.Time `json:"loaded_at"`
 	}
-	out := fiber.Map{"in_flight": a.limiter.inFlight(), "queued": a.limiter.queued.Load()}
+	out := fiber.Map{"in_flight": a.limiter.InFlight(), "queued": a.limiter.Queued()}
 	var ins []instance
 	for _, in := range a.reg.All() {
 		ins = append(ins, instance{Description: in.Desc, InFlight: in.InFlight(), LoadedAt: in.LoadedAt})

@@ -14,6 +14,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/alias"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/pipeline"
 )
 
 // startNode starts a real node of one on loopback: its own gossip port, the in-process router, no engine (the
@@ -36,7 +37,7 @@ func startNode(t *testing.T) *node.Node {
 func adminApp(n *node.Node, g *guard) *fiber.App {
 	discard := slog.New(slog.DiscardHandler)
 	a := &adminAPI{agent: n.Agent(), reg: n.Registry(), engines: n.Engines(), swap: n.Swapper(), aliases: alias.New(nil),
-		limiter: newLimiter(4, 4, time.Second), exposure: g.exposure, log: discard,
+		limiter: pipeline.NewLimiter(4, 4, time.Second), exposure: g.exposure, log: discard,
 		status: func() any { return []string{"a plugin"} }}
 	app := fiber.New(fiber.Config{ErrorHandler: (&Server{log: discard}).handleError})
 	a.routes(app, app.Group("/v1", g.authOrHop), app.Group("/admin/v1", g.authOrHop), g)

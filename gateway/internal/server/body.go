@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 )
 
 // The gateway reads request bodies itself (fasthttp streams them: Config.StreamRequestBody), so that it can
@@ -22,8 +23,6 @@ import (
 
 // smallBody is the size below which a body is read without the budget: what fasthttp reads ahead anyway.
 const smallBody = 8 << 10
-
-const bodyReleaseKey = "duet.body.release"
 
 // bodyReader is the middleware that reads request bodies under the byte budget (Config.BodyLimit,
 // MaxBodyBytesInFlight, QueueTimeout).
@@ -39,7 +38,7 @@ func newBodyReader(cfg Config) *bodyReader {
 		bufs: &bufferPool{max: cfg.MaxBodyBytesInFlight}}
 }
 
-// read reads the body under the budget, and gives it back when the handler is done (or calls releaseBody).
+// read reads the body under the budget, and gives it back when the handler is done (or calls locals.ReleaseBody).
 func (b *bodyReader) read(c *fiber.Ctx) error {
 	req := c.Request()
 	if !req.IsBodyStream() {
@@ -101,7 +100,7 @@ func (b *bodyReader) read(c *fiber.Ctx) error {
 			release()
 		})
 	}
-	c.Locals(bodyReleaseKey, done)
+	locals.SetBodyRelease(c, done)
 	defer done()
 	return c.Next()
 }
@@ -118,14 +117,6 @@ func giveBack(pool *bufferPool, buf []byte, release func()) func() {
 			pool.put(buf)
 			release()
 		})
-	}
-}
-
-// releaseBody gives the body's bytes back to the budget; the handler calls it once the body is no longer
-// needed. It is idempotent.
-func releaseBody(c *fiber.Ctx) {
-	if f, ok := c.Locals(bodyReleaseKey).(func()); ok {
-		f()
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -333,7 +334,7 @@ func (a *clusterAPI) deleteInstance(c *fiber.Ctx) error {
 // forwardAdmin carries an admin write to the node it concerns, authenticated as a hop, and passes its answer
 // back.
 func (a *clusterAPI) forwardAdmin(c *fiber.Ctx, node string) error {
-	if c.Locals(hopRouteKey) != nil {
+	if _, hop := locals.Hop(c); hop {
 		return &apicore.Error{Status: fiber.StatusLoopDetected, Type: apicore.TypeInvalidRequest, Code: "loop_detected",
 			Message: fmt.Sprintf("node %s was asked to forward a forwarded request", a.reg.Node())}
 	}
@@ -342,7 +343,7 @@ func (a *clusterAPI) forwardAdmin(c *fiber.Ctx, node string) error {
 		return &apicore.Error{Status: fiber.StatusNotFound, Type: apicore.TypeInvalidRequest, Code: "not_found",
 			Message: fmt.Sprintf("no node %q in the cluster (or it advertises no API address)", node)}
 	}
-	header := requestHeader(c)
+	header := locals.RequestHeader(c)
 	ctx, cancel := context.WithTimeout(context.Background(), a.requestTimeout)
 	defer cancel()
 	resp, err := a.fwd.Send(ctx, forward.Target{HostPort: hostPort, TLS: tls}, forward.Request{

@@ -1,8 +1,10 @@
-// Package server is the gateway's HTTP side on gofiber v2: the request pipeline that runs the client APIs'
-// generations (OpenAI's chat and completions, OpenAI's Responses, Anthropic's Messages, Ollama's, each parsed
-// and rendered by a package of its own), the cluster and admin APIs, the dashboard, health and metrics. What a gateway runs besides requests (the instances, the cluster membership, the engine and router
-// plugins, the hop client to other gateways) is the gateway's node (package node), which the server reaches
-// through the Node interface; the server itself joins no cluster and starts no plugin.
+// Package server is the gateway's HTTP side on gofiber v2: the middleware every request passes, the cluster
+// and admin APIs, the dashboard, health and metrics, and the wiring of the client APIs (OpenAI's chat and
+// completions, OpenAI's Responses, Anthropic's Messages, Ollama's, each parsed and rendered by a package of
+// its own) to the request path (package pipeline), which runs their generations. What a gateway runs besides
+// requests (the instances, the cluster membership, the engine and router plugins, the hop client to other
+// gateways) is the gateway's node (package node), which the server reaches through the Node interface; the
+// server itself joins no cluster and starts no plugin.
 //
 // # Who owns what
 //
@@ -11,7 +13,12 @@
 //
 //   - Server (server.go): construction, App/Serve/Shutdown, the wiring of routes (the client APIs' from their
 //     packages, with what each reads of the gateway as explicit options), the error handler that renders every
-//     error in the envelope of the API its path belongs to, /healthz, and the request path below.
+//     error in the envelope of the API its path belongs to, /healthz, and the figures the metrics read of
+//     the instances and of admission.
+//   - pipeline.Pipeline (package pipeline): the request path. New builds it from the node's parts and the
+//     server's configuration (pipeline.Config, pipeline.Deps); the client APIs' routes get it as their
+//     apicore.Pipeline. Its admission limiter is shared with the admin API's status, its recent ring with the
+//     dashboard.
 //   - guard (guard.go, protect.go): who may do what. API keys on every read and generation, admin keys on the
 //     writes that change the cluster, protected mode (no admin key: writes from loopback only), and the proof
 //     of a hop from another gateway (the cluster secret's HMAC over the request and its body). It also says
@@ -27,7 +34,8 @@
 //   - linkProbes (linkprobe.go): the serving side of the node's link probes, one at a time.
 //
 // Request ids, the access log, the framing check and a hop's keep-alives are plain middleware functions
-// (middleware.go).
+// (middleware.go). What they leave on a request for the handlers after them (its id, a hop's route and
+// keep-alive interval, the release of its body) goes through package locals, which the pipeline reads too.
 //
 // # Where a request comes from and where it goes
 //
@@ -39,17 +47,11 @@
 //
 // A generation's route belongs to its client API's package (openai, responses, anthropic, ollama): its
 // handler parses the body in the API's dialect and hands the pipeline an apicore.Call, with the
-// apicore.Dialect its answer is rendered in, through the apicore.Pipeline interface the pipeline satisfies
-// (stage_parse.go: Serve, and the refusal of a prompt that cannot fit before it is parsed; tokens.go: the
-// token counts of Anthropic's count_tokens). From there the request path is a pipeline of stages over one
-// request value (pipeline.go): place, by the router on the node's snapshot of the cluster (stage_place.go);
-// then forward to the owning gateway (stage_forward.go, package forward) or run on the local engine plugin
-// (stage_run.go, with the run queue of run.go); and render the events with the call's dialect, streamed or
-// whole (stage_render.go).
-// What watches a request are observers of its lifecycle (decided, first token, finished; observe.go): the
-// dashboard's recent list (recent.go), the metrics, the traces, and the speed book that routers deciding by
-// time read (observe_speed.go). Client disconnects cancel generations: a watcher reads the connection while a
-// request runs (watch.go), so even a long prefill learns at once that nobody is waiting.
+// apicore.Dialect its answer is rendered in. From there the request is package pipeline's: placed by the
+// router, forwarded to the owning gateway or run on the local engine plugin, and rendered (go doc
+// ./gateway/internal/pipeline). When the handler returns, the access log tells the pipeline (pipeline.Finish)
+// so that its observers see the request end, and counts a generation refused before it reached the
+// pipeline.
 //
 // The cluster and admin APIs answer from the node's state and write to it; the dashboard reads the same and
 // fans out to peers' gateways as hops for what is not gossiped.

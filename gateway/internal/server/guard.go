@@ -12,6 +12,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 )
 
@@ -106,7 +107,6 @@ func (g *guard) adminOnly(c *fiber.Ctx) error {
 }
 
 const (
-	hopRouteKey   = "duet.hop.route"   // a hop's pinned route (proved with the secret, or a client's in an open cluster)
 	hopPendingKey = "duet.hop.pending" // a hop whose proof's head checked out, and whose body is checked once read
 	hopProvedKey  = "duet.hop.proved"  // true: the hop carries a valid proof from the cluster secret
 )
@@ -140,10 +140,10 @@ func (g *guard) authOrHop(c *fiber.Ctx) error {
 		return apicore.BadRequest("", "a forwarded request with a bad route: %v", err)
 	}
 	if g.hops == nil {
-		c.Locals(hopRouteKey, route)
+		locals.SetHop(c, route)
 		return g.auth(c)
 	}
-	sum, err := g.hops.VerifyHead(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(requestIDHeader), c.Get(forward.HeaderRoute))
+	sum, err := g.hops.VerifyHead(c.Get(forward.HeaderAuth), c.Method(), c.Path(), c.Get(locals.RequestIDHeader), c.Get(forward.HeaderRoute))
 	if err != nil {
 		return g.refuseHop(c, err)
 	}
@@ -167,7 +167,7 @@ func (g *guard) verifyHop(c *fiber.Ctx) error {
 	if err := forward.CheckBody(p.sum, c.Body()); err != nil {
 		return g.refuseHop(c, err)
 	}
-	c.Locals(hopRouteKey, p.route)
+	locals.SetHop(c, p.route)
 	c.Locals(hopProvedKey, true)
 	return c.Next()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 )
 
 // guardApp serves the guard's middleware alone, in the order the server's routes use it, on a fiber app with
@@ -25,7 +26,7 @@ func guardApp(t *testing.T, g *guard) *fiber.App {
 	app := fiber.New(fiber.Config{ErrorHandler: s.handleError})
 	reached := func(c *fiber.Ctx) error {
 		entry := ""
-		if r, ok := c.Locals(hopRouteKey).(forward.Route); ok {
+		if r, ok := locals.Hop(c); ok {
 			entry = r.EntryNode
 		}
 		return c.JSON(fiber.Map{"entry": entry, "proved": c.Locals(hopProvedKey) == true})
@@ -127,7 +128,7 @@ func TestGuardAdminOnly(t *testing.T) {
 	secret := []byte("secret")
 	route := forward.Route{EntryNode: "n1", DecodeNode: "n2"}.Encode()
 	hop := func(key []byte, id string, extra map[string]string) map[string]string {
-		h := map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route, requestIDHeader: id,
+		h := map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route, locals.RequestIDHeader: id,
 			forward.HeaderAuth: forward.Proof(key, "POST", "/v1/write", id, route, []byte("{}"), time.Now())}
 		for k, v := range extra {
 			h[k] = v
@@ -180,7 +181,7 @@ func TestGuardHop(t *testing.T) {
 		return forward.Proof(key, method, path, id, route, []byte(body), time.Now())
 	}
 	headers := func(id, route, auth string) map[string]string {
-		return map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route, requestIDHeader: id, forward.HeaderAuth: auth}
+		return map[string]string{forward.HeaderHop: "1", forward.HeaderRoute: route, locals.RequestIDHeader: id, forward.HeaderAuth: auth}
 	}
 	secured := newGuard(Config{APIKeys: []string{"k1"}}, [][]byte{secret, []byte("old")}, nil)
 	for _, tc := range []struct {

@@ -13,13 +13,14 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
+	"github.com/duet-ai/duet/gateway/internal/metrics"
+	"github.com/duet-ai/duet/gateway/internal/pipeline"
 )
 
 // The middleware every request passes before its handler (routes in server.go) that needs no owner of its own:
 // request ids, the access log, the framing check, and the keep-alives of a hop. Who may do what is the guard's
 // (guard.go); the body budget is the bodyReader's (body.go).
-
-const requestIDHeader = "X-Request-Id"
 
 // rejectAmbiguousFraming answers 400 to a request that carries both Content-Length and Transfer-Encoding.
 // fasthttp reads such a body as chunked, but a proxy in front may have read it by its length: the difference is
@@ -50,14 +51,14 @@ func rejectAmbiguousFraming(c *fiber.Ctx) error {
 
 // requestID takes a sane client-supplied request id or makes one, and echoes it in the response.
 func requestID(c *fiber.Ctx) error {
-	id := c.Get(requestIDHeader)
+	id := c.Get(locals.RequestIDHeader)
 	if !validRequestID(id) {
 		var b [12]byte
 		_, _ = rand.Read(b[:])
 		id = hex.EncodeToString(b[:])
 	}
-	c.Locals(requestIDHeader, id)
-	c.Set(requestIDHeader, id)
+	locals.SetRequestID(c, id)
+	c.Set(locals.RequestIDHeader, id)
 	return c.Next()
 }
 
@@ -73,10 +74,7 @@ func validRequestID(id string) bool {
 	return true
 }
 
-func requestIDOf(c *fiber.Ctx) string {
-	id, _ := c.Locals(requestIDHeader).(string)
-	return id
-}
+func requestIDOf(c *fiber.Ctx) string { return locals.RequestID(c) }
 
 // accessLog logs every request once it is answered, and tells finished its status (the request path's
 // observers: the dashboard's recent list, the metrics of a request refused before it was served).
@@ -105,8 +103,6 @@ func accessLog(log *slog.Logger, finished func(c *fiber.Ctx, status int, err err
 	}
 }
 
-const hopKeepaliveKey = "duet.hop.keepalive" // the interval of a hop's signs of life (time.Duration)
-
 // processing is the sign of life a hop gets before its answer's headers: an informational response, which
 // HTTP clients skip (RFC 9110 §15.2) and the forwarding gateway counts as the owner being alive.
 var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
@@ -118,7 +114,7 @@ var processing = []byte("HTTP/1.1 102 Processing\r\n\r\n")
 // (serve shortens it to the interval). fasthttp writes nothing on the connection while the handler runs, so
 // the 102s come before the response; the writer stops before the handler returns.
 func hopKeepalive(c *fiber.Ctx) error {
-	if c.Locals(hopRouteKey) == nil {
+	if _, hop := locals.Hop(c); !hop {
 		return c.Next()
 	}
 	every, ok := forward.KeepaliveEvery(c.Get(forward.HeaderKeepalive))
@@ -126,7 +122,7 @@ func hopKeepalive(c *fiber.Ctx) error {
 	if !ok || conn == nil || !c.Context().Request.Header.IsHTTP11() {
 		return c.Next()
 	}
-	c.Locals(hopKeepaliveKey, every)
+	locals.SetKeepalive(c, every)
 	stop, done := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(done)
@@ -151,11 +147,13 @@ func hopKeepalive(c *fiber.Ctx) error {
 	return err
 }
 
-// heartbeatFor is the interval of a stream's heartbeat (Config.Heartbeat): shorter on a hop that asked for
-// signs of life.
-func heartbeatFor(c *fiber.Ctx, heartbeat time.Duration) time.Duration {
-	if every, ok := c.Locals(hopKeepaliveKey).(time.Duration); ok && every < heartbeat {
-		return every
+// countUnserved counts a generation request refused before it reached the pipeline (unauthenticated,
+// malformed, too large, overlong): its model was not read, so it counts as unknown. A hop refused so counted
+// itself already.
+func countUnserved(m *metrics.Metrics, c *fiber.Ctx, status int) {
+	api := pipeline.APIOf(c.Path())
+	if api == "" || c.Method() != fiber.MethodPost || c.Get(forward.HeaderHop) != "" {
+		return
 	}
-	return heartbeat
+	m.Request(api, metrics.ModelUnknown, status, 0)
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -21,9 +20,9 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/ollama"
 	"github.com/duet-ai/duet/gateway/internal/openai"
+	"github.com/duet-ai/duet/gateway/internal/pipeline"
 	"github.com/duet-ai/duet/gateway/internal/responses"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
-	"github.com/duet-ai/duet/sdk/engine"
 )
 
 // Config is the HTTP server's configuration.
@@ -105,16 +104,10 @@ func DefaultConfig() Config {
 		QueueTimeout:         30 * time.Second,
 		Heartbeat:            10 * time.Second,
 		LinkProbeEvery:       node.DefaultLinkProbeEvery,
-		TokenizeMinBytes:     DefaultTokenizeMinBytes,
+		TokenizeMinBytes:     pipeline.DefaultTokenizeMinBytes,
 		HostedTools:          responses.HostedToolsDrop,
 	}
 }
-
-// DefaultTokenizeMinBytes is the default Config.TokenizeMinBytes: a shorter prompt has at most as many tokens
-// as bytes, too few for remote prefill to pay, and its prefix gains little from affinity, so the router gets
-// an estimate rather than a round trip to the engine's tokenizer (which costs as much as the rest of the
-// gateway's work on a short request).
-const DefaultTokenizeMinBytes = 1024
 
 // DefaultHopIdleTimeout is the default Config.HopIdleTimeout: a frozen owner (a laptop asleep) is given up on
 // in seconds, and a keep-alive every 5 s costs nothing.
@@ -135,9 +128,8 @@ type Server struct {
 	engines   node.EngineProvider
 	routers   node.RouterProvider
 	fwd       *forward.Client
-	limiter   *limiter
+	limiter   *pipeline.Limiter
 	log       *slog.Logger
-	recent    recentRequests   // for the dashboard
 	metrics   *metrics.Metrics // nil: none
 	tracer    *tracing.Tracer  // nil: no OTLP export
 	reasoning *responses.Sealer
@@ -151,7 +143,7 @@ type Server struct {
 	adminAPI   *adminAPI
 	dashboard  *dashboard
 	probes     *linkProbes
-	pipe       *pipeline // the request path
+	pipe       *pipeline.Pipeline // the request path
 }
 
 // Node is what the server runs on besides its own parts: the gateway's node (node.Node), which owns the
@@ -193,7 +185,7 @@ func New(cfg Config, d Deps) *Server {
 	s := &Server{
 		cfg: cfg, reg: n.Registry(), agent: n.Agent(), view: n.View(), engines: n.Engines(), routers: n.Routers(),
 		fwd: n.Forward(), log: cfg.Logger, metrics: d.Metrics, tracer: d.Tracer, reasoning: d.Reasoning,
-		limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
+		limiter: pipeline.NewLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout),
 		aliases: alias.New(cfg.ModelAliases),
 		guard:   newGuard(cfg, d.HopKeys, d.Metrics),
 		bodies:  newBodyReader(cfg),
@@ -204,7 +196,14 @@ func New(cfg Config, d Deps) *Server {
 		load: newLoadPolicy(cfg, s.log), requestTimeout: cfg.RequestTimeout, log: s.log}
 	s.adminAPI = &adminAPI{agent: s.agent, reg: s.reg, engines: s.engines, swap: n.Swapper(), aliases: s.aliases,
 		limiter: s.limiter, status: d.Status, exposure: s.guard.exposure, log: s.log}
-	s.dashboard = &dashboard{agent: s.agent, reg: s.reg, engines: s.engines, fwd: s.fwd, recent: &s.recent}
+	s.pipe = pipeline.New(pipeline.Config{
+		RequestTimeout: cfg.RequestTimeout, WriteTimeout: cfg.WriteTimeout, Heartbeat: cfg.Heartbeat,
+		PrefillEndpoints: cfg.PrefillEndpoints, TokenizeMinBytes: cfg.TokenizeMinBytes,
+	}, pipeline.Deps{
+		Registry: s.reg, Agent: s.agent, View: s.view, Engines: s.engines, Routers: s.routers, Forward: s.fwd,
+		Limiter: s.limiter, Aliases: s.aliases, Metrics: s.metrics, Tracer: s.tracer, Log: s.log,
+	})
+	s.dashboard = &dashboard{agent: s.agent, reg: s.reg, engines: s.engines, fwd: s.fwd, recent: s.pipe.Recent()}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "duet",
 		BodyLimit:             cfg.BodyLimit,
@@ -217,7 +216,6 @@ func New(cfg Config, d Deps) *Server {
 		ErrorHandler:          s.handleError,
 		StrictRouting:         false,
 	})
-	s.pipe = newPipeline(s)
 	s.routes()
 	return s
 }
@@ -246,7 +244,7 @@ func (s *Server) Exposure() []string { return s.guard.exposure() }
 func (s *Server) routes() {
 	g := s.guard
 	finished := func(c *fiber.Ctx, status int, err error) {
-		if !finishRequest(c, status, err) && s.metrics != nil {
+		if !pipeline.Finish(c, status, err) && s.metrics != nil {
 			countUnserved(s.metrics, c, status)
 		}
 	}
@@ -268,7 +266,7 @@ func (s *Server) routes() {
 	responses.Routes(v1, s.pipe, responses.Options{HostedTools: s.cfg.HostedTools, Sealer: s.reasoning})
 	anthropic.Routes(v1, s.pipe)
 	ollama.Routes(s.app.Group("/api", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive), s.pipe, ollama.Options{
-		Catalog: s.catalog.clusterModels, Cluster: s.pipe.snapshot, Self: s.reg.Node(), Local: s.localInstances,
+		Catalog: s.catalog.clusterModels, Cluster: s.pipe.Snapshot, Self: s.reg.Node(), Local: s.localInstances,
 		Aliases: s.aliases.All,
 	})
 	admin := s.app.Group("/admin/v1", g.authOrHop, s.bodies.read, g.verifyHop, hopKeepalive)
@@ -285,7 +283,7 @@ func (s *Server) routes() {
 
 // handleError renders every error in the envelope of the API its path belongs to (dialectForPath).
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
-	apiErr := toAPIError(err)
+	apiErr := apicore.ErrorOf(err)
 	if apiErr.Status >= 500 {
 		s.log.Warn("request failed", "request_id", requestIDOf(c), "status", apiErr.Status, "error", apiErr.Message, "detail", err)
 	}
@@ -310,6 +308,22 @@ func dialectForPath(path string) apicore.Dialect {
 	return openai.ChatDialect{}
 }
 
+// Instances are this node's loaded instances and the generations the gateway runs on each, for the metrics.
+func (s *Server) Instances() []metrics.Instance {
+	all := s.reg.All()
+	out := make([]metrics.Instance, 0, len(all))
+	for _, in := range all {
+		out = append(out, metrics.Instance{ID: in.Desc.InstanceID, Model: in.Desc.ModelID, InFlight: in.InFlight()})
+	}
+	return out
+}
+
+// Admission is the admission limiter's occupancy and bounds, for the metrics.
+func (s *Server) Admission() metrics.AdmissionState {
+	return metrics.AdmissionState{InFlight: s.limiter.InFlight(), Queued: s.limiter.Queued(),
+		MaxInFlight: s.cfg.MaxInFlight, MaxQueue: s.cfg.MaxQueue}
+}
+
 // localInstances describes this node's instances, for Ollama's model endpoints.
 func (s *Server) localInstances() []ollama.Instance {
 	all := s.reg.All()
@@ -318,38 +332,6 @@ func (s *Server) localInstances() []ollama.Instance {
 		out[i] = ollama.Instance{Model: in.Spec.Model, Desc: in.Desc}
 	}
 	return out
-}
-
-func toAPIError(err error) *apicore.Error {
-	var apiErr *apicore.Error
-	var fe *fiber.Error
-	switch {
-	case errors.As(err, &apiErr):
-		return apiErr
-	case errors.As(err, &fe):
-		switch fe.Code {
-		case fiber.StatusRequestEntityTooLarge:
-			return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Code: "request_too_large", Message: "The request body is too large."}
-		case fiber.StatusNotFound, fiber.StatusMethodNotAllowed:
-			return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Code: "unknown_url", Message: fe.Message}
-		case fiber.StatusRequestTimeout:
-			return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Code: "timeout", Message: fe.Message}
-		default:
-			if fe.Code < 500 {
-				return &apicore.Error{Status: fe.Code, Type: apicore.TypeInvalidRequest, Message: fe.Message}
-			}
-			return &apicore.Error{Status: fe.Code, Type: apicore.TypeServer, Message: fe.Message}
-		}
-	case errors.Is(err, context.DeadlineExceeded):
-		return &apicore.Error{Status: fiber.StatusGatewayTimeout, Type: apicore.TypeServer, Code: "timeout", Message: "The request took longer than the server allows."}
-	default:
-		var ee *engine.Error
-		if errors.As(err, &ee) {
-			return apicore.FromEngine(err)
-		}
-		// An error nobody meant for clients: its text is logged by the caller, the client gets the request id.
-		return apicore.Internal("")
-	}
 }
 
 func (s *Server) healthz(c *fiber.Ctx) error {

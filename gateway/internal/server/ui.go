@@ -23,6 +23,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/pipeline"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/ui"
 )
@@ -43,7 +44,7 @@ type dashboard struct {
 	engines node.EngineProvider
 	fwd     *forward.Client // nil: no peer is asked
 	// recent is the request path's ring of recent requests, which the dashboard lists.
-	recent *recentRequests
+	recent *pipeline.Recent
 }
 
 // routes registers the page's files on app (no key) and its reads on the admin group.
@@ -315,8 +316,8 @@ func (d *dashboard) listRequests(c *fiber.Ctx) error {
 	if node := c.Query("node"); node != "" && node != d.reg.Node() {
 		return d.peerRequests(c, node, seq, t)
 	}
-	recs, last := d.recent.since(seq, t)
-	return c.JSON(fiber.Map{"node": d.reg.Node(), "capacity": recentCapacity, "last": last, "requests": recs})
+	recs, last := d.recent.Since(seq, t)
+	return c.JSON(fiber.Map{"node": d.reg.Node(), "capacity": pipeline.RecentCapacity, "last": last, "requests": recs})
 }
 
 // peerRequests answers GET /admin/v1/requests?node= from that node's gateway: its whole ring, filtered here
@@ -327,10 +328,10 @@ func (d *dashboard) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.T
 		return err
 	}
 	var ans struct {
-		Node     string          `json:"node"`
-		Capacity int             `json:"capacity"`
-		Last     uint64          `json:"last"`
-		Requests []recentRequest `json:"requests"`
+		Node     string                   `json:"node"`
+		Capacity int                      `json:"capacity"`
+		Last     uint64                   `json:"last"`
+		Requests []pipeline.RecentRequest `json:"requests"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return apicore.Unavailable("node " + node + " answered its recent requests with something else: " + err.Error())
@@ -343,3 +344,5 @@ func (d *dashboard) peerRequests(c *fiber.Ctx, node string, seq uint64, t time.T
 	}
 	return c.JSON(fiber.Map{"node": ans.Node, "capacity": ans.Capacity, "last": ans.Last, "requests": kept})
 }
+
+func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"bytes"
@@ -184,7 +184,7 @@ func TestStreamWriterClosedUnwritten(t *testing.T) {
 }
 
 // testRequest is a request of a pipeline with no observers, for a stream's writer.
-func testRequest() *request { return &request{p: &pipeline{}, stream: true, streaming: true} }
+func testRequest() *request { return &request{p: &Pipeline{}, stream: true, streaming: true} }
 
 // BenchmarkStreamWriter: a token through the stream's writer, from the run's queue to the connection, as
 // SSE completion chunks (b.N tokens, then a final); ns/op and allocs/op are per token.
@@ -204,7 +204,7 @@ func BenchmarkStreamWriter(b *testing.B) {
 	}()
 	evs, closed, _ := r.take(nil, nil)
 	req := testRequest()
-	req.p.observe(&recentObserver{ring: &recentRequests{}}, false)
+	req.p.observe(&recentObserver{ring: &Recent{}}, false)
 	w := &streamWriter{req: req, enc: openai.CompletionsDialect{Usage: true}.Encoder(apicore.Meta{ID: "cmpl-0123456789abcdef01234567", Created: 1, Model: "echo"}, 1),
 		run: r, first: evs[0], evs: evs, next: 1, closed: closed, ctx: ctx, heartbeat: time.Hour, done: cancel}
 	b.ReportAllocs()

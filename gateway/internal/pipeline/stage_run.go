@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -20,7 +21,7 @@ import (
 // goroutine of its own (run.go) and is rendered as its events come (stage_render.go).
 
 // run runs r on r.local.
-func (p *pipeline) run(c *fiber.Ctx, r *request) error {
+func (p *Pipeline) run(c *fiber.Ctx, r *request) error {
 	in := r.local
 	if err := supports(in.Desc, &r.generate); err != nil {
 		return err
@@ -55,12 +56,12 @@ func (p *pipeline) run(c *fiber.Ctx, r *request) error {
 }
 
 // runWhole generates on this goroutine: nothing is committed until the whole answer is there.
-func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta apicore.Meta) error {
+func (p *Pipeline) runWhole(c *fiber.Ctx, r *request, meta apicore.Meta) error {
 	res := apicore.NewResults(r.generate.N)
 	released := false
 	err := p.generate(r, func(ev engine.Event) error {
 		if !released {
-			releaseBody(c) // the engine has the request
+			locals.ReleaseBody(c) // the engine has the request
 			released = true
 		}
 		res.Add(ev)
@@ -93,11 +94,11 @@ func (p *pipeline) runWhole(c *fiber.Ctx, r *request, meta apicore.Meta) error {
 
 // runStream starts the generation on its own goroutine and, once its first event is there, hands the
 // response to a stream writer. Errors before the first event are HTTP errors with their own status.
-func (p *pipeline) runStream(c *fiber.Ctx, r *request, meta apicore.Meta) error {
+func (p *Pipeline) runStream(c *fiber.Ctx, r *request, meta apicore.Meta) error {
 	q := p.start(r)
 	evs, closed, _ := q.take(nil, nil)
 	firstEvent := time.Since(r.arrived)
-	releaseBody(c) // the engine has the request
+	locals.ReleaseBody(c) // the engine has the request
 	if len(evs) == 0 {
 		<-q.finished
 		return runError(r, q.err)
@@ -150,7 +151,7 @@ func runError(r *request, err error) error {
 
 // generate runs r's generation on the engine, counting it against the instance's load and the admission slot
 // the caller acquired, which it releases. Each event goes to the observers, then to emit.
-func (p *pipeline) generate(r *request, emit func(engine.Event) error) error {
+func (p *Pipeline) generate(r *request, emit func(engine.Event) error) error {
 	in := r.local
 	p.reg.Begin(in)
 	defer p.reg.End(in)
@@ -172,7 +173,7 @@ func (p *pipeline) generate(r *request, emit func(engine.Event) error) error {
 
 // start runs r's generation on its own goroutine, for a stream: its events queue in the run (see run), so the
 // engine rarely waits on the HTTP side; when it does, that is the backpressure of a slow client.
-func (p *pipeline) start(r *request) *run {
+func (p *Pipeline) start(r *request) *run {
 	q := newRun(r.cancel)
 	go func() {
 		q.close(p.generate(r, func(ev engine.Event) error { return q.push(r.ctx, ev) }))
@@ -183,7 +184,7 @@ func (p *pipeline) start(r *request) *run {
 // engineUnavailable explains a call that failed as unavailable. The plugin may have died under it: the log
 // gets its last stderr lines and the transport's message, the client a plain sentence and the request id
 // (stderr and gRPC messages name temporary paths and carry unrelated records).
-func (p *pipeline) engineUnavailable(requestID string, gen uint64, err error) error {
+func (p *Pipeline) engineUnavailable(requestID string, gen uint64, err error) error {
 	var detail string
 	var ee *engine.Error
 	if errors.As(err, &ee) {
@@ -203,7 +204,7 @@ func (p *pipeline) engineUnavailable(requestID string, gen uint64, err error) er
 }
 
 // admit takes an admission slot, counting the outcome and the wait.
-func (p *pipeline) admit(ctx context.Context) (time.Duration, error) {
+func (p *Pipeline) admit(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	err := p.limiter.acquire(ctx)
 	wait := time.Since(start)
@@ -266,7 +267,7 @@ func supports(d engine.Description, r *engine.GenerateRequest) error {
 
 // staticPrefill offers the configured prefill endpoints (--prefill), when the router offered none: a fixed
 // prefill node outside the cluster, an exo one say.
-func (p *pipeline) staticPrefill(r *request) {
+func (p *Pipeline) staticPrefill(r *request) {
 	if len(r.generate.PrefillEndpoints) > 0 {
 		return
 	}

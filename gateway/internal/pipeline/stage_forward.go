@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"bufio"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 )
 
@@ -26,7 +27,7 @@ const maxForwardedBody = 256 << 20
 // (with no error) when the owner failed before answering (unreachable, or 503 because its engine or instance
 // is not there now): nothing was sent to the client, and the caller may try the router's next candidate.
 // Admission is the owner's: the request takes no slot here.
-func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, err error) {
+func (p *Pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, err error) {
 	requestID, d, ctx := r.id, &r.decision, r.ctx
 	var hostPort string
 	var tls, ok bool
@@ -38,7 +39,7 @@ func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, er
 		p.log.Warn("forward: no API address for the decode node", "request_id", requestID, "node", d.DecodeNode)
 		return false, nil
 	}
-	header := requestHeader(c)
+	header := locals.RequestHeader(c)
 	if tp := r.observed.traceparent; tp != "" {
 		header.Set("Traceparent", tp) // the owner's span joins this one's trace
 	}
@@ -154,16 +155,7 @@ func (p *pipeline) forward(c *fiber.Ctx, r *request, attempt int) (done bool, er
 }
 
 // hopSilent is the error of a hop whose owner went silent after its answer began.
-func (p *pipeline) hopSilent(node, requestID string) *apicore.Error {
+func (p *Pipeline) hopSilent(node, requestID string) *apicore.Error {
 	return apicore.Unavailable(fmt.Sprintf("node %s sent nothing for %s (--hop-idle-timeout): it may be frozen, asleep or cut off; the answer is incomplete (request id %s)",
 		node, p.fwd.IdleTimeout(), requestID))
-}
-
-// requestHeader copies the client's request headers, for a hop.
-func requestHeader(c *fiber.Ctx) http.Header {
-	header := http.Header{}
-	for k, v := range c.Request().Header.All() {
-		header.Add(string(k), string(v))
-	}
-	return header
 }

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"crypto/sha256"
@@ -25,7 +25,7 @@ import (
 // a hop from another gateway carries the decision, and is not routed again.
 
 // place decides where r runs: r.decision, and r.local when the instance is this node's.
-func (p *pipeline) place(r *request) error {
+func (p *Pipeline) place(r *request) error {
 	if r.hopped {
 		if r.local != nil {
 			return nil // placed on a first attempt; a hop is never forwarded
@@ -42,7 +42,7 @@ func (p *pipeline) place(r *request) error {
 }
 
 // decide asks the router where a request runs. Instances in r.exclude failed it already.
-func (p *pipeline) decide(r *request) error {
+func (p *Pipeline) decide(r *request) error {
 	snap := p.view.Current()
 	known := false
 	for i := range snap.Instances {
@@ -165,7 +165,7 @@ func finitePositive(v float64) bool { return v > 0 && !math.IsInf(v, 1) }
 // is this node's own knowledge (resolvePinned), never the hop's: in a cluster without a secret a hop is any
 // client's request, and a client that could name an address would have this node's engine fetch KV from a
 // server of its choosing, whose answer the prefix cache would then serve to everyone.
-func (p *pipeline) fromPinned(r *request, snap *router.Snapshot) error {
+func (p *Pipeline) fromPinned(r *request, snap *router.Snapshot) error {
 	hop := r.hop
 	if hop.DecodeInstance == "" {
 		return apicore.BadRequest("", "a forwarded request names no decode instance (request id %s)", r.id)
@@ -228,7 +228,7 @@ func resolvePinned(snap *router.Snapshot, decode string, pinned []forward.Endpoi
 // local instance of the model can tokenize it and the prompt is long enough for that to matter, estimated from
 // its bytes otherwise. A prompt shorter than TokenizeMinBytes has fewer tokens than bytes, too few for remote
 // prefill, and short prefixes gain little from affinity: it costs no tokenizer call.
-func (p *pipeline) promptInfo(r *request) error {
+func (p *Pipeline) promptInfo(r *request) error {
 	g := &r.generate
 	if n := len(g.PromptTokens); n > 0 {
 		r.promptTokens = n

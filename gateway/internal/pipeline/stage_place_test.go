@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -26,7 +26,7 @@ func TestPinnedCarriesDecision(t *testing.T) {
 	if err := reg.LoadAll(context.Background(), loadOnly{}); err != nil {
 		t.Fatal(err)
 	}
-	p := &pipeline{reg: reg, log: slog.New(slog.DiscardHandler)}
+	p := &Pipeline{reg: reg, log: slog.New(slog.DiscardHandler)}
 	// The owner's own view: it knows n1-0 and where it serves KV.
 	snap := &router.Snapshot{Self: "n2", Instances: []router.Instance{
 		{ID: "n2-0", Node: "n2", Status: router.InstanceReady},

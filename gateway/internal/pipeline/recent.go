@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"encoding/json"
@@ -18,9 +18,9 @@ import (
 // timings, for the dashboard (GET /admin/v1/requests). A request is recorded once, when it is over: when its
 // handler returns, or when its stream ends.
 
-// recentCapacity is how many requests the ring keeps. A record is bounded (strings are cut, a timings object
+// RecentCapacity is how many requests the ring keeps. A record is bounded (strings are cut, a timings object
 // larger than maxRecentTimings is dropped), so the ring holds at most a few megabytes.
-const recentCapacity = 512
+const RecentCapacity = 512
 
 const (
 	maxRecentString  = 256
@@ -30,11 +30,11 @@ const (
 	recentTail = 16 << 10
 )
 
-// recentRequest is one request as GET /admin/v1/requests shows it: the client's RequestRecord, with the
+// RecentRequest is one request as GET /admin/v1/requests shows it: the client's RequestRecord, with the
 // answer's timings object kept as the answer rendered it (for a forwarded request, the owner's) instead of
 // decoded. Its Timings stands for the record's in the JSON (encoding/json takes the shallower of two fields of
 // one name).
-type recentRequest struct {
+type RecentRequest struct {
 	client.RequestRecord
 	Timings json.RawMessage `json:"timings,omitempty"`
 
@@ -49,33 +49,34 @@ type engineTimings struct {
 	route   apicore.Route
 }
 
-// recentRequests is the ring. Its zero value is ready to use.
-type recentRequests struct {
+// Recent is the ring of the last RecentCapacity requests, which the dashboard lists
+// (GET /admin/v1/requests). Its zero value is ready to use.
+type Recent struct {
 	mu   sync.Mutex
-	buf  []recentRequest
+	buf  []RecentRequest
 	next int // where the next record goes once buf is full
 	seq  uint64
 }
 
-func (r *recentRequests) add(rec recentRequest) {
+func (r *Recent) add(rec RecentRequest) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.seq++
 	rec.Seq = r.seq
-	if len(r.buf) < recentCapacity {
+	if len(r.buf) < RecentCapacity {
 		r.buf = append(r.buf, rec)
 		return
 	}
 	r.buf[r.next] = rec
-	r.next = (r.next + 1) % recentCapacity
+	r.next = (r.next + 1) % RecentCapacity
 }
 
-// since returns the records after seq (0: all) that started at or after t (zero: any), oldest first, and the
+// Since returns the records after seq (0: all) that started at or after t (zero: any), oldest first, and the
 // last seq recorded.
-func (r *recentRequests) since(seq uint64, t time.Time) ([]recentRequest, uint64) {
+func (r *Recent) Since(seq uint64, t time.Time) ([]RecentRequest, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]recentRequest, 0, len(r.buf))
+	out := make([]RecentRequest, 0, len(r.buf))
 	for i := range r.buf {
 		rec := &r.buf[(r.next+i)%len(r.buf)]
 		if rec.engine != nil {
@@ -94,13 +95,13 @@ func (r *recentRequests) since(seq uint64, t time.Time) ([]recentRequest, uint64
 // recentObserver records each request in the ring when it is over.
 type recentObserver struct {
 	nopObserver
-	ring *recentRequests
+	ring *Recent
 }
 
 func (o *recentObserver) finished(r *request) {
 	a := &r.answer
 	// The request's id, path and model are its own copies already.
-	rec := recentRequest{RequestRecord: client.RequestRecord{RequestID: clip(r.id, maxRecentString), Path: r.path,
+	rec := RecentRequest{RequestRecord: client.RequestRecord{RequestID: clip(r.id, maxRecentString), Path: r.path,
 		Model: clip(r.model, maxRecentString), Stream: r.stream, Node: r.node, Hop: r.hopped, Start: r.arrived,
 		Status: a.status, DurationMS: msOf(time.Since(r.arrived)), Route: r.placement()}}
 	if a.status >= 400 {

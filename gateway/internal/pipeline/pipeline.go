@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -13,27 +13,17 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/node"
+	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
 	"github.com/duet-ai/duet/sdk/router"
 )
 
-// The request path as stages over one request value:
-//
-//	parse    the API packages (openai, responses, anthropic, ollama): the body, in its API's dialect, into a
-//	         call they hand to Serve (stage_parse.go)
-//	place    stage_place.go: where it runs, from the router (or from the hop that carries the decision)
-//	forward  stage_forward.go: to the gateway of the node that runs it, passed through as it comes
-//	run      stage_run.go: on this node's engine, under admission control
-//	render   stage_render.go: the engine's events in the client's dialect, whole or streamed
-//
-// What watches a request (the dashboard's recent list, metrics, traces, speed samples, the estimate-error
-// book) is an observer (observe.go), told of its lifecycle; none of them owns the request.
-
-// pipeline runs generation requests. It holds what the stages need of the node and of the server, each
+// Pipeline runs generation requests. It holds what the stages need of the node and of the server, each
 // behind the narrowest type that serves, so that a stage's tests build one from fakes.
-type pipeline struct {
+type Pipeline struct {
 	cfg     *Config
 	reg     *node.Registry
 	cluster clusterState // nil: no cluster (stage tests)
@@ -41,17 +31,60 @@ type pipeline struct {
 	engines node.EngineProvider
 	routers node.RouterProvider
 	fwd     *forward.Client
-	limiter *limiter
+	limiter *Limiter
 	aliases *alias.Table
 	log     *slog.Logger
 	// heartbeat is a stream's keep-alive interval for a request (shorter on a hop that asks for it).
 	heartbeat func(*fiber.Ctx) time.Duration
 	// metrics counts routing, admission and hops (nil: none); what it counts of each request is an observer's.
 	metrics *metrics.Metrics
-	// observers watch every request; registered once, in newPipeline. perToken are those of them told of
-	// every token, not only the first (the metrics, for the inter-token latency): the others cost a token
-	// nothing.
+	// recent is the ring the recent-requests observer records in, which the dashboard reads.
+	recent *Recent
+	// observers watch every request; registered once, in New. perToken are those of them told of every
+	// token, not only the first (the metrics, for the inter-token latency): the others cost a token nothing.
 	observers, perToken []observer
+}
+
+// Config is what the request path takes of the server's configuration.
+type Config struct {
+	// RequestTimeout bounds a whole generation (and a token count).
+	RequestTimeout time.Duration
+	// WriteTimeout bounds each write of a response; a stream extends it at every flush.
+	WriteTimeout time.Duration
+	// Heartbeat is the interval of SSE comments on an idle stream.
+	Heartbeat time.Duration
+	// PrefillEndpoints are static KV wire endpoints offered to the engine for every request the router gives
+	// none.
+	PrefillEndpoints []string
+	// TokenizeMinBytes: prompts of at least this many bytes are tokenized for the router; shorter ones are
+	// estimated from their bytes.
+	TokenizeMinBytes int
+}
+
+// DefaultTokenizeMinBytes is the default Config.TokenizeMinBytes (and the server's): a shorter prompt has at
+// most as many tokens as bytes, too few for remote prefill to pay, and its prefix gains little from
+// affinity, so the router gets an estimate rather than a round trip to the engine's tokenizer (which costs as
+// much as the rest of the gateway's work on a short request).
+const DefaultTokenizeMinBytes = 1024
+
+// Deps are what the request path runs on: the node's parts, and the server's that it shares.
+type Deps struct {
+	Registry *node.Registry
+	// Agent is the cluster membership (nil: no cluster); View is the router's view of it with this node's load.
+	Agent   *cluster.Agent
+	View    *cluster.LocalView
+	Engines node.EngineProvider
+	Routers node.RouterProvider
+	// Forward is the hop client to other gateways.
+	Forward *forward.Client
+	// Limiter is admission control, which the admin API's status reads too.
+	Limiter *Limiter
+	// Aliases resolve the model names clients ask for.
+	Aliases *alias.Table
+	// Metrics (nil: none) and Tracer (nil: no OTLP export) are observers of every request.
+	Metrics *metrics.Metrics
+	Tracer  *tracing.Tracer
+	Log     *slog.Logger
 }
 
 // clusterState is what the request path reads of the cluster: its tables, the speed book, and where another
@@ -78,33 +111,40 @@ type snapshotter interface {
 	Current() *router.Snapshot
 }
 
-// newPipeline builds the request path of s, with its observers.
-func newPipeline(s *Server) *pipeline {
-	p := &pipeline{
-		cfg: &s.cfg, reg: s.reg, view: s.view, engines: s.engines, routers: s.routers, fwd: s.fwd,
-		limiter: s.limiter, aliases: s.aliases, log: s.log, metrics: s.metrics,
-		heartbeat: func(c *fiber.Ctx) time.Duration { return heartbeatFor(c, s.cfg.Heartbeat) },
+// New builds the request path with its observers: the recent ring, and the metrics, the trace and the speed
+// book when d has them.
+func New(cfg Config, d Deps) *Pipeline {
+	p := &Pipeline{
+		cfg: &cfg, reg: d.Registry, view: d.View, engines: d.Engines, routers: d.Routers, fwd: d.Forward,
+		limiter: d.Limiter, aliases: d.Aliases, log: d.Log, metrics: d.Metrics, recent: &Recent{},
+		heartbeat: func(c *fiber.Ctx) time.Duration { return locals.Heartbeat(c, cfg.Heartbeat) },
 	}
-	if s.agent != nil {
-		p.cluster = agentState{Agent: s.agent, self: s.reg.Node()}
+	if p.log == nil {
+		p.log = slog.New(slog.DiscardHandler)
 	}
-	p.observe(&recentObserver{ring: &s.recent}, false)
-	if s.metrics != nil {
-		p.observe(metricsObserver{m: s.metrics}, true)
+	if d.Agent != nil {
+		p.cluster = agentState{Agent: d.Agent, self: d.Registry.Node()}
 	}
-	if s.tracer != nil {
-		p.observe(traceObserver{t: s.tracer}, false)
+	p.observe(&recentObserver{ring: p.recent}, false)
+	if d.Metrics != nil {
+		p.observe(metricsObserver{m: d.Metrics}, true)
+	}
+	if d.Tracer != nil {
+		p.observe(traceObserver{t: d.Tracer}, false)
 	}
 	if p.cluster != nil {
-		p.observe(speedObserver{cluster: p.cluster, node: s.reg.Node()}, false)
+		p.observe(speedObserver{cluster: p.cluster, node: d.Registry.Node()}, false)
 	}
 	return p
 }
 
+// Recent is the ring of the requests this gateway served lately, for the dashboard.
+func (p *Pipeline) Recent() *Recent { return p.recent }
+
 // request is one generation request on its way through the pipeline: what parse read, where place put it,
 // how it ran, and what the client got. The stages fill it in order; observers read it.
 type request struct {
-	p *pipeline
+	p *Pipeline
 	// c is the request's fiber context while its handler owns it: nil once a stream's writer has the request.
 	c  *fiber.Ctx
 	id string // the request id
@@ -184,16 +224,16 @@ const requestKey = "duet.request"
 
 // begin starts a request's run: its identity, deadline and disconnect watch. c's strings point into buffers
 // fasthttp reuses for the next request; the request, which may outlive the handler, keeps copies.
-func (p *pipeline) begin(c *fiber.Ctx, r *request) {
+func (p *Pipeline) begin(c *fiber.Ctx, r *request) {
 	r.p, r.c = p, c
-	r.id = strings.Clone(requestIDOf(c))
+	r.id = strings.Clone(locals.RequestID(c))
 	r.path = cut(c.Path(), maxRecentString)
-	r.api = apiOf(r.path)
+	r.api = APIOf(r.path)
 	r.arrived = arrival(c)
 	r.model = strings.Clone(p.aliases.Resolve(r.model))
 	r.node = p.reg.Node()
 	r.route.EntryNode = r.node
-	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
+	if hop, ok := locals.Hop(c); ok {
 		r.hop, r.hopped = hop, true
 	}
 	r.ctx, r.cancel = context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
@@ -214,7 +254,7 @@ func (r *request) end(c *fiber.Ctx) {
 }
 
 // serve takes a parsed request through the stages: place, then forward it to its owner or run it here.
-func (p *pipeline) serve(c *fiber.Ctx, r *request) error {
+func (p *Pipeline) serve(c *fiber.Ctx, r *request) error {
 	p.begin(c, r)
 	defer r.end(c)
 	for attempt := 1; ; attempt++ {
@@ -237,9 +277,9 @@ func (p *pipeline) serve(c *fiber.Ctx, r *request) error {
 	}
 }
 
-// finishRequest ends the request of c when its handler returns (the access log calls it for every request),
-// unless a stream's writer ends it. It reports whether c served a generation (ended now or later).
-func finishRequest(c *fiber.Ctx, status int, err error) bool {
+// Finish ends the request of c when its handler returns (the server's access log calls it for every
+// request), unless a stream's writer ends it. It reports whether c served a generation (ended now or later).
+func Finish(c *fiber.Ctx, status int, err error) bool {
 	r, _ := c.Locals(requestKey).(*request)
 	if r == nil {
 		return false
@@ -249,14 +289,14 @@ func finishRequest(c *fiber.Ctx, status int, err error) bool {
 	}
 	r.answer.status = status
 	if err != nil && status >= 400 {
-		r.answer.err = toAPIError(err).Message
+		r.answer.err = apicore.ErrorOf(err).Message
 	}
 	r.p.finished(r)
 	return true
 }
 
-// snapshot is the cluster's tables (empty without a cluster).
-func (p *pipeline) snapshot() *cluster.Snapshot {
+// Snapshot is the cluster's tables (empty without a cluster).
+func (p *Pipeline) Snapshot() *cluster.Snapshot {
 	if p.cluster == nil {
 		return &cluster.Snapshot{}
 	}

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"github.com/duet-ai/duet/gateway/internal/cluster"

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/sdk/engine"
 )
@@ -17,16 +18,16 @@ import (
 // CountTokens counts a prompt's tokens as the engine renders them for a generation (template, tools and
 // thinking included), with a local instance of the model, or has the gateway of a node that has one count
 // them (Anthropic's /v1/messages/count_tokens).
-func (p *pipeline) CountTokens(c *fiber.Ctx, tc apicore.TokenCount) error {
+func (p *Pipeline) CountTokens(c *fiber.Ctx, tc apicore.TokenCount) error {
 	asked := tc.Model
 	model := p.aliases.Resolve(tc.Model)
 	var in *node.Instance
-	if hop, ok := c.Locals(hopRouteKey).(forward.Route); ok {
+	if hop, ok := locals.Hop(c); ok {
 		// The entry gateway picked this node's instance; a hop is never forwarded again.
 		got, found := p.reg.Get(hop.DecodeInstance)
 		// The entry gateway resolved the name with its own aliases, which this node may not have.
 		if !found || got.Spec.Model != model && got.Spec.Model != asked {
-			return apicore.Unavailable(fmt.Sprintf("instance %q of model %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, model, requestIDOf(c)))
+			return apicore.Unavailable(fmt.Sprintf("instance %q of model %q is not served by this node now; retry (request id %s)", hop.DecodeInstance, model, locals.RequestID(c)))
 		}
 		in = got
 	} else {
@@ -48,7 +49,7 @@ func (p *pipeline) CountTokens(c *fiber.Ctx, tc apicore.TokenCount) error {
 	}
 	e, gen, err := p.engines.Get()
 	if err != nil {
-		return apicore.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", requestIDOf(c)))
+		return apicore.Unavailable(fmt.Sprintf("the engine plugin is not running now (it is being restarted); retry shortly (request id %s)", locals.RequestID(c)))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 	defer cancel()
@@ -57,7 +58,7 @@ func (p *pipeline) CountTokens(c *fiber.Ctx, tc apicore.TokenCount) error {
 	res, err := e.Tokenize(ctx, tr)
 	if err != nil {
 		if engine.CodeOf(err) == engine.CodeUnavailable {
-			err = p.engineUnavailable(requestIDOf(c), gen, err)
+			err = p.engineUnavailable(locals.RequestID(c), gen, err)
 		}
 		return apicore.FromEngine(err)
 	}
@@ -70,9 +71,9 @@ const maxTokenCountBody = 1 << 20
 
 // forwardCountTokens asks the gateway of a node with a ready instance of the model to count, with that
 // instance pinned, and passes its answer through.
-func (p *pipeline) forwardCountTokens(c *fiber.Ctx, model string) error {
-	requestID := requestIDOf(c)
-	snap := p.snapshot()
+func (p *Pipeline) forwardCountTokens(c *fiber.Ctx, model string) error {
+	requestID := locals.RequestID(c)
+	snap := p.Snapshot()
 	var target *cluster.Record
 	known := false
 	for i := range snap.Instances {
@@ -101,7 +102,7 @@ func (p *pipeline) forwardCountTokens(c *fiber.Ctx, model string) error {
 	if !ok {
 		return apicore.Unavailable(fmt.Sprintf("node %s, which serves model %q, advertises no API address (request id %s)", node, model, requestID))
 	}
-	header := requestHeader(c)
+	header := locals.RequestHeader(c)
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 	defer cancel()
 	// The body's buffer goes back to the pool when the handler returns: wait until the transport is done.

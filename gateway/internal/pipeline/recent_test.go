@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"encoding/json"
@@ -12,16 +12,16 @@ import (
 
 func TestRecentRingKeepsTheLast(t *testing.T) {
 	t.Parallel()
-	var r recentRequests
+	var r Recent
 	t0 := time.Now()
-	for i := range recentCapacity + 10 {
-		r.add(recentRequest{RequestRecord: client.RequestRecord{RequestID: fmt.Sprint(i), Start: t0.Add(time.Duration(i) * time.Second)}})
+	for i := range RecentCapacity + 10 {
+		r.add(RecentRequest{RequestRecord: client.RequestRecord{RequestID: fmt.Sprint(i), Start: t0.Add(time.Duration(i) * time.Second)}})
 	}
-	all, last := r.since(0, time.Time{})
-	if len(all) != recentCapacity || last != recentCapacity+10 {
+	all, last := r.Since(0, time.Time{})
+	if len(all) != RecentCapacity || last != RecentCapacity+10 {
 		t.Fatalf("%d records, last %d", len(all), last)
 	}
-	if all[0].RequestID != "10" || all[len(all)-1].RequestID != fmt.Sprint(recentCapacity+9) {
+	if all[0].RequestID != "10" || all[len(all)-1].RequestID != fmt.Sprint(RecentCapacity+9) {
 		t.Errorf("oldest %s, newest %s", all[0].RequestID, all[len(all)-1].RequestID)
 	}
 	for i := 1; i < len(all); i++ {
@@ -29,16 +29,16 @@ func TestRecentRingKeepsTheLast(t *testing.T) {
 			t.Fatalf("seq %d after %d", all[i].Seq, all[i-1].Seq)
 		}
 	}
-	tail, _ := r.since(last-3, time.Time{})
+	tail, _ := r.Since(last-3, time.Time{})
 	if len(tail) != 3 || tail[0].Seq != last-2 {
 		t.Errorf("since %d: %+v", last-3, tail)
 	}
-	byTime, _ := r.since(0, t0.Add(time.Duration(recentCapacity+5)*time.Second))
+	byTime, _ := r.Since(0, t0.Add(time.Duration(RecentCapacity+5)*time.Second))
 	if len(byTime) != 5 {
 		t.Errorf("since a time: %d records", len(byTime))
 	}
-	var empty recentRequests
-	if recs, last := empty.since(0, time.Time{}); len(recs) != 0 || last != 0 {
+	var empty Recent
+	if recs, last := empty.Since(0, time.Time{}); len(recs) != 0 || last != 0 {
 		t.Errorf("an empty ring: %v %d", recs, last)
 	}
 }
@@ -103,7 +103,7 @@ func TestCut(t *testing.T) {
 func TestRecentRecordJSON(t *testing.T) {
 	t.Parallel()
 	timings := `{"prefill_source":"remote","queue_ms":1.5,"remote_prefill":{"instance_id":"p","fallback_reason":null},"new_field":7}`
-	rec := recentRequest{RequestRecord: client.RequestRecord{Seq: 4, RequestID: "r", Status: 200,
+	rec := RecentRequest{RequestRecord: client.RequestRecord{Seq: 4, RequestID: "r", Status: 200,
 		Route: client.RequestRoute{EntryNode: "a", Forwarded: true}, Usage: &client.RequestUsage{PromptTokens: 9}},
 		Timings: json.RawMessage(timings)}
 	data, err := json.Marshal(rec)
@@ -117,7 +117,7 @@ func TestRecentRecordJSON(t *testing.T) {
 	if string(fields["timings"]) != timings {
 		t.Errorf("timings %s, want them as rendered: %s", fields["timings"], timings)
 	}
-	var peer recentRequest
+	var peer RecentRequest
 	if err := json.Unmarshal(data, &peer); err != nil {
 		t.Fatal(err)
 	}

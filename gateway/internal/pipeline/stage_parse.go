@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/cluster"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/sdk/engine"
 )
 
@@ -14,10 +15,10 @@ import (
 // a request in their dialect and hand it to the pipeline as an apicore.Call. What they call of the pipeline
 // (apicore.Pipeline) is here and in tokens.go; serve (pipeline.go) takes the request on.
 
-var _ apicore.Pipeline = (*pipeline)(nil)
+var _ apicore.Pipeline = (*Pipeline)(nil)
 
 // Serve takes an API's parsed generation through the stages.
-func (p *pipeline) Serve(c *fiber.Ctx, call apicore.Call) error {
+func (p *Pipeline) Serve(c *fiber.Ctx, call apicore.Call) error {
 	return p.serve(c, &request{
 		model:        call.Model,
 		stream:       call.Stream,
@@ -31,20 +32,20 @@ func (p *pipeline) Serve(c *fiber.Ctx, call apicore.Call) error {
 }
 
 // RequestID is the id the requestID middleware gave c's request.
-func (p *pipeline) RequestID(c *fiber.Ctx) string { return requestIDOf(c) }
+func (p *Pipeline) RequestID(c *fiber.Ctx) string { return locals.RequestID(c) }
 
 // RefuseOverlong answers context_length_exceeded, before the body is parsed, for a prompt that cannot fit the
 // context of any instance of its model in the cluster: its decoded length over the instance's
 // MaxBytesPerToken is a lower bound on its tokens. So a prompt of megabytes costs a scan of its bytes, not
 // copies of it in the gateway and the engine. The API may have renamed the model first (Ollama's
 // "name:latest"); aliases are resolved here.
-func (p *pipeline) RefuseOverlong(model string, promptBytes, promptTokens int, param string) error {
+func (p *Pipeline) RefuseOverlong(model string, promptBytes, promptTokens int, param string) error {
 	if model == "" || promptBytes == 0 && promptTokens == 0 {
 		return nil
 	}
 	model = p.aliases.Resolve(model)
 	least, limit := 0, 0
-	for _, in := range p.snapshot().Instances {
+	for _, in := range p.Snapshot().Instances {
 		if in.Model != model {
 			continue
 		}

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -179,7 +179,7 @@ func (w *streamWriter) end() {
 	var apiErr *apicore.Error
 	switch err := w.run.err; {
 	case errors.Is(w.ctx.Err(), context.DeadlineExceeded):
-		apiErr = toAPIError(context.DeadlineExceeded)
+		apiErr = apicore.ErrorOf(context.DeadlineExceeded)
 	case errors.As(err, &apiErr):
 	case err != nil:
 		apiErr = apicore.FromEngine(err)
@@ -201,7 +201,7 @@ func (w *streamWriter) fail(err *apicore.Error) {
 func (w *streamWriter) final(ev engine.Event) bool {
 	if apiErr := apicore.FinalError(ev.Final); apiErr != nil {
 		if errors.Is(w.ctx.Err(), context.DeadlineExceeded) {
-			apiErr = toAPIError(context.DeadlineExceeded)
+			apiErr = apicore.ErrorOf(context.DeadlineExceeded)
 		}
 		w.fail(apiErr)
 		return true

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // writer and the rendering of a whole answer in stage_render_test.go, a whole request in pipeline_test.go.
 // The benchmarks report allocs/op, so a per-token or per-request allocation that comes back shows:
 //
-//	go test ./gateway/internal/server -run '^$' -bench 'Run|Stream|Watch|Answer|Serve' -benchmem
+//	go test ./gateway/internal/pipeline -run '^$' -bench 'Run|Stream|Watch|Answer|Serve' -benchmem
 //
 // A token's rendering as an OpenAI chunk alone is BenchmarkEncoderEvent, in package openai.
 

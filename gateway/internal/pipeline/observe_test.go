@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"testing"
@@ -17,8 +17,8 @@ func TestAPIOf(t *testing.T) {
 		"/api/chat": metrics.APIOllama, "/api/generate": metrics.APIOllama,
 		"/v1/models": "", "/v1/messages/count_tokens": "", "/": "", "/v1/chat/completions/x": "",
 	} {
-		if got := apiOf(path); got != want {
-			t.Errorf("apiOf(%q) = %q, want %q", path, got, want)
+		if got := APIOf(path); got != want {
+			t.Errorf("APIOf(%q) = %q, want %q", path, got, want)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"time"
@@ -6,7 +6,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/attribute"
 
-	"github.com/duet-ai/duet/gateway/internal/forward"
 	"github.com/duet-ai/duet/gateway/internal/metrics"
 	"github.com/duet-ai/duet/gateway/internal/tracing"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -59,21 +58,21 @@ type observed struct {
 }
 
 // observe registers an observer; everyToken: it is told of every token, not only the first.
-func (p *pipeline) observe(o observer, everyToken bool) {
+func (p *Pipeline) observe(o observer, everyToken bool) {
 	p.observers = append(p.observers, o)
 	if everyToken {
 		p.perToken = append(p.perToken, o)
 	}
 }
 
-func (p *pipeline) decided(r *request) {
+func (p *Pipeline) decided(r *request) {
 	for _, o := range p.observers {
 		o.decided(r)
 	}
 }
 
 // event tells the observers of an engine event; the generation's goroutine calls it for each.
-func (p *pipeline) event(r *request, ev *engine.Event) {
+func (p *Pipeline) event(r *request, ev *engine.Event) {
 	switch {
 	case ev.Token != nil && ev.Choice == 0:
 		if r.observed.firstToken.IsZero() {
@@ -106,7 +105,7 @@ func (r *request) now() time.Time {
 
 // finished ends a request, once: a stream's outcome is settled from what its writer saw, and every observer
 // is told.
-func (p *pipeline) finished(r *request) {
+func (p *Pipeline) finished(r *request) {
 	if r.finished {
 		return
 	}
@@ -190,8 +189,8 @@ func (o traceObserver) finished(r *request) {
 // arrival is when the request's headers were read: the start of every duration the gateway reports.
 func arrival(c *fiber.Ctx) time.Time { return c.Context().Time() }
 
-// apiOf names the client API of a generation path, for the metrics' api label ("" for other paths).
-func apiOf(path string) string {
+// APIOf names the client API of a generation path, for the metrics' api label ("" for other paths).
+func APIOf(path string) string {
 	switch path {
 	case "/v1/chat/completions":
 		return metrics.APIChat
@@ -205,31 +204,4 @@ func apiOf(path string) string {
 		return metrics.APIOllama
 	}
 	return ""
-}
-
-// countUnserved counts a generation request refused before it reached the pipeline (unauthenticated,
-// malformed, too large, overlong): its model was not read, so it counts as unknown. A hop refused so counted
-// itself already.
-func countUnserved(m *metrics.Metrics, c *fiber.Ctx, status int) {
-	api := apiOf(c.Path())
-	if api == "" || c.Method() != fiber.MethodPost || c.Get(forward.HeaderHop) != "" {
-		return
-	}
-	m.Request(api, metrics.ModelUnknown, status, 0)
-}
-
-// Instances are this node's loaded instances and the generations the gateway runs on each, for the metrics.
-func (s *Server) Instances() []metrics.Instance {
-	all := s.reg.All()
-	out := make([]metrics.Instance, 0, len(all))
-	for _, in := range all {
-		out = append(out, metrics.Instance{ID: in.Desc.InstanceID, Model: in.Desc.ModelID, InFlight: in.InFlight()})
-	}
-	return out
-}
-
-// Admission is the admission limiter's occupancy and bounds, for the metrics.
-func (s *Server) Admission() metrics.AdmissionState {
-	return metrics.AdmissionState{InFlight: s.limiter.inFlight(), Queued: int(s.limiter.queued.Load()),
-		MaxInFlight: s.cfg.MaxInFlight, MaxQueue: s.cfg.MaxQueue}
 }

@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -20,6 +20,7 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 	"github.com/duet-ai/duet/gateway/internal/apitest"
 	"github.com/duet-ai/duet/gateway/internal/forward"
+	"github.com/duet-ai/duet/gateway/internal/locals"
 	"github.com/duet-ai/duet/gateway/internal/node"
 	"github.com/duet-ai/duet/gateway/internal/openai"
 	"github.com/duet-ai/duet/sdk/engine"
@@ -93,11 +94,11 @@ func (l *lifecycle) got() []string {
 // stageFixture is a pipeline of a node (n1 unless said) with an instance of model m (n1-0), its observers
 // and its recent ring, in a cluster where n1-0 and n2-0 serve m.
 type stageFixture struct {
-	p      *pipeline
+	p      *Pipeline
 	router *fakeRouter
 	engine *apitest.Engine
 	life   *lifecycle
-	ring   *recentRequests
+	ring   *Recent
 }
 
 func newStageFixture(t testing.TB, events ...engine.Event) *stageFixture {
@@ -113,18 +114,19 @@ func newNodeFixture(t testing.TB, self string, events ...engine.Event) *stageFix
 	if err := reg.LoadAll(context.Background(), eng); err != nil {
 		t.Fatal(err)
 	}
-	cfg := DefaultConfig()
+	cfg := Config{RequestTimeout: 30 * time.Minute, WriteTimeout: time.Minute, Heartbeat: time.Hour,
+		TokenizeMinBytes: DefaultTokenizeMinBytes}
 	snap := &router.Snapshot{Self: self, Instances: []router.Instance{
 		{ID: "n1-0", Node: "n1", Model: "m", Status: router.InstanceReady},
 		{ID: "n2-0", Node: "n2", Model: "m", Status: router.InstanceReady},
 	}}
 	f := &stageFixture{
 		router: &fakeRouter{decision: router.Decision{DecodeInstance: self + "-0", Reason: "least loaded"}},
-		engine: eng, life: &lifecycle{}, ring: &recentRequests{},
+		engine: eng, life: &lifecycle{}, ring: &Recent{},
 	}
-	f.p = &pipeline{
+	f.p = &Pipeline{
 		cfg: &cfg, reg: reg, view: fixedView{snap}, engines: engines{eng}, routers: f.router,
-		limiter: newLimiter(cfg.MaxInFlight, cfg.MaxQueue, cfg.QueueTimeout), aliases: alias.New(nil),
+		limiter: NewLimiter(256, 1024, 30*time.Second), aliases: alias.New(nil),
 		log: slog.New(slog.DiscardHandler), heartbeat: func(*fiber.Ctx) time.Duration { return time.Hour },
 	}
 	f.p.observe(f.life, false)
@@ -142,17 +144,17 @@ func (f *stageFixture) serve(t *testing.T) string {
 func (f *stageFixture) serveB(t testing.TB) string {
 	t.Helper()
 	app := fiber.New(fiber.Config{DisableStartupMessage: true, ErrorHandler: func(c *fiber.Ctx, err error) error {
-		e := toAPIError(err)
+		e := apicore.ErrorOf(err)
 		return c.Status(e.Status).Send(e.AppendEnvelope(nil))
 	}})
 	app.Use(func(c *fiber.Ctx) error {
-		c.Locals(requestIDHeader, "rid-1")
+		locals.SetRequestID(c, "rid-1")
 		if h := c.Get(forward.HeaderRoute); h != "" { // a hop, as authOrHop takes it in a cluster without a secret
 			route, err := forward.DecodeRoute(h)
 			if err != nil {
 				return err
 			}
-			c.Locals(hopRouteKey, route)
+			locals.SetHop(c, route)
 		}
 		err := c.Next()
 		status := c.Response().StatusCode()
@@ -160,7 +162,7 @@ func (f *stageFixture) serveB(t testing.TB) string {
 		if errors.As(err, &apiErr) {
 			status = apiErr.Status
 		}
-		finishRequest(c, status, err)
+		Finish(c, status, err)
 		return err
 	})
 	openai.Routes(app.Group("/v1"), f.p)
@@ -190,16 +192,16 @@ func post(t *testing.T, url, body string) (int, string) {
 
 // recorded waits for the ring's one record: a stream's writer records the request after the client has read
 // its last byte.
-func (f *stageFixture) recorded(t *testing.T) recentRequest {
+func (f *stageFixture) recorded(t *testing.T) RecentRequest {
 	t.Helper()
 	for range 1000 {
-		if recs, _ := f.ring.since(0, time.Time{}); len(recs) == 1 {
+		if recs, _ := f.ring.Since(0, time.Time{}); len(recs) == 1 {
 			return recs[0]
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
 	t.Fatal("the request was not recorded")
-	return recentRequest{}
+	return RecentRequest{}
 }
 
 func TestServeWhole(t *testing.T) {

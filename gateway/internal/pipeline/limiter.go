@@ -1,4 +1,4 @@
-package server
+package pipeline
 
 import (
 	"context"
@@ -8,21 +8,22 @@ import (
 	"github.com/duet-ai/duet/gateway/internal/apicore"
 )
 
-// limiter is the gateway's admission control: at most maxInFlight generations run, at most maxQueue wait for
+// Limiter is the gateway's admission control: at most maxInFlight generations run, at most maxQueue wait for
 // a slot, each for at most queueTimeout. Everything beyond is a 429 at once, so overload is visible to clients
 // instead of piling up.
-type limiter struct {
+type Limiter struct {
 	slots        chan struct{}
 	queued       atomic.Int64
 	maxQueue     int64
 	queueTimeout time.Duration
 }
 
-func newLimiter(maxInFlight, maxQueue int, queueTimeout time.Duration) *limiter {
-	return &limiter{slots: make(chan struct{}, maxInFlight), maxQueue: int64(maxQueue), queueTimeout: queueTimeout}
+// NewLimiter admits maxInFlight generations at once and queues maxQueue more, each for up to queueTimeout.
+func NewLimiter(maxInFlight, maxQueue int, queueTimeout time.Duration) *Limiter {
+	return &Limiter{slots: make(chan struct{}, maxInFlight), maxQueue: int64(maxQueue), queueTimeout: queueTimeout}
 }
 
-func (l *limiter) acquire(ctx context.Context) error {
+func (l *Limiter) acquire(ctx context.Context) error {
 	select {
 	case l.slots <- struct{}{}:
 		return nil
@@ -45,6 +46,10 @@ func (l *limiter) acquire(ctx context.Context) error {
 	}
 }
 
-func (l *limiter) release() { <-l.slots }
+func (l *Limiter) release() { <-l.slots }
 
-func (l *limiter) inFlight() int { return len(l.slots) }
+// InFlight is how many generations hold a slot.
+func (l *Limiter) InFlight() int { return len(l.slots) }
+
+// Queued is how many wait for one.
+func (l *Limiter) Queued() int { return int(l.queued.Load()) }
