@@ -70,9 +70,12 @@ func TestStream(t *testing.T) {
 	if c.TTFT() <= 0 || c.TTFT() > c.Elapsed {
 		t.Errorf("TTFT %v of %v", c.TTFT(), c.Elapsed)
 	}
+	// The server pauses 5 ms between chunks, but what the client sees depends on when it is scheduled (a late
+	// read of the first chunk shortens the first gap to anything): chunks read apart have gaps above zero, and
+	// the tokens of one chunk share its stamp.
 	itl := c.ITLs()
-	if len(itl) != 3 || itl[0] < 4*time.Millisecond || itl[2] != 0 {
-		t.Errorf("gaps %v: want ~5ms between chunks and 0 within one", itl)
+	if len(itl) != 3 || itl[0] <= 0 || itl[1] <= 0 || itl[2] != 0 {
+		t.Errorf("gaps %v: want a gap above 0 between chunks and 0 within one", itl)
 	}
 	if tps := c.GenerationTPS(); tps <= 0 {
 		t.Errorf("generation tps %v", tps)
