@@ -20,6 +20,15 @@ import (
 //
 // A token's rendering as an OpenAI chunk alone is BenchmarkEncoderEvent, in package openai.
 
+// pushUntilCancelled is an endless generation: it pushes tokens into r until ctx ends, then closes r.
+func pushUntilCancelled(ctx context.Context, r *run) {
+	var err error
+	for i := 0; err == nil; i++ {
+		err = r.push(ctx, tokenEvent(i))
+	}
+	r.close(err)
+}
+
 func tokenEvent(i int) engine.Event {
 	return engine.Event{Token: &engine.Token{ID: int32(i), Text: fmt.Sprintf("t%d ", i)}}
 }
@@ -91,13 +100,7 @@ func TestRunQueueCancelled(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	r := newRun(cancel)
-	go func() {
-		var err error
-		for i := 0; err == nil; i++ {
-			err = r.push(ctx, tokenEvent(i))
-		}
-		r.close(err)
-	}()
+	go pushUntilCancelled(ctx, r)
 	evs, _, _ := r.take(nil, nil)
 	if len(evs) == 0 {
 		t.Fatal("no events")

@@ -137,13 +137,7 @@ func TestStreamWriterClientGone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := newRun(cancel)
-	go func() {
-		var err error
-		for i := 0; err == nil; i++ {
-			err = r.push(ctx, tokenEvent(i)) // endless, until cancelled
-		}
-		r.close(err)
-	}()
+	go pushUntilCancelled(ctx, r)
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
 	w := &streamWriter{req: testRequest(), enc: openai.CompletionsDialect{}.Encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
@@ -163,13 +157,7 @@ func TestStreamWriterClosedUnwritten(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r := newRun(cancel)
-	go func() {
-		var err error
-		for i := 0; err == nil; i++ {
-			err = r.push(ctx, tokenEvent(i))
-		}
-		r.close(err)
-	}()
+	go pushUntilCancelled(ctx, r)
 	evs, closed, _ := r.take(nil, nil)
 	var done atomic.Int32
 	w := &streamWriter{req: testRequest(), enc: openai.CompletionsDialect{}.Encoder(apicore.Meta{ID: "cmpl-x"}, 1), run: r, first: evs[0],
